@@ -1,0 +1,39 @@
+# Thin wrapper over CMake. Each goal installs the Debian packages it needs first.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test test-plain test-asan demo bench clean
+
+all: build
+
+deps:
+	@bash tools/dev/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DTF_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The test command: warnings as errors, every test through ctest, then the same
+# suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: deps test-plain test-asan
+
+test-plain: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DTF_WERROR=ON -DTF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+# For now the demo runs the CLI on examples/: validate, plan, capacity, render.
+demo: build
+	@bash tools/dev/demo.sh $(BUILD)
+
+bench: build
+	bench/plan $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

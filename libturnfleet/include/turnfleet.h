@@ -1,0 +1,19 @@
+/**
+ * @file turnfleet.h
+ * @brief libturnfleet umbrella header: run coturn as a fleet of TURN relays.
+ */
+#ifndef TURNFLEET_H
+#define TURNFLEET_H
+
+#include "turnfleet/common.h"
+#include "turnfleet/errors.h"
+#include "turnfleet/version.h"
+#include "turnfleet/log.h"
+#include "turnfleet/addr.h"
+#include "turnfleet/pool.h"
+#include "turnfleet/inventory.h"
+#include "turnfleet/plan.h"
+#include "turnfleet/capacity.h"
+#include "turnfleet/coturn.h"
+
+#endif

@@ -1,0 +1,87 @@
+/**
+ * @file turnfleet/coturn.h
+ * @brief Render one coturn `turnserver.conf` per relay, gated by coturn version.
+ *
+ * A rendered config contains the shared secrets (coturn cannot read them from
+ * a file): callers must treat it as secret material (0600 file, Kubernetes
+ * Secret) and never log it.
+ */
+#ifndef TURNFLEET_COTURN_H
+#define TURNFLEET_COTURN_H
+
+#include "common.h"
+#include "errors.h"
+#include "plan.h"
+#include "pool.h"
+
+TF_BEGIN_DECL
+
+/** The oldest coturn the renderer supports. */
+#define TF_COTURN_MIN_VERSION "4.6.1"
+
+/** Feature bits of a coturn version, from tf_coturn_features(). */
+#define TF_COTURN_GRACEFUL_SIGTERM 0x01u   /**< >= 4.6.2: SIGTERM/SIGINT stop cleanly */
+#define TF_COTURN_ALLOCATIONS_BY_TYPE 0x02u /**< >= 4.6.2: turn_total_allocations{type} */
+#define TF_COTURN_DRAIN 0x04u              /**< >= 4.6.3: SIGUSR1 drains (403 to new Allocates) */
+#define TF_COTURN_PROMETHEUS_ADDRESS 0x08u /**< >= 4.6.3: prometheus-address */
+#define TF_COTURN_DTLS_OPT_IN 0x10u        /**< >= 4.17.0: DTLS only with `dtls` */
+
+/**
+ * Parse a coturn version "MAJOR.MINOR.PATCH" (a suffix such as "-r0" is ignored).
+ * @param[out] out (major << 16) | (minor << 8) | patch
+ * @return 0, TF_EINVALID naming the text
+ */
+TF_EXTERN(tf_err) tf_coturn_version_parse(uint32_t *out, const char *text);
+
+/** Feature bits (TF_COTURN_*) of a version from tf_coturn_version_parse(). */
+TF_EXTERN(uint32_t) tf_coturn_features(uint32_t version);
+
+/** Knobs for tf_coturn_render(). Fields are only appended. */
+typedef struct tf_coturn_options {
+  unsigned int version;          /**< TF_COTURN_OPTIONS_VERSION */
+  const char *coturn_version;    /**< NULL: the pool's spec.dataplane.coturnVersion */
+  const char *const *secrets;    /**< active shared secrets, current first (at least one) */
+  size_t secrets_count;          /**< entries in @p secrets */
+  const char *state_dir;         /**< absolute; pidfile and userdb go in <state_dir>/<relay>/ (default /var/lib/turnfleet) */
+  const char *log_file;          /**< absolute path; NULL logs to stdout */
+  uint16_t cli_port;             /**< 0: `no-cli`; else the CLI on 127.0.0.1:cli_port */
+  const char *cli_password;      /**< required with cli_port (secret, like the config) */
+  uint16_t prometheus_port;      /**< base exporter port (default 9641); PartitionedIP adds the slice */
+  const char *cert_file;         /**< absolute; required with tls/dtls listeners */
+  const char *key_file;          /**< absolute; required with tls/dtls listeners */
+  int allow_loopback_peers;      /**< tests only: render `allow-loopback-peers` */
+} tf_coturn_options;
+
+#define TF_COTURN_OPTIONS_VERSION 1
+#define TF_COTURN_OPTIONS_INIT {TF_COTURN_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0}
+
+/**
+ * Fill @p opts with the defaults of @p version.
+ * @return 0, TF_EINVALID for a NULL pointer or an unknown version
+ */
+TF_EXTERN(tf_err) tf_coturn_options_init(tf_coturn_options *opts, unsigned int version);
+
+/**
+ * Render the turnserver.conf of relay @p relay_name of @p plan.
+ * @param[out] out the config text, secret material: wipe and release with tf_free()
+ * @param pool the pool the plan was made from
+ * @param plan the plan
+ * @param relay_name a relay of @p plan
+ * @param opts secrets and paths; see tf_coturn_options
+ * @return 0; TF_ENOTFOUND for an unknown relay; TF_EINVALID naming the bad
+ *         option (no secret, a secret with a newline or quote, relative path,
+ *         unsupported coturn version, missing TLS files); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan,
+                                   const char *relay_name, const tf_coturn_options *opts);
+
+/**
+ * The config hash: lowercase hex SHA-256 of @p text (64 characters).
+ * @param[out] out release with tf_free()
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_coturn_config_hash(char **out, const char *text);
+
+TF_END_DECL
+
+#endif

@@ -1,0 +1,62 @@
+/**
+ * @file turnfleet/inventory.h
+ * @brief Nodes from a Kubernetes NodeList (`kubectl get nodes -o json`):
+ * labels, schedulability, readiness, addresses and Turnfleet's annotations.
+ */
+#ifndef TURNFLEET_INVENTORY_H
+#define TURNFLEET_INVENTORY_H
+
+#include "addr.h"
+#include "common.h"
+#include "errors.h"
+#include "pool.h"
+
+TF_BEGIN_DECL
+
+/** A parsed node inventory, nodes sorted by name. Immutable. */
+typedef struct tf_nodes tf_nodes;
+
+/** Annotation keys read from nodes. */
+#define TF_ANNOTATION_RELAY_ADDRESS "turnfleet.hzmi.dev/relay-address"
+#define TF_ANNOTATION_EXTERNAL_ADDRESSES "turnfleet.hzmi.dev/external-addresses"
+#define TF_ANNOTATION_RELAY_POD_ADDRESSES "turnfleet.hzmi.dev/relay-pod-addresses"
+
+/**
+ * Parse a NodeList (`kind: List` or `NodeList`) as JSON.
+ * @param[out] out release with tf_nodes_free()
+ * @return 0; TF_EPROTO for malformed JSON (byte offset in the message);
+ *         TF_EINVALID for a field of the wrong type or value, a duplicate
+ *         node name or a malformed annotation (message names the path, e.g.
+ *         `items[2].metadata.annotations["turnfleet.hzmi.dev/relay-address"]`); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_nodes_parse(tf_nodes **out, const char *json, size_t len);
+
+/** Release an inventory. NULL does nothing. */
+TF_EXTERN(void) tf_nodes_free(tf_nodes *nodes);
+
+/** Number of nodes. */
+TF_EXTERN(size_t) tf_nodes_count(const tf_nodes *nodes);
+
+/** Name of node @p i (sorted order); NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_nodes_name(const tf_nodes *nodes, size_t i);
+
+/**
+ * Whether node @p i may carry relays of @p pool: it matches spec.nodeSelector,
+ * is not `spec.unschedulable`, and its Ready condition is not False.
+ * @return 1 eligible, 0 not (or out of range)
+ */
+TF_EXTERN(int) tf_nodes_eligible(const tf_nodes *nodes, size_t i, const tf_pool *pool);
+
+/**
+ * The address node @p i offers in HostNetwork and PartitionedIP mode for one
+ * family: the relay-address annotation, else the first ExternalIP, else the
+ * first InternalIP of that family.
+ * @param[out] out the address
+ * @param af TF_AF_INET or TF_AF_INET6
+ * @return 0, TF_ENOTFOUND when the node has none, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_nodes_host_address(tf_addr *out, const tf_nodes *nodes, size_t i, int af);
+
+TF_END_DECL
+
+#endif

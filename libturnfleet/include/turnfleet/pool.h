@@ -1,0 +1,132 @@
+/**
+ * @file turnfleet/pool.h
+ * @brief TURNPool spec: parse (JSON or YAML, whole object or just `spec`),
+ * defaults, and validation that reports every problem with its field path.
+ */
+#ifndef TURNFLEET_POOL_H
+#define TURNFLEET_POOL_H
+
+#include "addr.h"
+#include "common.h"
+#include "errors.h"
+
+TF_BEGIN_DECL
+
+/** A parsed TURNPool with defaults applied. Immutable once parsed, except its name. */
+typedef struct tf_pool tf_pool;
+
+/** A list of (field path, message) problems. */
+typedef struct tf_problems tf_problems;
+
+/** Input formats for tf_pool_parse(). */
+#define TF_FORMAT_AUTO 0 /**< JSON if the text starts with '{', else YAML */
+#define TF_FORMAT_JSON 1
+#define TF_FORMAT_YAML 2
+
+/** spec.addressing.mode */
+typedef enum tf_mode {
+  TF_MODE_HOST_NETWORK = 0,
+  TF_MODE_EXTERNAL_IP_POOL = 1,
+  TF_MODE_POD_IP = 2,
+  TF_MODE_PARTITIONED_IP = 3
+} tf_mode;
+
+/** spec.addressing.family */
+typedef enum tf_family {
+  TF_FAMILY_IPV4 = 0,
+  TF_FAMILY_IPV6 = 1,
+  TF_FAMILY_DUAL_STACK = 2
+} tf_family;
+
+/** spec.listeners[].protocol */
+typedef enum tf_protocol {
+  TF_PROTOCOL_UDP = 0,
+  TF_PROTOCOL_TCP = 1,
+  TF_PROTOCOL_TLS = 2,
+  TF_PROTOCOL_DTLS = 3
+} tf_protocol;
+
+/**
+ * Parse a TURNPool. The text is a whole Kubernetes object (`apiVersion`,
+ * `kind`, `metadata`, `spec`) or just its spec. Only malformed text fails
+ * here; wrong field types and values are kept as problems and reported by
+ * tf_pool_validate(), so every problem can be reported at once.
+ * @param[out] out the pool, release with tf_pool_free()
+ * @param text the document, borrowed for the call
+ * @param len bytes in @p text
+ * @param format TF_FORMAT_AUTO, TF_FORMAT_JSON or TF_FORMAT_YAML
+ * @return 0; TF_EPROTO for malformed JSON/YAML (message gives line, column
+ *         and byte offset) or a document that is not a mapping; TF_EINVALID
+ *         for bad arguments; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, int format);
+
+/** Release a pool. NULL does nothing. */
+TF_EXTERN(void) tf_pool_free(tf_pool *pool);
+
+/**
+ * Set the pool's name (for a spec given without metadata). Validated by tf_pool_validate().
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_pool_set_name(tf_pool *pool, const char *name);
+
+/**
+ * Validate a pool and list every problem, in document order.
+ * @param[out] out the problems (possibly none), release with tf_problems_free(); may be NULL
+ * @return 0 if the pool is valid; TF_EINVALID if not (tf_error_last() names the first problem)
+ */
+TF_EXTERN(tf_err) tf_pool_validate(tf_problems **out, const tf_pool *pool);
+
+/**
+ * The pool with defaults applied, as canonical JSON (a whole TURNPool object).
+ * @param[out] out release with tf_free()
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_pool_to_json(char **out, const tf_pool *pool);
+
+/** metadata.name ("" when unset). Borrowed from @p pool. */
+TF_EXTERN(const char *) tf_pool_name(const tf_pool *pool);
+/** metadata.namespace (default "default"). Borrowed from @p pool. */
+TF_EXTERN(const char *) tf_pool_namespace(const tf_pool *pool);
+/** spec.replicas (default 1). */
+TF_EXTERN(int64_t) tf_pool_replicas(const tf_pool *pool);
+/** spec.addressing.mode (default HostNetwork). */
+TF_EXTERN(tf_mode) tf_pool_mode(const tf_pool *pool);
+/** spec.addressing.family (default IPv4). */
+TF_EXTERN(tf_family) tf_pool_family(const tf_pool *pool);
+/** spec.relayPortRange (default 49152-65535). */
+TF_EXTERN(tf_port_range) tf_pool_relay_port_range(const tf_pool *pool);
+/** spec.addressing.partitionedIP.relaysPerNode (1 for other modes). */
+TF_EXTERN(uint32_t) tf_pool_relays_per_node(const tf_pool *pool);
+/** Number of spec.listeners (default: udp and tcp on 3478). */
+TF_EXTERN(size_t) tf_pool_listener_count(const tf_pool *pool);
+/** spec.listeners[i].name, NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_listener_name(const tf_pool *pool, size_t i);
+/** spec.listeners[i].protocol, -1 when out of range. */
+TF_EXTERN(int) tf_pool_listener_protocol(const tf_pool *pool, size_t i);
+/** spec.listeners[i].port, 0 when out of range. */
+TF_EXTERN(uint16_t) tf_pool_listener_port(const tf_pool *pool, size_t i);
+/** spec.auth.realm. Borrowed. */
+TF_EXTERN(const char *) tf_pool_realm(const tf_pool *pool);
+/** spec.dataplane.coturnVersion (default "4.6.1"). Borrowed. */
+TF_EXTERN(const char *) tf_pool_coturn_version(const tf_pool *pool);
+/** spec.drainTimeout in milliseconds (default 600 s). */
+TF_EXTERN(int64_t) tf_pool_drain_timeout_ms(const tf_pool *pool);
+
+/** Number of problems in @p problems. */
+TF_EXTERN(size_t) tf_problems_count(const tf_problems *problems);
+/** Field path of problem @p i ("spec.relayPortRange.end"); NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_problems_path(const tf_problems *problems, size_t i);
+/** Message of problem @p i, without the path; NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_problems_message(const tf_problems *problems, size_t i);
+/** Release a problem list. NULL does nothing. */
+TF_EXTERN(void) tf_problems_free(tf_problems *problems);
+
+/** Names of the enums as in the spec ("HostNetwork", "DualStack", "udp"); NULL when unknown. */
+TF_EXTERN(const char *) tf_mode_name(tf_mode mode);
+TF_EXTERN(const char *) tf_family_name(tf_family family);
+TF_EXTERN(const char *) tf_protocol_name(tf_protocol protocol);
+
+TF_END_DECL
+
+#endif

@@ -1,0 +1,240 @@
+/* common: errors, version, tf_free, string buffers, problem lists. */
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define TF__ERRMSG_MAX 1024
+
+static _Thread_local char tf__errmsg[TF__ERRMSG_MAX];
+static _Thread_local tf_error tf__err = {0, NULL};
+
+tf_err tf_error__set(tf_err code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tf__errmsg, sizeof(tf__errmsg), fmt, ap);
+  va_end(ap);
+  tf__err.code = code;
+  tf__err.message = tf__errmsg;
+  return code;
+}
+
+tf_err tf_error__nomem(void) { return tf_error__set(TF_ENOMEM, "out of memory"); }
+
+const tf_error *tf_error_last(void)
+{
+  if (!tf__err.message) {
+    tf__errmsg[0] = '\0';
+    tf__err.message = tf__errmsg;
+  }
+  return &tf__err;
+}
+
+const char *tf_strerror(tf_err code)
+{
+  switch (code) {
+#define TF__ERR_TEXT(name, value, text) \
+  case value:                           \
+    return text;
+    TF_ERROR_MAP(TF__ERR_TEXT)
+#undef TF__ERR_TEXT
+  default:
+    return "unknown error";
+  }
+}
+
+const char *tf_error_name(tf_err code)
+{
+  switch (code) {
+#define TF__ERR_NAME(name, value, text) \
+  case value:                           \
+    return "TF_" #name;
+    TF_ERROR_MAP(TF__ERR_NAME)
+#undef TF__ERR_NAME
+  default:
+    return "TF_UNKNOWN";
+  }
+}
+
+void tf_version(int *major, int *minor, int *patch)
+{
+  if (major) *major = TF_VERSION_MAJOR;
+  if (minor) *minor = TF_VERSION_MINOR;
+  if (patch) *patch = TF_VERSION_PATCH;
+}
+
+const char *tf_version_string(void) { return TF_VERSION_STRING; }
+
+void tf_free(void *ptr) { free(ptr); }
+
+int tf_crypto__memeq(const void *a, const void *b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }
+
+void tf_crypto__wipe(void *p, size_t n)
+{
+  if (p && n) OPENSSL_cleanse(p, n);
+}
+
+char *tf_strdup__(const char *s) { return s ? strdup(s) : NULL; }
+
+char *tf_strndup__(const char *s, size_t n) { return s ? strndup(s, n) : NULL; }
+
+char *tf_asprintf__(const char *fmt, ...)
+{
+  va_list ap;
+  char *out = NULL;
+  va_start(ap, fmt);
+  if (vasprintf(&out, fmt, ap) < 0) out = NULL;
+  va_end(ap);
+  return out;
+}
+
+uint32_t tf_fnv1a32__(const char *s, size_t n)
+{
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (uint8_t)s[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+/* ---- string buffer ---- */
+
+void tf_buf__init(tf_buf *b) { memset(b, 0, sizeof(*b)); }
+
+static int tf_buf__grow(tf_buf *b, size_t extra)
+{
+  if (b->failed) return -1;
+  if (b->len + extra + 1 <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra + 1) cap *= 2;
+  char *p = malloc(cap);
+  if (!p) {
+    b->failed = 1;
+    return -1;
+  }
+  if (b->ptr) {
+    memcpy(p, b->ptr, b->len);
+    /* the old block may hold secrets (rendered configs): wipe before release */
+    tf_crypto__wipe(b->ptr, b->cap);
+    free(b->ptr);
+  }
+  b->ptr = p;
+  b->cap = cap;
+  b->ptr[b->len] = '\0';
+  return 0;
+}
+
+void tf_buf__putn(tf_buf *b, const char *s, size_t n)
+{
+  if (tf_buf__grow(b, n) < 0) return;
+  memcpy(b->ptr + b->len, s, n);
+  b->len += n;
+  b->ptr[b->len] = '\0';
+}
+
+void tf_buf__puts(tf_buf *b, const char *s) { tf_buf__putn(b, s, strlen(s)); }
+
+void tf_buf__printf(tf_buf *b, const char *fmt, ...)
+{
+  va_list ap;
+  char small[256];
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    b->failed = 1;
+    return;
+  }
+  if ((size_t)n < sizeof(small)) {
+    tf_buf__putn(b, small, (size_t)n);
+    tf_crypto__wipe(small, sizeof(small));
+    return;
+  }
+  if (tf_buf__grow(b, (size_t)n) < 0) return;
+  va_start(ap, fmt);
+  vsnprintf(b->ptr + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+tf_err tf_buf__detach(tf_buf *b, char **out)
+{
+  if (b->failed || tf_buf__grow(b, 0) < 0) {
+    tf_buf__dispose(b, 1);
+    *out = NULL;
+    return tf_error__nomem();
+  }
+  *out = b->ptr;
+  b->ptr = NULL;
+  b->len = b->cap = 0;
+  return TF_OK;
+}
+
+void tf_buf__dispose(tf_buf *b, int secret)
+{
+  if (b->ptr && secret) tf_crypto__wipe(b->ptr, b->cap);
+  free(b->ptr);
+  tf_buf__init(b);
+}
+
+/* ---- problem lists ---- */
+
+tf_problems *tf_problems__new(void) { return calloc(1, sizeof(tf_problems)); }
+
+tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_list ap)
+{
+  if (p->count == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 8;
+    struct tf_problem *items = realloc(p->items, cap * sizeof(*items));
+    if (!items) return tf_error__nomem();
+    p->items = items;
+    p->cap = cap;
+  }
+  char *msg = NULL;
+  if (vasprintf(&msg, fmt, ap) < 0) return tf_error__nomem();
+  char *pth = strdup(path);
+  if (!pth) {
+    free(msg);
+    return tf_error__nomem();
+  }
+  p->items[p->count].path = pth;
+  p->items[p->count].message = msg;
+  p->count++;
+  return TF_OK;
+}
+
+tf_err tf_problems__add(tf_problems *p, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  tf_err rc = tf_problems__addv(p, path, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+size_t tf_problems_count(const tf_problems *p) { return p ? p->count : 0; }
+
+const char *tf_problems_path(const tf_problems *p, size_t i)
+{
+  return (p && i < p->count) ? p->items[i].path : NULL;
+}
+
+const char *tf_problems_message(const tf_problems *p, size_t i)
+{
+  return (p && i < p->count) ? p->items[i].message : NULL;
+}
+
+void tf_problems_free(tf_problems *p)
+{
+  if (!p) return;
+  for (size_t i = 0; i < p->count; i++) {
+    free(p->items[i].path);
+    free(p->items[i].message);
+  }
+  free(p->items);
+  free(p);
+}

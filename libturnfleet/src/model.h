@@ -1,0 +1,151 @@
+/* The library's internal data model: what pool, inventory and plan hold.
+ * Private; modules further down the layering (capacity, coturn) read it. */
+#ifndef TF_MODEL_H
+#define TF_MODEL_H
+
+#include "internal.h"
+
+typedef struct tf_kv {
+  char *key;
+  char *value;
+} tf_kv;
+
+typedef struct tf_listener {
+  char *name;
+  tf_protocol protocol;
+  uint16_t port;
+  char *tls_secret; /* tlsSecretRef.name, NULL if absent */
+} tf_listener;
+
+typedef struct tf_secret_ref {
+  char *name; /* NULL when the ref is absent */
+  char *key;  /* default "secret" */
+} tf_secret_ref;
+
+/* Which optional sections were present in the document (mode-specific checks). */
+#define TF_POOL_HAS_EXTERNAL_IP_POOL 0x01u
+#define TF_POOL_HAS_POD_IP 0x02u
+#define TF_POOL_HAS_PARTITIONED_IP 0x04u
+#define TF_POOL_HAS_NAME 0x08u
+
+struct tf_pool {
+  char *name;      /* "" when absent */
+  char *ns;        /* default "default" */
+  unsigned present; /* TF_POOL_HAS_* */
+
+  int64_t replicas; /* default 1 */
+  char *image;          /* spec.dataplane.image */
+  char *coturn_version; /* spec.dataplane.coturnVersion, default "4.6.1" */
+
+  tf_mode mode;
+  tf_family family;
+  tf_prefix *external_prefixes; /* externalIPPool.addresses */
+  size_t external_prefix_count;
+  char *pod_network; /* podIP.network, NULL if absent */
+  uint32_t relays_per_node; /* partitionedIP.relaysPerNode; 1 in other modes */
+
+  tf_kv *node_selector; /* default {turnfleet.hzmi.dev/relay-node: "true"} */
+  size_t node_selector_count;
+
+  tf_port_range range; /* default 49152-65535 */
+  tf_listener *listeners; /* default udp+tcp 3478 */
+  size_t listener_count;
+
+  char *realm;
+  tf_secret_ref secret;
+  tf_secret_ref previous_secret;
+
+  int64_t user_quota;  /* 0 = unlimited */
+  int64_t total_quota; /* 0 = unlimited */
+
+  int deny_private; /* default 1 */
+  tf_prefix *peer_allow;
+  size_t peer_allow_count;
+  tf_prefix *peer_deny;
+  size_t peer_deny_count;
+
+  int64_t drain_timeout_ms; /* default 600000 */
+
+  tf_problems *problems; /* shape and type problems found while parsing */
+};
+
+typedef struct tf_node {
+  char *name;
+  tf_kv *labels; /* sorted by key */
+  size_t label_count;
+  int unschedulable;
+  int ready; /* 1 True, 0 False, -1 Unknown/absent */
+  tf_addr *relay_address; /* annotation relay-address (at most one per family) */
+  size_t relay_address_count;
+  tf_addr *external_addresses; /* annotation external-addresses */
+  size_t external_address_count;
+  tf_addr *pod_addresses; /* annotation relay-pod-addresses */
+  size_t pod_address_count;
+  tf_addr *external_ips; /* status.addresses type ExternalIP, in order */
+  size_t external_ip_count;
+  tf_addr *internal_ips; /* status.addresses type InternalIP, in order */
+  size_t internal_ip_count;
+} tf_node;
+
+struct tf_nodes {
+  tf_node *items; /* sorted by name, names unique */
+  size_t count;
+};
+
+typedef struct tf_fleet_record {
+  char *pool; /* NULL = the pool being planned */
+  char *name;
+  char *identity;
+  int64_t allocations; /* -1 unknown */
+  tf_addr addrs[2];
+  size_t addr_count;
+  tf_port_range range;
+  uint16_t *listener_ports;
+  size_t listener_port_count;
+} tf_fleet_record;
+
+struct tf_fleet {
+  tf_fleet_record *items;
+  size_t count;
+  size_t cap;
+};
+
+/* Parse an identity string "ADDR[,ADDR]/START-END" (canonical or not). */
+tf_err tf_identity__parse(const char *identity, tf_addr addrs[2], size_t *addr_count, tf_port_range *range);
+/* Format the canonical identity string into buf (IPv4 first). */
+tf_err tf_identity__format(char *buf, size_t size, const tf_addr *addrs, size_t addr_count, tf_port_range range);
+
+struct tf_relay {
+  char name[TF_RELAY_NAME_MAX];
+  char *identity;
+  char *node;
+  tf_addr addrs[2]; /* IPv4 first */
+  size_t addr_count;
+  tf_port_range range;
+  uint32_t slice;  /* PartitionedIP slice index */
+  int is_new;      /* 1 when not kept from the fleet */
+  const struct tf_plan *plan;
+};
+
+typedef struct tf_condition {
+  char *type;
+  char *status; /* "True" | "False" | "Unknown" */
+  char *reason;
+  char *message;
+} tf_condition;
+
+struct tf_plan {
+  char *pool_name;
+  int64_t replicas;
+  tf_mode mode;
+  uint16_t *listener_ports; /* the pool's listener ports, by listener index */
+  size_t listener_count;
+  tf_relay *relays;
+  size_t relay_count;
+  size_t placeable; /* identities placeable at full scale, conflicts excluded */
+  uint32_t ports_per_address; /* size of the pool's whole relay range */
+  tf_condition *conditions;
+  size_t condition_count;
+};
+
+#endif

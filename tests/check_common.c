@@ -1,0 +1,154 @@
+/* common, addr and doc: errors, versions, addresses, prefixes, ranges, JSON/YAML reading. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tf_test.h"
+
+START_TEST(test_common__error_names_and_text)
+{
+  ck_assert_str_eq(tf_error_name(TF_EINVALID), "TF_EINVALID");
+  ck_assert_str_eq(tf_strerror(TF_EPROTO), "malformed data");
+  ck_assert_str_eq(tf_error_name(-9999), "TF_UNKNOWN");
+  ck_assert_int_eq(TF_EIO, -11);
+  tf_addr a;
+  ck_assert_int_eq(tf_addr_parse(&a, "nope"), TF_EINVALID);
+  ck_assert_int_eq(tf_error_last()->code, TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "\"nope\" is not an IPv4 or IPv6 address");
+}
+END_TEST
+
+START_TEST(test_common__version)
+{
+  int ma, mi, pa;
+  tf_version(&ma, &mi, &pa);
+  ck_assert_int_eq(ma, TF_VERSION_MAJOR);
+  ck_assert_int_eq(mi, TF_VERSION_MINOR);
+  ck_assert_int_eq(pa, TF_VERSION_PATCH);
+  ck_assert_str_eq(tf_version_string(), TF_VERSION_STRING);
+}
+END_TEST
+
+START_TEST(test_addr__parse_and_format_canonical)
+{
+  tf_addr a;
+  char buf[TF_ADDR_STRLEN];
+  TF_OK_OR_FAIL(tf_addr_parse(&a, "2001:0db8:0000::0007"));
+  ck_assert_int_eq(a.family, TF_AF_INET6);
+  TF_OK_OR_FAIL(tf_addr_format(buf, sizeof(buf), &a));
+  ck_assert_str_eq(buf, "2001:db8::7");
+  TF_OK_OR_FAIL(tf_addr_parse(&a, "203.0.113.7"));
+  ck_assert_int_eq(a.family, TF_AF_INET);
+  ck_assert_int_eq(tf_addr_format(buf, 4, &a), TF_EBUFS);
+  ck_assert_int_eq(tf_addr_parse(&a, "203.0.113.256"), TF_EINVALID);
+  ck_assert_int_eq(tf_addr_parse(&a, "[::1]"), TF_EINVALID);
+  tf_addr b;
+  TF_OK_OR_FAIL(tf_addr_parse(&b, "::1"));
+  ck_assert_int_lt(tf_addr_compare(&a, &b), 0);
+}
+END_TEST
+
+START_TEST(test_addr__prefixes)
+{
+  tf_prefix p;
+  tf_addr a, lo, hi;
+  char buf[TF_ADDR_STRLEN];
+  TF_OK_OR_FAIL(tf_prefix_parse(&p, "203.0.113.0/28"));
+  ck_assert_int_eq(p.bits, 28);
+  TF_OK_OR_FAIL(tf_addr_parse(&a, "203.0.113.15"));
+  ck_assert_int_eq(tf_prefix_contains(&p, &a), 1);
+  TF_OK_OR_FAIL(tf_addr_parse(&a, "203.0.113.16"));
+  ck_assert_int_eq(tf_prefix_contains(&p, &a), 0);
+  tf_prefix_bounds(&p, &lo, &hi);
+  TF_OK_OR_FAIL(tf_addr_format(buf, sizeof(buf), &hi));
+  ck_assert_str_eq(buf, "203.0.113.15");
+  ck_assert_int_eq(tf_prefix_parse(&p, "203.0.113.1/28"), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "\"203.0.113.1/28\" has host bits set");
+  ck_assert_int_eq(tf_prefix_parse(&p, "10.0.0.0/33"), TF_EINVALID);
+  ck_assert_int_eq(tf_prefix_parse(&p, "10.0.0.0/"), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_prefix_parse(&p, "fc00::/7"));
+  tf_prefix_bounds(&p, &lo, &hi);
+  TF_OK_OR_FAIL(tf_addr_format(buf, sizeof(buf), &hi));
+  ck_assert_str_eq(buf, "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+  TF_OK_OR_FAIL(tf_prefix_parse(&p, "::1"));
+  ck_assert_int_eq(p.bits, 128);
+}
+END_TEST
+
+START_TEST(test_addr__port_ranges)
+{
+  tf_port_range r;
+  TF_OK_OR_FAIL(tf_port_range_parse(&r, "49152-49200"));
+  ck_assert_int_eq(tf_port_range_size(r), 49);
+  ck_assert_int_eq(tf_port_range_parse(&r, "49200-49152"), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "\"49200-49152\": end 49152 is below start 49200");
+  ck_assert_int_eq(tf_port_range_parse(&r, "0-10"), TF_EINVALID);
+  ck_assert_int_eq(tf_port_range_parse(&r, "1-65536"), TF_EINVALID);
+  ck_assert_int_eq(tf_port_range_parse(&r, "10"), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_doc__json_errors_name_the_offset)
+{
+  cJSON *j = NULL;
+  const char *bad = "{\n  \"a\": [1,\n  2,,]\n}";
+  ck_assert_int_eq(tf_doc__parse_json(&j, bad, strlen(bad)), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 3, column 5 (byte 18): invalid JSON");
+  ck_assert_int_eq(tf_doc__parse_json(&j, "{} x", 4), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 1, column 4 (byte 3): unexpected data after the JSON value");
+  ck_assert_int_eq(tf_doc__parse_json(&j, "", 0), TF_EPROTO);
+  TF_OK_OR_FAIL(tf_doc__parse_json(&j, " {\"a\":1} \n", 10));
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_doc__yaml_core_schema)
+{
+  cJSON *j = NULL;
+  const char *y = "a: 3\nb: \"3\"\nc: true\nd: ~\ne: [x, 1.5]\nf: {g: 'h'}\ni: 0x1F\n";
+  TF_OK_OR_FAIL(tf_doc__parse_yaml(&j, y, strlen(y)));
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "a")));
+  ck_assert(cJSON_IsString(cJSON_GetObjectItem(j, "b")));
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "c")));
+  ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "d")));
+  ck_assert_double_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "e"), 1)->valuedouble, 1.5);
+  ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "f"), "g")->valuestring, "h");
+  ck_assert(cJSON_IsString(cJSON_GetObjectItem(j, "i")));
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_doc__yaml_errors)
+{
+  cJSON *j = NULL;
+  const char *dup = "a: 1\na: 2\n";
+  ck_assert_int_eq(tf_doc__parse_yaml(&j, dup, strlen(dup)), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 2, column 1 (byte 5): duplicate key \"a\"");
+  const char *alias = "a: &x 1\nb: *x\n";
+  ck_assert_int_eq(tf_doc__parse_yaml(&j, alias, strlen(alias)), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 2, column 4 (byte 11): YAML aliases are not supported");
+  const char *two = "a: 1\n---\nb: 2\n";
+  ck_assert_int_eq(tf_doc__parse_yaml(&j, two, strlen(two)), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 2, column 1 (byte 5): only one YAML document is allowed");
+  const char *bad = "a: [1, 2\n";
+  ck_assert_int_eq(tf_doc__parse_yaml(&j, bad, strlen(bad)), TF_EPROTO);
+  ck_assert_ptr_null(j);
+}
+END_TEST
+
+Suite *tf_test_common_suite(void)
+{
+  Suite *s = suite_create("common");
+  TCase *tc = tcase_create("common");
+  tcase_add_test(tc, test_common__error_names_and_text);
+  tcase_add_test(tc, test_common__version);
+  tcase_add_test(tc, test_addr__parse_and_format_canonical);
+  tcase_add_test(tc, test_addr__prefixes);
+  tcase_add_test(tc, test_addr__port_ranges);
+  tcase_add_test(tc, test_doc__json_errors_name_the_offset);
+  tcase_add_test(tc, test_doc__yaml_core_schema);
+  tcase_add_test(tc, test_doc__yaml_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
