@@ -9,7 +9,7 @@ pkgs=(
   check
   coturn
   python3 python3-dev swig
-  clang
+  clang iproute2
 )
 
 missing=()
