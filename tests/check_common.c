@@ -94,7 +94,7 @@ START_TEST(test_doc__json_errors_name_the_offset)
   cJSON *j = NULL;
   const char *bad = "{\n  \"a\": [1,\n  2,,]\n}";
   ck_assert_int_eq(tf_doc__parse_json(&j, bad, strlen(bad)), TF_EPROTO);
-  ck_assert_str_eq(tf_error_last()->message, "line 3, column 5 (byte 18): invalid JSON");
+  ck_assert_str_eq(tf_error_last()->message, "line 3, column 5 (byte 17): invalid JSON");
   ck_assert_int_eq(tf_doc__parse_json(&j, "{} x", 4), TF_EPROTO);
   ck_assert_str_eq(tf_error_last()->message, "line 1, column 4 (byte 3): unexpected data after the JSON value");
   ck_assert_int_eq(tf_doc__parse_json(&j, "", 0), TF_EPROTO);

@@ -27,6 +27,8 @@ typedef struct tf_secret_ref {
 #define TF_POOL_HAS_POD_IP 0x02u
 #define TF_POOL_HAS_PARTITIONED_IP 0x04u
 #define TF_POOL_HAS_NAME 0x08u
+#define TF_POOL_HAS_RELAYS_PER_NODE 0x10u /* partitionedIP.relaysPerNode given */
+#define TF_POOL_HAS_PREVIOUS_SECRET 0x20u /* auth.previousSecretRef given */
 
 struct tf_pool {
   char *name;      /* "" when absent */
@@ -67,6 +69,12 @@ struct tf_pool {
   int64_t drain_timeout_ms; /* default 600000 */
 
   tf_problems *problems; /* shape and type problems found while parsing */
+
+  /* Private to pool.c: what validation needs beyond the values above. */
+  size_t problems_head;    /* problems[0..head) are about apiVersion/kind/metadata */
+  unsigned bad;            /* TF_POOL__BAD_* of pool.c: a field already has a problem */
+  int64_t rpn;             /* relaysPerNode as given (0 when absent) */
+  uint8_t *listener_flags; /* per listener: TF_POOL__L_* of pool.c */
 };
 
 typedef struct tf_node {
@@ -90,7 +98,16 @@ typedef struct tf_node {
 struct tf_nodes {
   tf_node *items; /* sorted by name, names unique */
   size_t count;
+  struct tf_nodes__chunk *chunks; /* arena holding items and everything they point to */
 };
+
+/* The address a node offers in HostNetwork/PartitionedIP mode for family @p af
+ * (TF_AF_INET/TF_AF_INET6): relay-address annotation, else first ExternalIP,
+ * else first InternalIP. NULL when it has none. Borrowed from the node. */
+const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
+/* 1 when @p s is a lowercase RFC 1123 subdomain of at most @p max characters
+ * (Kubernetes object names: nodes, pools, relays). */
+int tf_inventory__valid_name(const char *s, size_t max);
 
 typedef struct tf_fleet_record {
   char *pool; /* NULL = the pool being planned */
@@ -136,12 +153,19 @@ typedef struct tf_condition {
 
 struct tf_plan {
   char *pool_name;
+  char *ns;
   int64_t replicas;
   tf_mode mode;
+  tf_family family;
+  tf_port_range range; /* the pool's whole relay range */
   uint16_t *listener_ports; /* the pool's listener ports, by listener index */
+  char **listener_names;    /* by listener index */
+  tf_protocol *listener_protocols;
   size_t listener_count;
-  tf_relay *relays;
+  tf_relay *relays; /* sorted by (node, first address, range start) */
   size_t relay_count;
+  size_t *by_name; /* relay indices sorted by name (tf_plan_find) */
+  char *strings;   /* block holding every relay's identity and node */
   size_t placeable; /* identities placeable at full scale, conflicts excluded */
   uint32_t ports_per_address; /* size of the pool's whole relay range */
   tf_condition *conditions;

@@ -33,7 +33,7 @@ static const char usage_text[] =
   "See docs/cli.md.\n";
 
 /* "turnfleet: <what>: <why>" on stderr. */
-static void complain(const char *what, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void complain(const char *what, const char *fmt, ...)
 {
   va_list ap;
   fprintf(stderr, "%s: ", PROG);
@@ -44,10 +44,13 @@ static void complain(const char *what, const char *fmt, ...)
   fputc('\n', stderr);
 }
 
-static int usage_error(const char *fmt, const char *arg)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
+  va_list ap;
   fprintf(stderr, "%s: ", PROG);
-  fprintf(stderr, fmt, arg);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "\n(run `turnfleet help` for usage)\n");
   return EXIT_BAD_INPUT;
 }
