@@ -42,7 +42,7 @@ run validate-json 0 validate -f "$pool" -o json &&
 bad=$data/cli/bad-range.yaml
 if run validate-bad 2 validate -f "$bad"; then
   cat > "$tmp/want" <<WANT
-turnfleet: $bad: spec.replicas: -1 is negative; must be 0 or more
+turnfleet: $bad: spec.replicas: -1 is negative
 turnfleet: $bad: spec.relayPortRange.end: 49100 is below start 49152
 WANT
   if diff -u "$tmp/want" "$tmp/err" > "$tmp/diff"; then ok; else fail "validate-bad messages"; cat "$tmp/diff"; fi
