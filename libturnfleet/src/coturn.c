@@ -1,0 +1,423 @@
+/* coturn: one turnserver.conf per relay, gated by coturn version; the config hash.
+ *
+ * The renderer is a pure function of (pool, plan, relay, options): no clock,
+ * no environment, so the same inputs give the same bytes and the same hash.
+ * Every value is checked before the first byte is written, so the only
+ * failure after that point is out-of-memory, and every buffer that held a
+ * secret is wiped. Error messages name the option, never the secret. */
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define TF_COTURN__VERSION(ma, mi, pa) (((uint32_t)(ma) << 16) | ((uint32_t)(mi) << 8) | (uint32_t)(pa))
+#define TF_COTURN__V4_6_1 TF_COTURN__VERSION(4, 6, 1)
+#define TF_COTURN__V4_6_2 TF_COTURN__VERSION(4, 6, 2)
+#define TF_COTURN__V4_6_3 TF_COTURN__VERSION(4, 6, 3)
+#define TF_COTURN__V4_17_0 TF_COTURN__VERSION(4, 17, 0)
+
+/* coturn reads its config with fgets() into a 1025-byte buffer: longer lines are
+ * split and the tail becomes a bogus option. Stay well below. */
+#define TF_COTURN__LINE_MAX 1000
+#define TF_COTURN__DEFAULT_STATE_DIR "/var/lib/turnfleet"
+#define TF_COTURN__DEFAULT_PROMETHEUS_PORT 9641u
+/* coturn keeps quotas in an int (userdb.h). */
+#define TF_COTURN__QUOTA_MAX 2147483647
+
+/* ---- versions ---- */
+
+/* 1-3 decimal digits, value <= 255; advances *p. */
+static int tf_coturn__component(const char **p, unsigned *out)
+{
+  const char *s = *p;
+  unsigned v = 0;
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9') {
+    if (n == 3) return -1;
+    v = v * 10u + (unsigned)(s[n] - '0');
+    n++;
+  }
+  if (n == 0 || v > 255u) return -1;
+  *out = v;
+  *p = s + n;
+  return 0;
+}
+
+tf_err tf_coturn_version_parse(uint32_t *out, const char *text)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(text);
+  const char *p = text;
+  unsigned ma, mi, pa;
+  int ok = tf_coturn__component(&p, &ma) == 0 && *p++ == '.' && tf_coturn__component(&p, &mi) == 0 &&
+           *p++ == '.' && tf_coturn__component(&p, &pa) == 0;
+  if (ok && *p == '-') {
+    /* a packaging suffix such as "-r0" or "-alpine": ignored, but kept printable */
+    const char *s = p + 1;
+    ok = *s != '\0';
+    for (; ok && *s; s++) {
+      ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+           *s == '-' || *s == '_' || *s == '+' || *s == '~';
+    }
+    p = s;
+  }
+  if (!ok || *p != '\0')
+    return tf_error__set(TF_EINVALID, "\"%.64s\" is not a coturn version MAJOR.MINOR.PATCH[-SUFFIX]", text);
+  *out = TF_COTURN__VERSION(ma, mi, pa);
+  return TF_OK;
+}
+
+uint32_t tf_coturn_features(uint32_t version)
+{
+  uint32_t f = 0;
+  if (version >= TF_COTURN__V4_6_2) f |= TF_COTURN_GRACEFUL_SIGTERM | TF_COTURN_ALLOCATIONS_BY_TYPE;
+  if (version >= TF_COTURN__V4_6_3) f |= TF_COTURN_DRAIN | TF_COTURN_PROMETHEUS_ADDRESS;
+  if (version >= TF_COTURN__V4_17_0) f |= TF_COTURN_DTLS_OPT_IN;
+  return f;
+}
+
+tf_err tf_coturn_options_init(tf_coturn_options *opts, unsigned int version)
+{
+  TF_ASSERT_ARG(opts);
+  if (version == 0 || version > TF_COTURN_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "version: %u is not a tf_coturn_options version (1-%d)", version,
+                         TF_COTURN_OPTIONS_VERSION);
+  tf_coturn_options init = TF_COTURN_OPTIONS_INIT;
+  *opts = init;
+  opts->version = version;
+  return TF_OK;
+}
+
+/* ---- config hash ---- */
+
+tf_err tf_coturn_config_hash(char **out, const char *text)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(text);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int md_len = 0;
+  if (EVP_Digest(text, strlen(text), md, &md_len, EVP_sha256(), NULL) != 1 || md_len != 32)
+    return tf_error__set(TF_ERROR, "SHA-256 failed");
+  char *hex = malloc(2 * (size_t)md_len + 1);
+  if (!hex) return tf_error__nomem();
+  static const char digits[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < md_len; i++) {
+    hex[2 * i] = digits[md[i] >> 4];
+    hex[2 * i + 1] = digits[md[i] & 0x0f];
+  }
+  hex[2 * md_len] = '\0';
+  *out = hex;
+  return TF_OK;
+}
+
+/* ---- value checks (before anything is written) ---- */
+
+/* A value written as name="value": no quote (coturn has no escapes), no line
+ * break (a second line would be read as another option), not empty, and the
+ * whole line within TF_COTURN__LINE_MAX. @p what names the option in errors;
+ * the value itself is never put in a message (it may be a secret). */
+static tf_err tf_coturn__check_quoted(const char *what, const char *option, const char *value)
+{
+  if (!value) return tf_error__set(TF_EINVALID, "%s: required", what);
+  size_t n = strlen(value);
+  if (n == 0) return tf_error__set(TF_EINVALID, "%s: must not be empty", what);
+  if (strchr(value, '"')) return tf_error__set(TF_EINVALID, "%s: must not contain a double quote", what);
+  if (strpbrk(value, "\r\n")) return tf_error__set(TF_EINVALID, "%s: must not contain a line break", what);
+  /* option + '=' + '"' + value + '"' */
+  if (strlen(option) + n + 3 > TF_COTURN__LINE_MAX)
+    return tf_error__set(TF_EINVALID, "%s: too long for one coturn config line (at most %d bytes)", what,
+                         TF_COTURN__LINE_MAX);
+  return TF_OK;
+}
+
+/* An absolute path written quoted; @p suffix is what the renderer appends. */
+static tf_err tf_coturn__check_path(const char *what, const char *option, const char *path, const char *suffix)
+{
+  if (!path) return tf_error__set(TF_EINVALID, "%s: required", what);
+  if (path[0] != '/') return tf_error__set(TF_EINVALID, "%s: must be an absolute path", what);
+  if (strchr(path, '"')) return tf_error__set(TF_EINVALID, "%s: must not contain a double quote", what);
+  if (strpbrk(path, "\r\n")) return tf_error__set(TF_EINVALID, "%s: must not contain a line break", what);
+  if (strlen(option) + strlen(path) + strlen(suffix) + 3 > TF_COTURN__LINE_MAX)
+    return tf_error__set(TF_EINVALID, "%s: too long for one coturn config line (at most %d bytes)", what,
+                         TF_COTURN__LINE_MAX);
+  return TF_OK;
+}
+
+/* ---- peer policy ---- */
+
+/* The ranges denied by peerPolicy.denyPrivate: private, loopback, link-local
+ * (which holds the cloud metadata address 169.254.169.254), shared/CGNAT,
+ * "this network", IETF protocol assignments, benchmarking, reserved (with
+ * broadcast); IPv6 loopback, unique-local, link-local and IPv4-mapped (so a
+ * mapped address cannot reach what the IPv4 rules deny). Multicast is covered
+ * by `no-multicast-peers`. coturn only takes `a` or `a-b` here: a CIDR is
+ * logged as "Wrong address format" and the rule is silently dropped. */
+static const struct {
+  const char *cidr;
+  int loopback;
+} tf_coturn__private[] = {
+    {"0.0.0.0/8", 0},      {"10.0.0.0/8", 0},     {"100.64.0.0/10", 0},  {"127.0.0.0/8", 1},
+    {"169.254.0.0/16", 0}, {"172.16.0.0/12", 0},  {"192.0.0.0/24", 0},   {"192.168.0.0/16", 0},
+    {"198.18.0.0/15", 0},  {"240.0.0.0/4", 0},    {"::1/128", 1},        {"fc00::/7", 0},
+    {"fe80::/10", 0},      {"::ffff:0:0/96", 0},
+};
+
+static tf_err tf_coturn__put_range(tf_buf *b, const char *option, const tf_prefix *p)
+{
+  tf_addr lo, hi;
+  char a[TF_ADDR_STRLEN], z[TF_ADDR_STRLEN];
+  tf_prefix_bounds(p, &lo, &hi);
+  tf_err rc = tf_addr_format(a, sizeof(a), &lo);
+  if (rc == 0) rc = tf_addr_format(z, sizeof(z), &hi);
+  if (rc < 0) return rc;
+  tf_buf__printf(b, "%s=%s-%s\n", option, a, z);
+  return TF_OK;
+}
+
+static tf_err tf_coturn__put_peer_policy(tf_buf *b, const tf_pool *pool, int allow_loopback)
+{
+  tf_err rc = TF_OK;
+  if (pool->deny_private) {
+    for (size_t i = 0; rc == 0 && i < sizeof(tf_coturn__private) / sizeof(tf_coturn__private[0]); i++) {
+      /* allow-loopback-peers (tests) would be undone by a loopback deny rule */
+      if (allow_loopback && tf_coturn__private[i].loopback) continue;
+      tf_prefix p;
+      rc = tf_prefix_parse(&p, tf_coturn__private[i].cidr);
+      if (rc == 0) rc = tf_coturn__put_range(b, "denied-peer-ip", &p);
+    }
+  }
+  for (size_t i = 0; rc == 0 && i < pool->peer_deny_count; i++)
+    rc = tf_coturn__put_range(b, "denied-peer-ip", &pool->peer_deny[i]);
+  /* coturn checks the allow list first: an allowed range wins over a denied one */
+  for (size_t i = 0; rc == 0 && i < pool->peer_allow_count; i++)
+    rc = tf_coturn__put_range(b, "allowed-peer-ip", &pool->peer_allow[i]);
+  return rc;
+}
+
+/* ---- render ---- */
+
+static const tf_relay *tf_coturn__find(const tf_plan *plan, const char *name)
+{
+  for (size_t i = 0; i < plan->relay_count; i++)
+    if (strcmp(plan->relays[i].name, name) == 0) return &plan->relays[i];
+  return NULL;
+}
+
+/* What the relay listens on, from the pool's listeners. */
+typedef struct tf_coturn__listen {
+  int udp, tcp, tls, dtls;
+  uint16_t plain_port; /* udp/tcp: coturn's one listening-port */
+  uint16_t tls_port;   /* tls/dtls: coturn's one tls-listening-port */
+} tf_coturn__listen;
+
+static tf_err tf_coturn__listeners(tf_coturn__listen *l, const tf_pool *pool, const tf_relay *relay)
+{
+  memset(l, 0, sizeof(*l));
+  for (size_t i = 0; i < pool->listener_count; i++) {
+    uint16_t port = tf_relay_listener_port(relay, i);
+    tf_protocol proto = pool->listeners[i].protocol;
+    int plain = proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_TCP;
+    uint16_t *slot = plain ? &l->plain_port : &l->tls_port;
+    if (port == 0) return tf_error__set(TF_EINVALID, "spec.listeners[%zu].port: no port in the plan", i);
+    if (*slot && *slot != port)
+      return tf_error__set(TF_EINVALID,
+                           "spec.listeners[%zu].port: coturn serves all %s listeners on one port (%u, not %u)", i,
+                           plain ? "udp/tcp" : "tls/dtls", *slot, port);
+    *slot = port;
+    if (proto == TF_PROTOCOL_UDP) l->udp = 1;
+    if (proto == TF_PROTOCOL_TCP) l->tcp = 1;
+    if (proto == TF_PROTOCOL_TLS) l->tls = 1;
+    if (proto == TF_PROTOCOL_DTLS) l->dtls = 1;
+  }
+  if (!l->udp && !l->tcp && !l->tls && !l->dtls) return tf_error__set(TF_EINVALID, "spec.listeners: none");
+  return TF_OK;
+}
+
+static tf_err tf_coturn__check_secrets(const tf_coturn_options *opts)
+{
+  if (!opts->secrets || opts->secrets_count == 0)
+    return tf_error__set(TF_EINVALID, "secrets: at least one shared secret is required");
+  for (size_t i = 0; i < opts->secrets_count; i++) {
+    char what[32];
+    snprintf(what, sizeof(what), "secrets[%zu]", i);
+    tf_err rc = tf_coturn__check_quoted(what, "static-auth-secret", opts->secrets[i]);
+    if (rc < 0) return rc;
+  }
+  return TF_OK;
+}
+
+tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, const char *relay_name,
+                        const tf_coturn_options *opts)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(pool);
+  TF_ASSERT_ARG(plan);
+  TF_ASSERT_ARG(relay_name);
+  if (!opts) return tf_error__set(TF_EINVALID, "opts: required (at least one shared secret)");
+  if (opts->version == 0 || opts->version > TF_COTURN_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "opts.version: %u is not a tf_coturn_options version (1-%d)", opts->version,
+                         TF_COTURN_OPTIONS_VERSION);
+
+  /* The pool: valid, and the one the plan was made from. */
+  tf_err rc = tf_pool_validate(NULL, pool);
+  if (rc < 0) return rc;
+  if (!plan->pool_name || strcmp(plan->pool_name, pool->name) != 0 || plan->listener_count != pool->listener_count)
+    return tf_error__set(TF_EINVALID, "plan: was made for pool \"%.64s\", not \"%.64s\"",
+                         plan->pool_name ? plan->pool_name : "", pool->name);
+  const tf_relay *relay = tf_coturn__find(plan, relay_name);
+  if (!relay)
+    return tf_error__set(TF_ENOTFOUND, "relay \"%.80s\" is not in the plan of pool \"%.64s\"", relay_name,
+                         pool->name);
+
+  /* The coturn version drives what may be rendered. */
+  const char *vtext = opts->coturn_version ? opts->coturn_version : pool->coturn_version;
+  const char *vfield = opts->coturn_version ? "coturn_version" : "spec.dataplane.coturnVersion";
+  uint32_t version = 0;
+  if (!vtext) return tf_error__set(TF_EINVALID, "%s: required", vfield);
+  if (tf_coturn_version_parse(&version, vtext) < 0)
+    return tf_error__set(TF_EINVALID, "%s: \"%.64s\" is not a coturn version MAJOR.MINOR.PATCH", vfield, vtext);
+  if (version < TF_COTURN__V4_6_1)
+    return tf_error__set(TF_EINVALID, "%s: coturn %.64s is older than %s, the oldest supported", vfield, vtext,
+                         TF_COTURN_MIN_VERSION);
+  uint32_t features = tf_coturn_features(version);
+
+  /* Every value is checked before the first line is written. */
+  rc = tf_coturn__check_secrets(opts);
+  if (rc < 0) return rc;
+  rc = tf_coturn__check_quoted("spec.auth.realm", "realm", pool->realm);
+  if (rc < 0) return rc;
+  if (pool->user_quota < 0 || pool->user_quota > TF_COTURN__QUOTA_MAX)
+    return tf_error__set(TF_EINVALID, "spec.quota.userQuota: must be 0-%d", TF_COTURN__QUOTA_MAX);
+  if (pool->total_quota < 0 || pool->total_quota > TF_COTURN__QUOTA_MAX)
+    return tf_error__set(TF_EINVALID, "spec.quota.totalQuota: must be 0-%d", TF_COTURN__QUOTA_MAX);
+  const char *state_dir = opts->state_dir ? opts->state_dir : TF_COTURN__DEFAULT_STATE_DIR;
+  char suffix[TF_RELAY_NAME_MAX + 16];
+  snprintf(suffix, sizeof(suffix), "/%s/turnserver.pid", relay->name);
+  rc = tf_coturn__check_path("state_dir", "pidfile", state_dir, suffix);
+  if (rc < 0) return rc;
+  if (opts->log_file) {
+    rc = tf_coturn__check_path("log_file", "log-file", opts->log_file, "");
+    if (rc < 0) return rc;
+  }
+  if (opts->cli_port) {
+    rc = tf_coturn__check_quoted("cli_password", "cli-password", opts->cli_password);
+    if (rc < 0) return rc;
+  }
+  tf_coturn__listen l;
+  rc = tf_coturn__listeners(&l, pool, relay);
+  if (rc < 0) return rc;
+  if (l.tls || l.dtls) {
+    if (!opts->cert_file) return tf_error__set(TF_EINVALID, "cert_file: required by the pool's tls/dtls listener");
+    if (!opts->key_file) return tf_error__set(TF_EINVALID, "key_file: required by the pool's tls/dtls listener");
+    rc = tf_coturn__check_path("cert_file", "cert", opts->cert_file, "");
+    if (rc == 0) rc = tf_coturn__check_path("key_file", "pkey", opts->key_file, "");
+    if (rc < 0) return rc;
+  }
+  if (relay->addr_count < 1 || relay->addr_count > 2)
+    return tf_error__set(TF_EINVALID, "plan: relay \"%s\" has %zu addresses", relay->name, relay->addr_count);
+  char addrs[2][TF_ADDR_STRLEN];
+  for (size_t i = 0; i < relay->addr_count; i++) {
+    rc = tf_addr_format(addrs[i], sizeof(addrs[i]), &relay->addrs[i]);
+    if (rc < 0) return rc;
+  }
+
+  /* Prometheus only where it is safe. coturn 4.6.1 and 4.6.2 have no
+   * `prometheus-address`: their exporter binds every address of the host, so
+   * the relays of a host would all claim one exporter port on every address
+   * (a scrape could not tell which relay answered), and Debian's 4.6.1 build
+   * has no Prometheus at all (the option is only a "Bad configuration format"
+   * warning there). Those versions
+   * are counted through the CLI instead (`pc`), so nothing is rendered. From
+   * 4.6.3 the exporter binds the relay's own (first) address; relays sharing an
+   * address (PartitionedIP) get base + slice. */
+  unsigned prom_port = 0;
+  if (features & TF_COTURN_PROMETHEUS_ADDRESS) {
+    unsigned base = opts->prometheus_port ? opts->prometheus_port : TF_COTURN__DEFAULT_PROMETHEUS_PORT;
+    prom_port = base + relay->slice;
+    if (prom_port > 65535u)
+      return tf_error__set(TF_EINVALID, "prometheus_port: %u + slice %u is above 65535", base, relay->slice);
+    if (prom_port >= pool->range.start && prom_port <= pool->range.end)
+      return tf_error__set(TF_EINVALID, "prometheus_port: %u lies in the relay port range %u-%u", prom_port,
+                           pool->range.start, pool->range.end);
+    if ((prom_port == l.plain_port && l.tcp) || (prom_port == l.tls_port && l.tls))
+      return tf_error__set(TF_EINVALID, "prometheus_port: %u is a TCP listener port of relay %s", prom_port,
+                           relay->name);
+  }
+
+  tf_buf b;
+  tf_buf__init(&b);
+  tf_buf__printf(&b, "# turnserver.conf of relay %s (pool %s/%s)\n", relay->name, pool->ns, pool->name);
+  tf_buf__printf(&b, "# identity %s\n", relay->identity ? relay->identity : "");
+  tf_buf__printf(&b, "# rendered by Turnfleet %s for coturn %u.%u.%u\n", TF_VERSION_STRING, version >> 16,
+                 (version >> 8) & 0xffu, version & 0xffu);
+  tf_buf__puts(&b, "# Holds the shared secrets: keep it private (mode 0600), never log it.\n");
+
+  /* Bind only the relay's own addresses (coturn's defaults are every address). */
+  for (size_t i = 0; i < relay->addr_count; i++) tf_buf__printf(&b, "listening-ip=%s\n", addrs[i]);
+  for (size_t i = 0; i < relay->addr_count; i++) tf_buf__printf(&b, "relay-ip=%s\n", addrs[i]);
+  if (l.udp || l.tcp) tf_buf__printf(&b, "listening-port=%u\n", l.plain_port);
+  if (l.tls || l.dtls) tf_buf__printf(&b, "tls-listening-port=%u\n", l.tls_port);
+  /* Open only the declared listeners. */
+  if (!l.udp) tf_buf__puts(&b, "no-udp\n");
+  if (!l.tcp) tf_buf__puts(&b, "no-tcp\n");
+  if (!l.tls) tf_buf__puts(&b, "no-tls\n");
+  if (features & TF_COTURN_DTLS_OPT_IN) {
+    /* >= 4.17: DTLS is off unless asked for; `no-dtls` is deprecated (a warning) */
+    if (l.dtls) tf_buf__puts(&b, "dtls\n");
+  } else if (!l.dtls) {
+    tf_buf__puts(&b, "no-dtls\n");
+  }
+  tf_buf__printf(&b, "min-port=%u\n", relay->range.start);
+  tf_buf__printf(&b, "max-port=%u\n", relay->range.end);
+
+  tf_buf__printf(&b, "realm=\"%s\"\n", pool->realm);
+  tf_buf__puts(&b, "use-auth-secret\n");
+  /* coturn accepts every listed secret: current first, then the previous one */
+  for (size_t i = 0; i < opts->secrets_count; i++) tf_buf__printf(&b, "static-auth-secret=\"%s\"\n", opts->secrets[i]);
+  if (pool->user_quota > 0) tf_buf__printf(&b, "user-quota=%lld\n", (long long)pool->user_quota);
+  if (pool->total_quota > 0) tf_buf__printf(&b, "total-quota=%lld\n", (long long)pool->total_quota);
+
+  tf_buf__puts(&b, "fingerprint\n");
+  /* RFC 5780 would bind port+1 on a second address: not this relay's ports */
+  tf_buf__puts(&b, "no-rfc5780\n");
+  tf_buf__puts(&b, "no-multicast-peers\n");
+  tf_buf__puts(&b, "no-software-attribute\n");
+  tf_buf__puts(&b, "stale-nonce=600\n");
+  rc = tf_coturn__put_peer_policy(&b, pool, opts->allow_loopback_peers);
+  if (rc < 0) {
+    tf_buf__dispose(&b, 1);
+    return rc;
+  }
+  if (opts->allow_loopback_peers) tf_buf__puts(&b, "allow-loopback-peers\n");
+
+  if (l.tls || l.dtls) {
+    tf_buf__printf(&b, "cert=\"%s\"\n", opts->cert_file);
+    tf_buf__printf(&b, "pkey=\"%s\"\n", opts->key_file);
+  }
+  if (opts->cli_port) {
+    /* telnet is cleartext: never on the relay's public address */
+    tf_buf__puts(&b, "cli-ip=127.0.0.1\n");
+    tf_buf__printf(&b, "cli-port=%u\n", opts->cli_port);
+    tf_buf__printf(&b, "cli-password=\"%s\"\n", opts->cli_password);
+  } else {
+    tf_buf__puts(&b, "no-cli\n");
+  }
+  if (prom_port) {
+    tf_buf__puts(&b, "prometheus\n");
+    tf_buf__printf(&b, "prometheus-address=%s\n", addrs[0]);
+    tf_buf__printf(&b, "prometheus-port=%u\n", prom_port);
+  }
+  /* coturn's defaults are one system-wide pidfile and SQLite db: one per relay */
+  tf_buf__printf(&b, "pidfile=\"%s/%s/turnserver.pid\"\n", state_dir, relay->name);
+  tf_buf__printf(&b, "userdb=\"%s/%s/turndb\"\n", state_dir, relay->name);
+  if (opts->log_file) {
+    tf_buf__printf(&b, "log-file=\"%s\"\n", opts->log_file);
+    tf_buf__puts(&b, "simple-log\n");
+    tf_buf__puts(&b, "no-stdout-log\n");
+  } else {
+    tf_buf__puts(&b, "log-file=stdout\n");
+  }
+  return tf_buf__detach(&b, out);
+}

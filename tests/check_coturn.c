@@ -1,0 +1,1307 @@
+/* coturn: version gates, the rendering rules, golden configs, the config hash,
+ * and the acceptance test: each rendered config, run by a real `turnserver` on
+ * loopback, binds only its relay's own addresses and listener ports. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "tf_test.h"
+
+/* ---- inputs ---- */
+
+#define NODE(name, addrs)                                                                               \
+  "{\"metadata\":{\"name\":\"" name "\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"      \
+  "\"status\":{\"addresses\":[" addrs "],\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"
+#define IP(type, a) "{\"type\":\"" type "\",\"address\":\"" a "\"}"
+#define NODELIST(items) "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[" items "]}"
+
+/* Golden inputs: documentation addresses, fixed options. */
+static const char golden_ipv4_pool[] =
+    "apiVersion: turnfleet.hzmi.dev/v1alpha1\n"
+    "kind: TURNPool\n"
+    "metadata: {name: demo, namespace: media}\n"
+    "spec:\n"
+    "  replicas: 1\n"
+    "  dataplane: {coturnVersion: \"4.6.1\"}\n"
+    "  relayPortRange: {start: 49152, end: 49200}\n"
+    "  auth:\n"
+    "    realm: turnfleet.example.com\n"
+    "    secretRef: {name: turn-shared-secret, key: secret}\n"
+    "    previousSecretRef: {name: turn-shared-secret, key: previous}\n"
+    "  quota: {userQuota: 10, totalQuota: 0}\n"
+    "  peerPolicy:\n"
+    "    denyPrivate: true\n"
+    "    allow: [\"10.1.0.0/16\"]\n"
+    "    deny: [\"203.0.113.128/25\", \"2001:db8:dead::/48\", \"198.51.100.9/32\"]\n";
+static const char golden_ipv4_nodes[] =
+    NODELIST(NODE("node-a", IP("InternalIP", "10.0.0.7") "," IP("ExternalIP", "203.0.113.7")));
+
+static const char golden_dual_pool[] =
+    "apiVersion: turnfleet.hzmi.dev/v1alpha1\n"
+    "kind: TURNPool\n"
+    "metadata: {name: dual}\n"
+    "spec:\n"
+    "  dataplane: {image: \"coturn/coturn:4.17.1\", coturnVersion: \"4.17.1\"}\n"
+    "  addressing: {mode: HostNetwork, family: DualStack}\n"
+    "  relayPortRange: {start: 49152, end: 49200}\n"
+    "  listeners:\n"
+    "    - {name: turn, protocol: udp, port: 3478}\n"
+    "    - {name: turn-tcp, protocol: tcp, port: 3478}\n"
+    "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: turn-tls}}\n"
+    "    - {name: turn-dtls, protocol: dtls, port: 5349, tlsSecretRef: {name: turn-tls}}\n"
+    "  auth:\n"
+    "    realm: dual.example.com\n"
+    "    secretRef: {name: turn-shared-secret}\n"
+    "  quota: {userQuota: 0, totalQuota: 5000}\n";
+static const char golden_dual_nodes[] =
+    NODELIST(NODE("node-a", IP("ExternalIP", "2001:db8::7") "," IP("ExternalIP", "203.0.113.7")));
+
+#define PART_POOL(version)                                              \
+  "apiVersion: turnfleet.hzmi.dev/v1alpha1\n"                           \
+  "kind: TURNPool\n"                                                    \
+  "metadata: {name: part}\n"                                            \
+  "spec:\n"                                                             \
+  "  replicas: 2\n"                                                     \
+  "  dataplane: {coturnVersion: \"" version "\"}\n"                     \
+  "  addressing: {mode: PartitionedIP, partitionedIP: {relaysPerNode: 2}}\n" \
+  "  relayPortRange: {start: 49152, end: 49251}\n"                      \
+  "  listeners:\n"                                                      \
+  "    - {name: turn, protocol: udp, port: 3478}\n"                     \
+  "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: part-tls}}\n" \
+  "  auth:\n"                                                           \
+  "    realm: part.example.com\n"                                       \
+  "    secretRef: {name: part-secret}\n"                                \
+  "  peerPolicy: {denyPrivate: false, deny: [\"192.0.2.0/24\"]}\n"
+static const char golden_part_nodes[] = NODELIST(NODE("node-p", IP("ExternalIP", "198.51.100.10")));
+
+/* Secrets used below: distinctive, so a leak into a message is easy to spot. */
+#define SECRET_A "SEKRIT-current-7f3a"
+#define SECRET_B "SEKRIT previous 91c2"
+#define CLI_PW "CLIPW-5d1e"
+
+static tf_plan *plan_of(const tf_pool *pool, const char *nodes_json)
+{
+  tf_nodes *nodes = tf_test_nodes(nodes_json);
+  tf_plan *plan = NULL;
+  TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, NULL));
+  tf_nodes_free(nodes);
+  return plan;
+}
+
+/* The relay of @p plan in slice @p slice (first one found). */
+static const tf_relay *relay_in_slice(const tf_plan *plan, uint32_t slice)
+{
+  for (size_t i = 0; i < tf_plan_relay_count(plan); i++)
+    if (tf_relay_slice(tf_plan_relay(plan, i)) == slice) return tf_plan_relay(plan, i);
+  ck_abort_msg("the plan has no relay in slice %u", slice);
+  return NULL;
+}
+
+static char *render_ok(const tf_pool *pool, const tf_plan *plan, const char *relay, const tf_coturn_options *o)
+{
+  char *text = NULL;
+  TF_OK_OR_FAIL(tf_coturn_render(&text, pool, plan, relay, o));
+  ck_assert_ptr_nonnull(text);
+  return text;
+}
+
+/* 1 when @p text has the exact line @p line. */
+static int has_line(const char *text, const char *line)
+{
+  size_t n = strlen(line);
+  for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+    if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) return 1;
+  return 0;
+}
+
+/* 1 when a line of @p text starts with @p prefix. */
+static int has_prefix_line(const char *text, const char *prefix)
+{
+  size_t n = strlen(prefix);
+  for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, prefix, n) == 0) return 1;
+  return 0;
+}
+
+#define ASSERT_LINE(text, line) ck_assert_msg(has_line(text, line), "missing line \"%s\" in:\n%s", line, text)
+#define ASSERT_NO_LINE(text, line) ck_assert_msg(!has_line(text, line), "unexpected line \"%s\" in:\n%s", line, text)
+
+/* ---- versions, options, hash ---- */
+
+START_TEST(test_coturn__version_parse)
+{
+  uint32_t v = 0;
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.6.1"));
+  ck_assert_uint_eq(v, 0x040601u);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.17.1"));
+  ck_assert_uint_eq(v, 0x041101u);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.18.0-r0"));
+  ck_assert_uint_eq(v, 0x041200u);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, TF_COTURN_MIN_VERSION));
+  ck_assert_uint_eq(v, 0x040601u);
+  static const char *const bad[] = {"",        "4.6",      "4.6.1.2",  "v4.6.1",   "4.6.1-",   "4.6.x",
+                                    "4..1",    "4.6.1 ",   " 4.6.1",   "4.256.0",  "4.6.1abc", "4.6.1-r0\n",
+                                    "4.6.1-\"", "1234.1.1", "4.6.-1",   "latest"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    v = 7;
+    ck_assert_msg(tf_coturn_version_parse(&v, bad[i]) == TF_EINVALID, "\"%s\" accepted", bad[i]);
+    ck_assert_uint_eq(v, 7);
+  }
+  ck_assert_str_eq(tf_error_last()->message, "\"latest\" is not a coturn version MAJOR.MINOR.PATCH[-SUFFIX]");
+  ck_assert_int_eq(tf_coturn_version_parse(NULL, "4.6.1"), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_version_parse(&v, NULL), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_coturn__features_follow_the_version_map)
+{
+  uint32_t v;
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.6.1"));
+  ck_assert_uint_eq(tf_coturn_features(v), 0);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.6.2"));
+  ck_assert_uint_eq(tf_coturn_features(v), TF_COTURN_GRACEFUL_SIGTERM | TF_COTURN_ALLOCATIONS_BY_TYPE);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.6.3"));
+  ck_assert_uint_eq(tf_coturn_features(v), TF_COTURN_GRACEFUL_SIGTERM | TF_COTURN_ALLOCATIONS_BY_TYPE |
+                                               TF_COTURN_DRAIN | TF_COTURN_PROMETHEUS_ADDRESS);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.16.0"));
+  ck_assert_uint_eq(tf_coturn_features(v) & TF_COTURN_DTLS_OPT_IN, 0);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.17.0"));
+  ck_assert_uint_eq(tf_coturn_features(v), 0x1fu);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "4.17.1"));
+  ck_assert_uint_eq(tf_coturn_features(v), 0x1fu);
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v, "5.0.0"));
+  ck_assert_uint_eq(tf_coturn_features(v), 0x1fu);
+}
+END_TEST
+
+START_TEST(test_coturn__options_init)
+{
+  tf_coturn_options o;
+  memset(&o, 0xa5, sizeof(o));
+  TF_OK_OR_FAIL(tf_coturn_options_init(&o, TF_COTURN_OPTIONS_VERSION));
+  ck_assert_uint_eq(o.version, TF_COTURN_OPTIONS_VERSION);
+  ck_assert_ptr_null(o.coturn_version);
+  ck_assert_ptr_null(o.secrets);
+  ck_assert_uint_eq(o.secrets_count, 0);
+  ck_assert_ptr_null(o.state_dir);
+  ck_assert_ptr_null(o.log_file);
+  ck_assert_uint_eq(o.cli_port, 0);
+  ck_assert_ptr_null(o.cli_password);
+  ck_assert_uint_eq(o.prometheus_port, 0);
+  ck_assert_ptr_null(o.cert_file);
+  ck_assert_ptr_null(o.key_file);
+  ck_assert_int_eq(o.allow_loopback_peers, 0);
+  ck_assert_int_eq(tf_coturn_options_init(&o, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_options_init(&o, TF_COTURN_OPTIONS_VERSION + 1), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "version"));
+  ck_assert_int_eq(tf_coturn_options_init(NULL, 1), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_coturn__config_hash_is_hex_sha256)
+{
+  char *h = NULL;
+  /* FIPS 180-2 vectors */
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&h, "abc"));
+  ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  tf_free(h);
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&h, ""));
+  ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  tf_free(h);
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&h, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"));
+  ck_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  tf_free(h);
+  h = (char *)"untouched";
+  ck_assert_int_eq(tf_coturn_config_hash(&h, NULL), TF_EINVALID);
+  ck_assert_str_eq(h, "untouched");
+  ck_assert_int_eq(tf_coturn_config_hash(NULL, "abc"), TF_EINVALID);
+}
+END_TEST
+
+/* ---- golden files ---- */
+
+/* Compare @p actual with tests/data/coturn/<name>.conf, where the golden file
+ * writes the library version as @TF_VERSION@. TF_UPDATE_GOLDEN=1 rewrites it. */
+static void golden_compare(const char *name, const char *actual)
+{
+  char rel[256];
+  snprintf(rel, sizeof(rel), "coturn/%s.conf", name);
+  const char *path = tf_test_data(rel);
+  char *path_copy = strdup(path);
+  ck_assert_ptr_nonnull(path_copy);
+  const char *marker = "@TF_VERSION@";
+  const char *update = getenv("TF_UPDATE_GOLDEN");
+  if (update && strcmp(update, "1") == 0) {
+    /* write the golden with the version replaced by the marker */
+    const char *needle = "Turnfleet " TF_VERSION_STRING " ";
+    const char *at = strstr(actual, needle);
+    ck_assert_ptr_nonnull(at);
+    FILE *f = fopen(path_copy, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*sTurnfleet %s %s", (int)(at - actual), actual, marker, at + strlen(needle));
+    fclose(f);
+  }
+  char *raw = tf_test_read(path_copy, NULL);
+  /* expand the marker */
+  char *expected = NULL;
+  const char *m = strstr(raw, marker);
+  ck_assert_msg(m != NULL, "%s has no %s marker", rel, marker);
+  ck_assert_int_ge(asprintf(&expected, "%.*s%s%s", (int)(m - raw), raw, TF_VERSION_STRING, m + strlen(marker)), 0);
+  if (strcmp(expected, actual) != 0) {
+    /* find the first differing line */
+    const char *e = expected, *a = actual;
+    int line = 1;
+    while (*e && *a && *e == *a) {
+      if (*e == '\n') line++;
+      e++;
+      a++;
+    }
+    const char *el = e, *al = a;
+    while (el > expected && el[-1] != '\n') el--;
+    while (al > actual && al[-1] != '\n') al--;
+    int en = (int)strcspn(el, "\n"), an = (int)strcspn(al, "\n");
+    ck_abort_msg("%s differs at line %d:\n  expected: %.*s\n  actual:   %.*s\n(run with TF_UPDATE_GOLDEN=1 to "
+                 "rewrite after checking the change)",
+                 rel, line, en, el, an, al);
+  }
+  free(expected);
+  free(raw);
+  free(path_copy);
+}
+
+START_TEST(test_coturn__golden_ipv4_4_6_1)
+{
+  tf_pool *pool = tf_test_pool(golden_ipv4_pool);
+  tf_plan *plan = plan_of(pool, golden_ipv4_nodes);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  const tf_relay *r = tf_plan_relay(plan, 0);
+  ck_assert_str_eq(tf_relay_name(r), "demo-relay-mb7l6"); /* DESIGN §3 vector */
+  const char *secrets[] = {SECRET_A, SECRET_B};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 2;
+  o.state_dir = "/var/lib/turnfleet";
+  o.log_file = "/var/log/turnfleet/demo-relay-mb7l6.log";
+  o.cli_port = 5766;
+  o.cli_password = CLI_PW;
+  char *text = render_ok(pool, plan, tf_relay_name(r), &o);
+  golden_compare("ipv4-4.6.1", text);
+  tf_free(text);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_coturn__golden_dualstack_4_17_1)
+{
+  tf_pool *pool = tf_test_pool(golden_dual_pool);
+  tf_plan *plan = plan_of(pool, golden_dual_nodes);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  const tf_relay *r = tf_plan_relay(plan, 0);
+  ck_assert_uint_eq(tf_relay_address_count(r), 2);
+  const char *secrets[] = {"s3cr3t with spaces"};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 1;
+  o.state_dir = "/srv/turnfleet/state";
+  o.cert_file = "/etc/turnfleet/tls/tls.crt";
+  o.key_file = "/etc/turnfleet/tls/tls.key";
+  char *text = render_ok(pool, plan, tf_relay_name(r), &o);
+  golden_compare("dualstack-4.17.1", text);
+  tf_free(text);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_coturn__golden_partitioned_tls_4_6_1)
+{
+  tf_pool *pool = tf_test_pool(PART_POOL("4.6.1"));
+  tf_plan *plan = plan_of(pool, golden_part_nodes);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 2);
+  const tf_relay *r = relay_in_slice(plan, 0);
+  const char *secrets[] = {SECRET_A};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 1;
+  o.cert_file = "/etc/turnfleet/tls/tls.crt";
+  o.key_file = "/etc/turnfleet/tls/tls.key";
+  char *text = render_ok(pool, plan, tf_relay_name(r), &o);
+  golden_compare("partitioned-tls-4.6.1", text);
+  tf_free(text);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_coturn__golden_partitioned_tls_4_18_0)
+{
+  tf_pool *pool = tf_test_pool(PART_POOL("4.18.0-r0"));
+  tf_plan *plan = plan_of(pool, golden_part_nodes);
+  const tf_relay *r = relay_in_slice(plan, 1);
+  const char *secrets[] = {SECRET_A, SECRET_B};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 2;
+  o.prometheus_port = 9700;
+  o.cert_file = "/etc/turnfleet/tls/tls.crt";
+  o.key_file = "/etc/turnfleet/tls/tls.key";
+  o.cli_port = 5801;
+  o.cli_password = CLI_PW;
+  char *text = render_ok(pool, plan, tf_relay_name(r), &o);
+  golden_compare("partitioned-tls-4.18.0", text);
+  /* the hash of the rendered text is the hash of the golden bytes */
+  char *h1 = NULL, *h2 = NULL;
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&h1, text));
+  ck_assert_uint_eq(strlen(h1), 64);
+  char *again = render_ok(pool, plan, tf_relay_name(r), &o);
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&h2, again));
+  ck_assert_str_eq(h1, h2);
+  tf_free(h1);
+  tf_free(h2);
+  tf_free(again);
+  tf_free(text);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+/* ---- rendering rules ---- */
+
+START_TEST(test_coturn__render_is_deterministic)
+{
+  tf_pool *pool = tf_test_pool(golden_ipv4_pool);
+  tf_plan *plan = plan_of(pool, golden_ipv4_nodes);
+  const char *name = tf_relay_name(tf_plan_relay(plan, 0));
+  const char *secrets[] = {SECRET_A};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 1;
+  char *a = render_ok(pool, plan, name, &o);
+  char *b = render_ok(pool, plan, name, &o);
+  ck_assert_str_eq(a, b);
+  char *ha = NULL, *hb = NULL;
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&ha, a));
+  /* another secret is another config, and another hash (so a rotation restarts the relay) */
+  const char *other[] = {SECRET_B};
+  o.secrets = other;
+  char *c = render_ok(pool, plan, name, &o);
+  TF_OK_OR_FAIL(tf_coturn_config_hash(&hb, c));
+  ck_assert_str_ne(ha, hb);
+  tf_free(ha);
+  tf_free(hb);
+  tf_free(a);
+  tf_free(b);
+  tf_free(c);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_coturn__render_rules)
+{
+  tf_pool *pool = tf_test_pool(golden_dual_pool);
+  tf_plan *plan = plan_of(pool, golden_dual_nodes);
+  const char *name = tf_relay_name(tf_plan_relay(plan, 0));
+  const char *secrets[] = {SECRET_A, SECRET_B};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 2;
+  o.cert_file = "/c.pem";
+  o.key_file = "/k.pem";
+  char *t = render_ok(pool, plan, name, &o);
+  /* both addresses, IPv4 first; one line per secret, quoted; never multiplex-peer or CIDR */
+  ck_assert_ptr_nonnull(strstr(t, "listening-ip=203.0.113.7\nlistening-ip=2001:db8::7\n"));
+  ck_assert_ptr_nonnull(strstr(t, "relay-ip=203.0.113.7\nrelay-ip=2001:db8::7\n"));
+  ASSERT_LINE(t, "static-auth-secret=\"" SECRET_A "\"");
+  ASSERT_LINE(t, "static-auth-secret=\"" SECRET_B "\"");
+  ck_assert_ptr_null(strstr(t, "multiplex-peer"));
+  ck_assert_ptr_nonnull(strstr(t, "# identity 203.0.113.7,2001:db8::7/49152-49200\n"));
+  for (const char *p = strstr(t, "denied-peer-ip="); p; p = strstr(p + 1, "denied-peer-ip="))
+    ck_assert_msg(p[strcspn(p, "/\n")] != '/', "CIDR in %.*s", (int)strcspn(p, "\n"), p);
+  /* the default private ranges, as coturn's a-b form */
+  ASSERT_LINE(t, "denied-peer-ip=169.254.0.0-169.254.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=100.64.0.0-100.127.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=127.0.0.0-127.255.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=0.0.0.0-0.255.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=192.0.0.0-192.0.0.255");
+  ASSERT_LINE(t, "denied-peer-ip=198.18.0.0-198.19.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=240.0.0.0-255.255.255.255");
+  ASSERT_LINE(t, "denied-peer-ip=::1-::1");
+  ASSERT_LINE(t, "denied-peer-ip=fc00::-fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+  ASSERT_LINE(t, "denied-peer-ip=fe80::-febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+  ASSERT_LINE(t, "denied-peer-ip=::ffff:0.0.0.0-::ffff:255.255.255.255");
+  /* 4.17.1 with a dtls listener: `dtls`, never the deprecated `no-dtls`; prometheus on the relay address */
+  ASSERT_LINE(t, "dtls");
+  ASSERT_NO_LINE(t, "no-dtls");
+  ASSERT_NO_LINE(t, "no-tls");
+  ASSERT_NO_LINE(t, "no-udp");
+  ASSERT_LINE(t, "prometheus");
+  ASSERT_LINE(t, "prometheus-address=203.0.113.7");
+  ASSERT_LINE(t, "prometheus-port=9641");
+  ASSERT_LINE(t, "total-quota=5000");
+  ck_assert(!has_prefix_line(t, "user-quota"));
+  ASSERT_LINE(t, "log-file=stdout");
+  ASSERT_LINE(t, "no-cli");
+  ASSERT_NO_LINE(t, "allow-loopback-peers");
+  tf_free(t);
+
+  /* 4.6.2: no prometheus (no prometheus-address: it would bind every address);
+   * a dtls listener on 4.6.x is on by default: neither dtls nor no-dtls */
+  o.coturn_version = "4.6.2";
+  t = render_ok(pool, plan, name, &o);
+  ck_assert(!has_prefix_line(t, "prometheus"));
+  ASSERT_NO_LINE(t, "dtls");
+  ASSERT_NO_LINE(t, "no-dtls");
+  ck_assert_ptr_nonnull(strstr(t, "for coturn 4.6.2\n"));
+  tf_free(t);
+  o.coturn_version = "4.6.3";
+  t = render_ok(pool, plan, name, &o);
+  ASSERT_LINE(t, "prometheus-address=203.0.113.7");
+  tf_free(t);
+
+  /* allow-loopback-peers (tests) drops the loopback deny rules that would undo it */
+  o.coturn_version = NULL;
+  o.allow_loopback_peers = 1;
+  t = render_ok(pool, plan, name, &o);
+  ASSERT_LINE(t, "allow-loopback-peers");
+  ASSERT_NO_LINE(t, "denied-peer-ip=127.0.0.0-127.255.255.255");
+  ASSERT_NO_LINE(t, "denied-peer-ip=::1-::1");
+  ASSERT_LINE(t, "denied-peer-ip=10.0.0.0-10.255.255.255");
+  tf_free(t);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+
+  /* only the declared listeners: a tls-only pool; no private deny list when denyPrivate is false */
+  pool = tf_test_pool("metadata: {name: tlsonly}\n"
+                      "spec:\n"
+                      "  relayPortRange: {start: 49152, end: 49200}\n"
+                      "  listeners: [{name: turns, protocol: tls, port: 443, tlsSecretRef: {name: t}}]\n"
+                      "  auth: {realm: r.example.com, secretRef: {name: s}}\n"
+                      "  peerPolicy: {denyPrivate: false}\n");
+  plan = plan_of(pool, golden_ipv4_nodes);
+  o.allow_loopback_peers = 0;
+  t = render_ok(pool, plan, tf_relay_name(tf_plan_relay(plan, 0)), &o);
+  ASSERT_LINE(t, "no-udp");
+  ASSERT_LINE(t, "no-tcp");
+  ASSERT_LINE(t, "no-dtls");
+  ASSERT_NO_LINE(t, "no-tls");
+  ck_assert(!has_prefix_line(t, "listening-port="));
+  ASSERT_LINE(t, "tls-listening-port=443");
+  ck_assert(!has_prefix_line(t, "denied-peer-ip"));
+  ASSERT_LINE(t, "cert=\"/c.pem\"");
+  ASSERT_LINE(t, "pkey=\"/k.pem\"");
+  ASSERT_LINE(t, "pidfile=\"/var/lib/turnfleet/tlsonly-relay-mb7l6/turnserver.pid\"");
+  ASSERT_LINE(t, "min-port=49152");
+  ASSERT_LINE(t, "max-port=49200");
+  tf_free(t);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+/* Assert a failed render: @p code, a message containing @p field, no secret
+ * in the message, and *out untouched. */
+static void expect_reject(tf_err code, const char *field, const tf_pool *pool, const tf_plan *plan,
+                          const char *relay, const tf_coturn_options *o)
+{
+  char sentinel[] = "untouched";
+  char *out = sentinel;
+  tf_err rc = tf_coturn_render(&out, pool, plan, relay, o);
+  const char *msg = tf_error_last()->message;
+  ck_assert_msg(rc == code, "expected %s for %s, got %d (%s)", tf_error_name(code), field, rc, msg);
+  ck_assert_ptr_eq(out, sentinel);
+  ck_assert_msg(strstr(msg, field) != NULL, "message \"%s\" does not name %s", msg, field);
+  ck_assert_msg(strstr(msg, "SEKRIT") == NULL && strstr(msg, "CLIPW") == NULL, "secret in message \"%s\"", msg);
+}
+
+START_TEST(test_coturn__render_rejects_bad_options)
+{
+  tf_pool *pool = tf_test_pool(golden_ipv4_pool);
+  tf_plan *plan = plan_of(pool, golden_ipv4_nodes);
+  const char *name = tf_relay_name(tf_plan_relay(plan, 0));
+  const char *good[] = {SECRET_A, SECRET_B};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = good;
+  o.secrets_count = 2;
+  char *ok = render_ok(pool, plan, name, &o);
+  tf_free(ok);
+
+  expect_reject(TF_EINVALID, "opts", pool, plan, name, NULL);
+  o.version = 0;
+  expect_reject(TF_EINVALID, "opts.version", pool, plan, name, &o);
+  o.version = TF_COTURN_OPTIONS_VERSION + 1;
+  expect_reject(TF_EINVALID, "opts.version", pool, plan, name, &o);
+  o.version = TF_COTURN_OPTIONS_VERSION;
+
+  o.secrets_count = 0;
+  expect_reject(TF_EINVALID, "secrets: at least one shared secret is required", pool, plan, name, &o);
+  o.secrets = NULL;
+  o.secrets_count = 1;
+  expect_reject(TF_EINVALID, "secrets", pool, plan, name, &o);
+  const char *newline[] = {"SEKRIT\nrealm=evil"};
+  o.secrets = newline;
+  expect_reject(TF_EINVALID, "secrets[0]: must not contain a line break", pool, plan, name, &o);
+  const char *cr[] = {SECRET_A, "SEKRIT\rx"};
+  o.secrets = cr;
+  o.secrets_count = 2;
+  expect_reject(TF_EINVALID, "secrets[1]: must not contain a line break", pool, plan, name, &o);
+  const char *quote[] = {SECRET_A, "SEKRIT\"x"};
+  o.secrets = quote;
+  expect_reject(TF_EINVALID, "secrets[1]: must not contain a double quote", pool, plan, name, &o);
+  const char *empty[] = {""};
+  o.secrets = empty;
+  o.secrets_count = 1;
+  expect_reject(TF_EINVALID, "secrets[0]: must not be empty", pool, plan, name, &o);
+  const char *null_entry[] = {SECRET_A, NULL};
+  o.secrets = null_entry;
+  o.secrets_count = 2;
+  expect_reject(TF_EINVALID, "secrets[1]: required", pool, plan, name, &o);
+  /* static-auth-secret="<secret>" must fit a 1000-byte line: 979 bytes do, 980 do not */
+  char longest[1001];
+  memset(longest, 'S', sizeof(longest));
+  memcpy(longest, "SEKRIT", 6);
+  longest[979] = '\0';
+  const char *fits[] = {longest};
+  o.secrets = fits;
+  o.secrets_count = 1;
+  ok = render_ok(pool, plan, name, &o);
+  ck_assert_uint_eq(strcspn(strstr(ok, "static-auth-secret="), "\n"), 1000);
+  tf_free(ok);
+  longest[979] = 'S';
+  longest[980] = '\0';
+  expect_reject(TF_EINVALID, "secrets[0]: too long", pool, plan, name, &o);
+  o.secrets = good;
+  o.secrets_count = 2;
+
+  o.state_dir = "var/lib/turnfleet";
+  expect_reject(TF_EINVALID, "state_dir: must be an absolute path", pool, plan, name, &o);
+  o.state_dir = "/var/lib/\nturnfleet";
+  expect_reject(TF_EINVALID, "state_dir", pool, plan, name, &o);
+  o.state_dir = "/var/lib/\"turnfleet";
+  expect_reject(TF_EINVALID, "state_dir", pool, plan, name, &o);
+  o.state_dir = NULL;
+  o.log_file = "relay.log";
+  expect_reject(TF_EINVALID, "log_file: must be an absolute path", pool, plan, name, &o);
+  o.log_file = NULL;
+
+  o.cli_port = 5766;
+  expect_reject(TF_EINVALID, "cli_password: required", pool, plan, name, &o);
+  o.cli_password = "CLIPW\nno-auth";
+  expect_reject(TF_EINVALID, "cli_password: must not contain a line break", pool, plan, name, &o);
+  o.cli_password = "CLIPW\"";
+  expect_reject(TF_EINVALID, "cli_password", pool, plan, name, &o);
+  o.cli_password = CLI_PW;
+  ok = render_ok(pool, plan, name, &o);
+  ASSERT_LINE(ok, "cli-ip=127.0.0.1");
+  ASSERT_LINE(ok, "cli-port=5766");
+  ASSERT_LINE(ok, "cli-password=\"" CLI_PW "\"");
+  ASSERT_NO_LINE(ok, "no-cli");
+  tf_free(ok);
+  o.cli_port = 0;
+
+  expect_reject(TF_ENOTFOUND, "demo-relay-zzzzz", pool, plan, "demo-relay-zzzzz", &o);
+  o.coturn_version = "4.5.2";
+  expect_reject(TF_EINVALID, "coturn_version: coturn 4.5.2 is older than 4.6.1", pool, plan, name, &o);
+  o.coturn_version = "4.6";
+  expect_reject(TF_EINVALID, "coturn_version", pool, plan, name, &o);
+  o.coturn_version = "4.6.0";
+  expect_reject(TF_EINVALID, "older than", pool, plan, name, &o);
+  o.coturn_version = NULL;
+
+  char *out = NULL;
+  ck_assert_int_eq(tf_coturn_render(NULL, pool, plan, name, &o), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_render(&out, NULL, plan, name, &o), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_render(&out, pool, NULL, name, &o), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_render(&out, pool, plan, NULL, &o), TF_EINVALID);
+  ck_assert_ptr_null(out);
+
+  /* a plan made for another pool */
+  tf_pool *other = tf_test_pool(golden_dual_pool);
+  expect_reject(TF_EINVALID, "plan", other, plan, name, &o);
+  tf_pool_free(other);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+
+  /* tls listeners need absolute cert and key paths */
+  pool = tf_test_pool(PART_POOL("4.6.1"));
+  plan = plan_of(pool, golden_part_nodes);
+  name = tf_relay_name(tf_plan_relay(plan, 0));
+  expect_reject(TF_EINVALID, "cert_file: required", pool, plan, name, &o);
+  o.cert_file = "tls.crt";
+  o.key_file = "/k.pem";
+  expect_reject(TF_EINVALID, "cert_file: must be an absolute path", pool, plan, name, &o);
+  o.cert_file = "/c.pem";
+  o.key_file = NULL;
+  expect_reject(TF_EINVALID, "key_file: required", pool, plan, name, &o);
+  o.key_file = "/k.pem";
+  /* a prometheus port inside the relay range would take one of the relay's ports */
+  o.coturn_version = "4.6.3";
+  o.prometheus_port = 49160;
+  expect_reject(TF_EINVALID, "prometheus_port", pool, plan, name, &o);
+  o.prometheus_port = 65535;
+  expect_reject(TF_EINVALID, "prometheus_port", pool, plan, tf_relay_name(relay_in_slice(plan, 1)), &o);
+  o.prometheus_port = 0;
+  ok = render_ok(pool, plan, tf_relay_name(relay_in_slice(plan, 1)), &o);
+  ASSERT_LINE(ok, "prometheus-port=9642");
+  tf_free(ok);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
+/* ---- the acceptance test: real turnserver processes on loopback ---- */
+
+#define TS_MAX 4
+#define TS_READY_MS 10000
+#define TS_STOP_MS 15000
+
+typedef struct ts_proc {
+  pid_t pid;
+  char name[TF_RELAY_NAME_MAX];
+  char out_path[1024]; /* stdout + stderr */
+  char log_path[1024]; /* log-file */
+  tf_addr addrs[2];
+  size_t addr_count;
+  tf_port_range range;
+  int udp, tcp, tls, dtls;
+  uint16_t plain_port, tls_port, cli_port;
+} ts_proc;
+
+/* One test runs per forked process, so file-level state is per test. */
+static ts_proc ts_procs[TS_MAX];
+static size_t ts_count;
+static char *ts_dir;
+static char ts_version_text[64];
+static uint32_t ts_version;
+
+static void ts_kill_all(void)
+{
+  for (size_t i = 0; i < ts_count; i++) {
+    if (ts_procs[i].pid > 0) {
+      kill(ts_procs[i].pid, SIGKILL);
+      waitpid(ts_procs[i].pid, NULL, 0);
+      ts_procs[i].pid = 0;
+    }
+  }
+}
+
+static void ts_cleanup(void)
+{
+  ts_kill_all();
+  if (ts_dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(ts_dir);
+  free(ts_dir);
+  ts_dir = NULL;
+}
+
+/* Fail the test, but first stop every turnserver by PID (check exits the
+ * forked test process at once on failure; no teardown runs then). */
+#define TS_CHECK(cond, ...)      \
+  do {                           \
+    if (!(cond)) {               \
+      ts_cleanup();              \
+      ck_abort_msg(__VA_ARGS__); \
+    }                            \
+  } while (0)
+#define TS_OK(call)                                                                          \
+  do {                                                                                       \
+    tf_err ts__rc = (call);                                                                  \
+    TS_CHECK(ts__rc == 0, "%s -> %d (%s)", #call, ts__rc, tf_error_last()->message);         \
+  } while (0)
+
+static void ts_setup(void)
+{
+  memset(ts_procs, 0, sizeof(ts_procs));
+  ts_count = 0;
+  ts_dir = NULL;
+}
+
+static void ts_teardown(void) { ts_cleanup(); }
+
+static int64_t ts_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void ts_sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* turnserver on PATH and its version; fails loudly when absent. */
+static void ts_require_turnserver(void)
+{
+  const char *path = getenv("PATH");
+  char buf[4096];
+  int found = 0;
+  for (const char *p = path ? path : ""; !found && *p;) {
+    size_t n = strcspn(p, ":");
+    snprintf(buf, sizeof(buf), "%.*s/turnserver", (int)n, p);
+    if (n && access(buf, X_OK) == 0) found = 1;
+    p += n;
+    if (*p == ':') p++;
+  }
+  ck_assert_msg(found, "turnserver not found: install coturn (tools/dev/install-deps.sh)");
+  FILE *f = popen("turnserver --version 2>&1", "r");
+  ck_assert_ptr_nonnull(f);
+  ts_version_text[0] = '\0';
+  while (fgets(buf, sizeof(buf), f)) {
+    buf[strcspn(buf, "\r\n")] = '\0';
+    uint32_t v;
+    if (!ts_version_text[0] && tf_coturn_version_parse(&v, buf) == 0) {
+      snprintf(ts_version_text, sizeof(ts_version_text), "%.63s", buf);
+      ts_version = v;
+    }
+  }
+  pclose(f);
+  ck_assert_msg(ts_version_text[0], "turnserver --version printed no version");
+}
+
+/* One socket of /proc/net/{udp,tcp}{,6}. */
+typedef struct ts_sock {
+  int tcp;
+  tf_addr addr;
+  uint16_t port;
+  int state; /* 0x0A = TCP LISTEN; 0x07 = UDP unconnected */
+} ts_sock;
+
+static void ts_hex_addr(tf_addr *a, const char *hex, int v6)
+{
+  memset(a, 0, sizeof(*a));
+  a->family = v6 ? TF_AF_INET6 : TF_AF_INET;
+  /* the kernel prints each 32-bit word in host order: copying the parsed
+   * integer's bytes gives back network order on any endianness */
+  for (int w = 0; w < (v6 ? 4 : 1); w++) {
+    char word[9];
+    memcpy(word, hex + 8 * w, 8);
+    word[8] = '\0';
+    uint32_t v = (uint32_t)strtoul(word, NULL, 16);
+    memcpy(a->bytes + 4 * w, &v, 4);
+  }
+}
+
+/* The sockets of process @p pid (socket inodes of /proc/<pid>/fd matched
+ * against the inode column of /proc/net/...). Returns the count, -1 if the
+ * process is gone. */
+static int ts_sockets(pid_t pid, ts_sock *out, int max)
+{
+  char path[128];
+  unsigned long inodes[512];
+  int ninodes = 0;
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && ninodes < 512) {
+    char link[512], target[256];
+    snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    unsigned long ino;
+    if (sscanf(target, "socket:[%lu]", &ino) == 1) inodes[ninodes++] = ino;
+  }
+  closedir(d);
+  static const struct {
+    const char *file;
+    int tcp, v6;
+  } files[] = {{"/proc/net/udp", 0, 0}, {"/proc/net/udp6", 0, 1}, {"/proc/net/tcp", 1, 0}, {"/proc/net/tcp6", 1, 1}};
+  int count = 0;
+  for (size_t f = 0; f < 4; f++) {
+    FILE *fp = fopen(files[f].file, "r");
+    if (!fp) continue;
+    char line[512];
+    if (!fgets(line, sizeof(line), fp)) {
+      fclose(fp);
+      continue;
+    }
+    while (fgets(line, sizeof(line), fp)) {
+      char local[40];
+      unsigned port, state;
+      unsigned long ino;
+      if (sscanf(line, " %*[^:]: %39[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*s %*s %lu", local, &port, &state, &ino) != 4)
+        continue;
+      for (int i = 0; i < ninodes; i++) {
+        if (inodes[i] != ino || count >= max) continue;
+        out[count].tcp = files[f].tcp;
+        ts_hex_addr(&out[count].addr, local, files[f].v6);
+        out[count].port = (uint16_t)port;
+        out[count].state = (int)state;
+        count++;
+      }
+    }
+    fclose(fp);
+  }
+  return count;
+}
+
+static int ts_addr_eq(const tf_addr *a, const tf_addr *b) { return tf_addr_compare(a, b) == 0; }
+
+static void ts_fmt_sock(char *buf, size_t size, const ts_sock *s)
+{
+  char a[TF_ADDR_STRLEN] = "?";
+  tf_addr_format(a, sizeof(a), &s->addr);
+  snprintf(buf, size, "%s %s%s%s:%u state %02X", s->tcp ? "tcp" : "udp", s->addr.family == TF_AF_INET6 ? "[" : "",
+           a, s->addr.family == TF_AF_INET6 ? "]" : "", s->port, s->state);
+}
+
+/* Is (tcp, addr, port) a socket the relay should have? */
+static int ts_expected(const ts_proc *p, const ts_sock *s)
+{
+  static tf_addr loop4;
+  if (loop4.family == 0) tf_addr_parse(&loop4, "127.0.0.1");
+  if (p->cli_port && s->tcp && s->port == p->cli_port && ts_addr_eq(&s->addr, &loop4)) return 1;
+  int own = 0;
+  for (size_t i = 0; i < p->addr_count; i++) own |= ts_addr_eq(&s->addr, &p->addrs[i]);
+  if (!own) return 0;
+  if (s->tcp) return (p->tcp && s->port == p->plain_port) || (p->tls && s->port == p->tls_port);
+  return (p->udp && s->port == p->plain_port) || (p->dtls && s->port == p->tls_port);
+}
+
+/* Does the socket list hold (tcp, addr, port) (LISTEN for TCP)? */
+static int ts_has(const ts_sock *socks, int n, int tcp, const tf_addr *addr, uint16_t port)
+{
+  for (int i = 0; i < n; i++)
+    if (socks[i].tcp == tcp && socks[i].port == port && ts_addr_eq(&socks[i].addr, addr) &&
+        (!tcp || socks[i].state == 0x0A))
+      return 1;
+  return 0;
+}
+
+static int ts_all_present(const ts_proc *p, const ts_sock *socks, int n)
+{
+  static tf_addr loop4;
+  if (loop4.family == 0) tf_addr_parse(&loop4, "127.0.0.1");
+  for (size_t i = 0; i < p->addr_count; i++) {
+    if (p->udp && !ts_has(socks, n, 0, &p->addrs[i], p->plain_port)) return 0;
+    if (p->tcp && !ts_has(socks, n, 1, &p->addrs[i], p->plain_port)) return 0;
+    if (p->tls && !ts_has(socks, n, 1, &p->addrs[i], p->tls_port)) return 0;
+    if (p->dtls && !ts_has(socks, n, 0, &p->addrs[i], p->tls_port)) return 0;
+  }
+  if (p->cli_port && !ts_has(socks, n, 1, &loop4, p->cli_port)) return 0;
+  return 1;
+}
+
+/* The first lines of a file, for failure messages. */
+static void ts_file_head(const char *path, char *buf, size_t size)
+{
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t n = fread(buf, 1, size - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+}
+
+static void ts_start(ts_proc *p, const char *conf)
+{
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  TS_CHECK(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* if the test process dies (a failed assertion, a check timeout), so does this server */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    int fd = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int nul = open("/dev/null", O_RDONLY);
+    if (fd < 0 || nul < 0) _exit(127);
+    dup2(nul, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    char *argv[] = {(char *)"turnserver", (char *)"-c", (char *)conf, NULL};
+    execvp("turnserver", argv);
+    _exit(127);
+  }
+  p->pid = pid;
+}
+
+/* Wait until every expected socket is there, then check that nothing else is. */
+static void ts_wait_and_check_sockets(ts_proc *p)
+{
+  enum { MAXS = 256 };
+  ts_sock socks[MAXS];
+  int n = 0;
+  int64_t deadline = ts_now_ms() + TS_READY_MS;
+  for (;;) {
+    int status;
+    pid_t w = waitpid(p->pid, &status, WNOHANG);
+    if (w == p->pid) {
+      char head[2048];
+      p->pid = 0;
+      ts_file_head(p->out_path, head, sizeof(head));
+      TS_CHECK(0, "turnserver for %s exited early (status 0x%x):\n%s", p->name, status, head);
+    }
+    n = ts_sockets(p->pid, socks, MAXS);
+    if (n > 0 && ts_all_present(p, socks, n)) break;
+    if (ts_now_ms() > deadline) {
+      char head[2048];
+      ts_file_head(p->log_path, head, sizeof(head));
+      TS_CHECK(0, "turnserver for %s did not bind its listeners within %d ms (%d sockets); log:\n%s", p->name,
+               TS_READY_MS, n, head);
+    }
+    ts_sleep_ms(50);
+  }
+  /* settle: late listener threads would show up now */
+  ts_sleep_ms(300);
+  n = ts_sockets(p->pid, socks, MAXS);
+  TS_CHECK(n > 0, "turnserver for %s has no sockets any more", p->name);
+  for (int i = 0; i < n; i++) {
+    char desc[128];
+    ts_fmt_sock(desc, sizeof(desc), &socks[i]);
+    TS_CHECK(ts_expected(p, &socks[i]), "turnserver for %s has a socket it should not: %s", p->name, desc);
+    TS_CHECK(!socks[i].tcp || socks[i].state == 0x0A, "turnserver for %s: %s is not listening", p->name, desc);
+    TS_CHECK(socks[i].port < p->range.start || socks[i].port > p->range.end,
+             "turnserver for %s pre-binds relay port: %s", p->name, desc);
+    /* the RFC 5780 alternates of coturn's default ports are never opened by
+     * accident (a listener's own port may be 3479 in PartitionedIP, checked above) */
+    TS_CHECK((socks[i].port != 3479 && socks[i].port != 5350) || socks[i].port == p->plain_port ||
+                 socks[i].port == p->tls_port,
+             "RFC 5780 alternate port bound: %s", desc);
+  }
+}
+
+/* Set when the case renders allow-loopback-peers: coturn then always warns
+ * "CONFIG WARNING: allow_loopback_peers opens a possible security
+ * vulnerability", which is the point of that test-only option. */
+static int ts_expect_loopback_warning;
+
+/* No configuration warning in @p path. */
+static void ts_check_log(const ts_proc *p, const char *path)
+{
+  static const char *const bad[] = {"Bad configuration format", "WARNING", "ERROR", "CONFIG ERROR",
+                                    "Wrong address format", "cannot find"};
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[2048];
+  while (fgets(line, sizeof(line), f)) {
+    if (ts_expect_loopback_warning && strstr(line, "CONFIG WARNING: allow_loopback_peers opens")) continue;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+      if (strstr(line, bad[i])) {
+        fclose(f);
+        TS_CHECK(0, "turnserver for %s logged a configuration problem in %s: %s", p->name, path, line);
+      }
+    }
+  }
+  fclose(f);
+}
+
+/* SIGTERM every server by PID and reap it within a deadline. coturn 4.6.1 has
+ * no SIGTERM handler, so the kernel ends it: death by signal 15 is its clean
+ * stop. From 4.6.2 coturn handles SIGTERM and exits 0. */
+static void ts_stop_all(void)
+{
+  for (size_t i = 0; i < ts_count; i++)
+    if (ts_procs[i].pid > 0) kill(ts_procs[i].pid, SIGTERM);
+  int64_t deadline = ts_now_ms() + TS_STOP_MS;
+  for (size_t i = 0; i < ts_count; i++) {
+    ts_proc *p = &ts_procs[i];
+    int status = 0;
+    while (p->pid > 0) {
+      pid_t w = waitpid(p->pid, &status, WNOHANG);
+      if (w == p->pid) {
+        p->pid = 0;
+        break;
+      }
+      TS_CHECK(ts_now_ms() <= deadline, "turnserver for %s did not stop within %d ms of SIGTERM", p->name,
+               TS_STOP_MS);
+      ts_sleep_ms(20);
+    }
+    if (tf_coturn_features(ts_version) & TF_COTURN_GRACEFUL_SIGTERM)
+      TS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "turnserver for %s: status 0x%x after SIGTERM",
+               p->name, status);
+    else
+      TS_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "turnserver for %s: status 0x%x after SIGTERM",
+               p->name, status);
+  }
+}
+
+/* A self-signed certificate made with the OpenSSL C API (no openssl CLI needed). */
+static void ts_make_cert(const char *cert_path, const char *key_path)
+{
+  EVP_PKEY *key = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  TS_CHECK(key && x, "cannot make a test key");
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), 0);
+  X509_gmtime_adj(X509_getm_notAfter(x), 2 * 86400L);
+  X509_set_pubkey(x, key);
+  X509_NAME *name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"relay-test", -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  TS_CHECK(X509_sign(x, key, EVP_sha256()) > 0, "cannot sign the test certificate");
+  int fd = open(key_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  TS_CHECK(f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL), "cannot write %s", key_path);
+  fclose(f);
+  f = fopen(cert_path, "w");
+  TS_CHECK(f && PEM_write_X509(f, x), "cannot write %s", cert_path);
+  fclose(f);
+  X509_free(x);
+  EVP_PKEY_free(key);
+}
+
+typedef struct ts_case {
+  const char *pool_yaml;
+  const char *nodes_json;
+  size_t expect_relays;
+  uint16_t cli_port; /* 0: no CLI */
+  const char *cli_password;
+  int tls;          /* make a certificate */
+  int allow_loopback_peers;
+} ts_case;
+
+/* Plan, render, start every relay, check its sockets and log, stop it. */
+static void ts_run(const ts_case *c)
+{
+  ts_require_turnserver();
+  tf_pool *pool = tf_test_pool(c->pool_yaml);
+  tf_plan *plan = plan_of(pool, c->nodes_json);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), c->expect_relays);
+  ck_assert_uint_le(c->expect_relays, TS_MAX);
+  ts_dir = tf_test_tmpdir();
+
+  char state_dir[1024], cert[1024], key[1024];
+  snprintf(state_dir, sizeof(state_dir), "%s/state", ts_dir);
+  snprintf(cert, sizeof(cert), "%s/cert.pem", ts_dir);
+  snprintf(key, sizeof(key), "%s/pkey.pem", ts_dir);
+  TS_CHECK(mkdir(state_dir, 0700) == 0, "mkdir %s: %s", state_dir, strerror(errno));
+  if (c->tls) ts_make_cert(cert, key);
+
+  const char *secrets[] = {"acceptance secret 1", "acceptance-secret-0"};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.coturn_version = ts_version_text; /* render for the coturn that runs it */
+  o.secrets = secrets;
+  o.secrets_count = 2;
+  o.state_dir = state_dir;
+  o.cli_port = c->cli_port;
+  o.cli_password = c->cli_password;
+  o.cert_file = c->tls ? cert : NULL;
+  o.key_file = c->tls ? key : NULL;
+  o.allow_loopback_peers = c->allow_loopback_peers;
+  ts_expect_loopback_warning = c->allow_loopback_peers;
+
+  for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    ts_proc *p = &ts_procs[ts_count];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", tf_relay_name(r));
+    snprintf(p->out_path, sizeof(p->out_path), "%s/%s.out", ts_dir, tf_relay_name(r));
+    snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", ts_dir, tf_relay_name(r));
+    p->addr_count = tf_relay_address_count(r);
+    for (size_t a = 0; a < p->addr_count; a++) TS_OK(tf_relay_address(&p->addrs[a], r, a));
+    p->range = tf_relay_port_range(r);
+    p->cli_port = c->cli_port;
+    for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
+      int proto = tf_pool_listener_protocol(pool, l);
+      uint16_t port = tf_relay_listener_port(r, l);
+      if (proto == TF_PROTOCOL_UDP) p->udp = 1;
+      if (proto == TF_PROTOCOL_TCP) p->tcp = 1;
+      if (proto == TF_PROTOCOL_TLS) p->tls = 1;
+      if (proto == TF_PROTOCOL_DTLS) p->dtls = 1;
+      if (proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_TCP) p->plain_port = port;
+      else p->tls_port = port;
+    }
+    /* DTLS is opt-in from 4.17 and on by default before: only a dtls listener opens it */
+    char relay_state[1200];
+    snprintf(relay_state, sizeof(relay_state), "%s/%s", state_dir, p->name);
+    TS_CHECK(mkdir(relay_state, 0700) == 0, "mkdir %s: %s", relay_state, strerror(errno));
+    o.log_file = p->log_path;
+    char *text = NULL;
+    TS_OK(tf_coturn_render(&text, pool, plan, p->name, &o));
+    char conf[1200];
+    snprintf(conf, sizeof(conf), "%s/%s.conf", ts_dir, p->name);
+    tf_test_write(conf, text, 0600);
+    tf_crypto__wipe(text, strlen(text));
+    tf_free(text);
+    struct stat st;
+    TS_CHECK(stat(conf, &st) == 0 && (st.st_mode & 0777) == 0600, "%s is not mode 0600", conf);
+    ts_count++;
+    ts_start(p, conf);
+  }
+  for (size_t i = 0; i < ts_count; i++) ts_wait_and_check_sockets(&ts_procs[i]);
+  for (size_t i = 0; i < ts_count; i++) {
+    ts_check_log(&ts_procs[i], ts_procs[i].out_path);
+    ts_check_log(&ts_procs[i], ts_procs[i].log_path);
+  }
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+
+/* Read from @p fd until @p want appears (or the deadline passes); 1 if found. */
+static int ts_read_until(int fd, const char *want, char *buf, size_t size)
+{
+  size_t len = 0;
+  int64_t deadline = ts_now_ms() + 5000;
+  buf[0] = '\0';
+  while (ts_now_ms() < deadline && len + 1 < size) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, buf + len, size - 1 - len);
+    if (n <= 0) break;
+    /* drop telnet IAC negotiation bytes and NULs so strstr sees the text */
+    for (ssize_t i = 0; i < n; i++) {
+      unsigned char ch = (unsigned char)buf[len + (size_t)i];
+      if (ch == 0 || ch >= 0x80) buf[len + (size_t)i] = ' ';
+    }
+    len += (size_t)n;
+    buf[len] = '\0';
+    if (strstr(buf, want)) return 1;
+  }
+  return 0;
+}
+
+START_TEST(test_coturn__turnserver_ipv4_relays_bind_only_their_own_address)
+{
+  ts_case c = {0};
+  c.pool_yaml = "metadata: {name: loop}\n"
+                "spec:\n"
+                "  replicas: 3\n"
+                "  addressing: {mode: HostNetwork, family: IPv4}\n"
+                "  relayPortRange: {start: 50000, end: 50099}\n"
+                "  listeners:\n"
+                "    - {name: turn, protocol: udp, port: 3478}\n"
+                "    - {name: turn-tcp, protocol: tcp, port: 3478}\n"
+                "  auth: {realm: loop.turnfleet.test, secretRef: {name: loop-secret}}\n"
+                "  quota: {userQuota: 5, totalQuota: 100}\n"
+                "  peerPolicy: {allow: [\"127.0.0.99/32\"], deny: [\"203.0.113.0/24\", \"2001:db8::/32\"]}\n";
+  c.nodes_json = NODELIST(NODE("n21", IP("InternalIP", "127.0.0.21")) "," NODE("n22", IP("InternalIP", "127.0.0.22"))
+                              "," NODE("n23", IP("InternalIP", "127.0.0.23")));
+  c.expect_relays = 3;
+  ts_run(&c);
+  ts_stop_all();
+  ts_cleanup();
+}
+END_TEST
+
+START_TEST(test_coturn__turnserver_dual_stack_relay_binds_both_families)
+{
+  ts_case c = {0};
+  c.pool_yaml = "metadata: {name: dloop}\n"
+                "spec:\n"
+                "  addressing: {mode: HostNetwork, family: DualStack}\n"
+                "  relayPortRange: {start: 50300, end: 50349}\n"
+                "  listeners:\n"
+                "    - {name: turn, protocol: udp, port: 3681}\n"
+                "    - {name: turn-tcp, protocol: tcp, port: 3681}\n"
+                "    - {name: turn-dtls, protocol: dtls, port: 5781, tlsSecretRef: {name: t}}\n"
+                "  auth: {realm: dloop.turnfleet.test, secretRef: {name: s}}\n";
+  c.nodes_json = NODELIST(NODE("n24", IP("InternalIP", "127.0.0.24") "," IP("InternalIP", "::1")));
+  c.expect_relays = 1;
+  c.tls = 1; /* dtls without tls: UDP on 5781, no TCP there */
+  c.allow_loopback_peers = 1;
+  ts_run(&c);
+  ck_assert_uint_eq(ts_procs[0].addr_count, 2);
+  ts_stop_all();
+  ts_cleanup();
+}
+END_TEST
+
+START_TEST(test_coturn__turnserver_partitioned_tls_slices_share_one_address)
+{
+  ts_case c = {0};
+  c.pool_yaml = "metadata: {name: ploop}\n"
+                "spec:\n"
+                "  replicas: 2\n"
+                "  addressing: {mode: PartitionedIP, partitionedIP: {relaysPerNode: 2}}\n"
+                "  relayPortRange: {start: 50400, end: 50449}\n"
+                "  listeners:\n"
+                "    - {name: turn, protocol: udp, port: 3778}\n"
+                "    - {name: turn-tcp, protocol: tcp, port: 3778}\n"
+                "    - {name: turns, protocol: tls, port: 5749, tlsSecretRef: {name: t}}\n"
+                "  auth: {realm: ploop.turnfleet.test, secretRef: {name: s}}\n";
+  c.nodes_json = NODELIST(NODE("n25", IP("InternalIP", "127.0.0.25")));
+  c.expect_relays = 2;
+  c.tls = 1;
+  ts_run(&c);
+  /* the two slices: disjoint halves of the range, listeners on port + slice */
+  ck_assert_uint_eq(ts_procs[0].range.start == 50400 ? ts_procs[1].range.start : ts_procs[0].range.start, 50425);
+  ck_assert_uint_ne(ts_procs[0].plain_port, ts_procs[1].plain_port);
+  ck_assert_uint_ne(ts_procs[0].tls_port, ts_procs[1].tls_port);
+  ts_stop_all();
+  ts_cleanup();
+}
+END_TEST
+
+START_TEST(test_coturn__turnserver_cli_only_on_127_0_0_1)
+{
+  ts_case c = {0};
+  c.pool_yaml = "metadata: {name: cloop}\n"
+                "spec:\n"
+                "  relayPortRange: {start: 50500, end: 50549}\n"
+                "  listeners: [{name: turn, protocol: udp, port: 3878}]\n"
+                "  auth: {realm: cloop.turnfleet.test, secretRef: {name: s}}\n";
+  c.nodes_json = NODELIST(NODE("n26", IP("InternalIP", "127.0.0.26")));
+  c.expect_relays = 1;
+  c.cli_port = 47661;
+  c.cli_password = "cli pass 26";
+  ts_run(&c);
+  /* the quoted password works: log in and read the allocation count */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(47661);
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  TS_CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to the CLI: %s",
+           strerror(errno));
+  char buf[8192];
+  TS_CHECK(ts_read_until(fd, "Enter password:", buf, sizeof(buf)), "no CLI password prompt: %s", buf);
+  TS_CHECK(write(fd, "cli pass 26\r\n", 13) == 13, "write");
+  TS_CHECK(ts_read_until(fd, "> ", buf, sizeof(buf)), "CLI login failed: %s", buf);
+  TS_CHECK(write(fd, "pc\r\n", 4) == 4, "write");
+  TS_CHECK(ts_read_until(fd, "total-current-allocs: 0", buf, sizeof(buf)), "no allocation count: %s", buf);
+  close(fd);
+  ts_stop_all();
+  ts_cleanup();
+}
+END_TEST
+
+Suite *tf_test_coturn_suite(void)
+{
+  Suite *s = suite_create("coturn");
+  TCase *tc = tcase_create("render");
+  tcase_set_tags(tc, "normal");
+  tcase_add_test(tc, test_coturn__version_parse);
+  tcase_add_test(tc, test_coturn__features_follow_the_version_map);
+  tcase_add_test(tc, test_coturn__options_init);
+  tcase_add_test(tc, test_coturn__config_hash_is_hex_sha256);
+  tcase_add_test(tc, test_coturn__golden_ipv4_4_6_1);
+  tcase_add_test(tc, test_coturn__golden_dualstack_4_17_1);
+  tcase_add_test(tc, test_coturn__golden_partitioned_tls_4_6_1);
+  tcase_add_test(tc, test_coturn__golden_partitioned_tls_4_18_0);
+  tcase_add_test(tc, test_coturn__render_is_deterministic);
+  tcase_add_test(tc, test_coturn__render_rules);
+  tcase_add_test(tc, test_coturn__render_rejects_bad_options);
+  suite_add_tcase(s, tc);
+
+  /* real turnserver processes on loopback: tagged normal, so CI runs them */
+  TCase *ts = tcase_create("turnserver");
+  tcase_set_tags(ts, "normal");
+  tcase_add_checked_fixture(ts, ts_setup, ts_teardown);
+  tcase_add_test(ts, test_coturn__turnserver_ipv4_relays_bind_only_their_own_address);
+  tcase_add_test(ts, test_coturn__turnserver_dual_stack_relay_binds_both_families);
+  tcase_add_test(ts, test_coturn__turnserver_partitioned_tls_slices_share_one_address);
+  tcase_add_test(ts, test_coturn__turnserver_cli_only_on_127_0_0_1);
+  suite_add_tcase(s, ts);
+  return s;
+}
