@@ -27,6 +27,28 @@ static void tf_doc__where(const char *text, size_t off, size_t *line, size_t *co
   *col = c;
 }
 
+/* Whether JSON text ends inside a string or an open array/object. cJSON
+ * points at the last byte in that case, which would name the wrong place. */
+static int tf_doc__json_truncated(const char *text, size_t len)
+{
+  long depth = 0;
+  int in_string = 0;
+  for (size_t i = 0; i < len; i++) {
+    char ch = text[i];
+    if (in_string) {
+      if (ch == '\\') i++;
+      else if (ch == '"') in_string = 0;
+    } else if (ch == '"') {
+      in_string = 1;
+    } else if (ch == '{' || ch == '[') {
+      depth++;
+    } else if (ch == '}' || ch == ']') {
+      depth--;
+    }
+  }
+  return in_string || depth > 0 || len == 0;
+}
+
 tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len)
 {
   TF_ASSERT_ARG(out);
@@ -47,9 +69,12 @@ tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len)
     cJSON_Delete(root);
     why = "unexpected data after the JSON value";
   } else {
-    const char *e = cJSON_GetErrorPtr();
-    off = (e && e >= text && e <= text + len) ? (size_t)(e - text) : len;
-    if (len == 0 || off >= len) why = "unexpected end of JSON";
+    /* on failure cJSON sets `end` to the error position (cJSON_GetErrorPtr() is a global) */
+    off = (end && end >= text && end <= text + len) ? (size_t)(end - text) : len;
+    if (tf_doc__json_truncated(text, len)) {
+      off = len;
+      why = "unexpected end of JSON";
+    }
   }
   size_t line, col;
   tf_doc__where(text, off, &line, &col);

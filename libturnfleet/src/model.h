@@ -164,7 +164,8 @@ struct tf_plan {
   size_t listener_count;
   tf_relay *relays; /* sorted by (node, first address, range start) */
   size_t relay_count;
-  size_t *by_name; /* relay indices sorted by name (tf_plan_find) */
+  uint32_t *name_index; /* open addressing by name: relay index + 1, 0 empty (tf_plan_find) */
+  size_t name_mask;
   char *strings;   /* block holding every relay's identity and node */
   size_t placeable; /* identities placeable at full scale, conflicts excluded */
   uint32_t ports_per_address; /* size of the pool's whole relay range */

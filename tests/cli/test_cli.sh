@@ -71,7 +71,7 @@ run plan-table 0 plan -f "$pool" --nodes "$nodes" && grep -q '^demo-relay-' "$tm
 
 printf '{"items": [1,\n' > "$tmp/bad-nodes.json"
 run plan-bad-nodes 2 plan -f "$pool" --nodes "$tmp/bad-nodes.json" &&
-  grep -q "^turnfleet: $tmp/bad-nodes.json: line 1, column 14 (byte 13): " "$tmp/err" && ok || fail "bad nodes message: $(cat "$tmp/err")"
+  grep -q "^turnfleet: $tmp/bad-nodes.json: line 2, column 1 (byte 14): unexpected end of JSON" "$tmp/err" && ok || fail "bad nodes message: $(cat "$tmp/err")"
 
 run plan-missing-nodes 2 plan -f "$pool" --nodes "$tmp/none.json" &&
   grep -q "^turnfleet: $tmp/none.json: cannot open: No such file or directory" "$tmp/err" && ok || fail "missing nodes message"

@@ -22,7 +22,11 @@ typedef struct tf_nodes tf_nodes;
 #define TF_ANNOTATION_RELAY_POD_ADDRESSES "turnfleet.hzmi.dev/relay-pod-addresses"
 
 /**
- * Parse a NodeList (`kind: List` or `NodeList`) as JSON.
+ * Parse a NodeList (`kind: List` or `NodeList`; `kind` may be absent) as
+ * JSON. `items` is required; per node `metadata.name` (a lowercase RFC 1123
+ * subdomain, unique), `metadata.labels`, the turnfleet.hzmi.dev/ annotations
+ * (comma lists of addresses), `spec.unschedulable`, the `Ready` condition and
+ * the ExternalIP/InternalIP `status.addresses` are read; the rest is ignored.
  * @param[out] out release with tf_nodes_free()
  * @return 0; TF_EPROTO for malformed JSON (byte offset in the message);
  *         TF_EINVALID for a field of the wrong type or value, a duplicate

@@ -39,7 +39,9 @@ TF_EXTERN(tf_err) tf_fleet_new(tf_fleet **out);
  * optional top-level `pool` is the default pool of its records. A record is
  * `{"pool": P, "name": N, "identity": "ADDR[,ADDR]/START-END",
  *   "allocations": A, "listenerPorts": [..]}`; only `identity` is required
- * for another pool's record, `name` and `identity` for this pool's.
+ * for another pool's record, `name` and `identity` for this pool's. Without
+ * `listenerPorts` the ports of a plan's `listeners[].port` are read; other
+ * members are ignored. A missing `allocations` means unknown (-1).
  * @param[out] out release with tf_fleet_free()
  * @return 0; TF_EPROTO for malformed JSON; TF_EINVALID naming the record field
  */
@@ -109,9 +111,11 @@ TF_EXTERN(tf_err) tf_plan_condition(const tf_plan *plan, size_t i, const char **
                                     const char **message);
 
 /**
- * The plan as stable JSON (docs/cli.md): `{"pool", "replicas", "placeable",
- * "relays": [{name, identity, node, addresses, portRange{start,end},
- * portsTotal, listeners}], "conditions": [...]}`.
+ * The plan as stable JSON (docs/cli.md): `{"pool", "namespace", "replicas",
+ * "placeable", "relays": [{name, identity, node, addresses,
+ * portRange{start,end}, portsTotal, listeners[{name, protocol, port}]}],
+ * "conditions": [{type, status, reason, message}]}`, keys in that order,
+ * indented by two spaces, without a final newline. tf_fleet_parse() reads it back.
  * @param[out] out release with tf_free()
  */
 TF_EXTERN(tf_err) tf_plan_to_json(char **out, const tf_plan *plan);

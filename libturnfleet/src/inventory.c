@@ -1,0 +1,453 @@
+/* inventory: nodes from a Kubernetes NodeList (`kubectl get nodes -o json`).
+ * Everything a node keeps lives in one arena owned by the tf_nodes, so a
+ * 10,000-node inventory is a handful of allocations and one cheap free. */
+#include <cjson/cJSON.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ---- arena ---- */
+
+#define TF__ARENA_CHUNK 65536u
+#define TF__ARENA_ALIGN alignof(max_align_t)
+
+struct tf_nodes__chunk {
+  struct tf_nodes__chunk *next;
+  size_t used;
+  size_t cap;
+  alignas(max_align_t) unsigned char data[];
+};
+
+static void *tf_arena__alloc(struct tf_nodes__chunk **head, size_t size)
+{
+  size = (size + TF__ARENA_ALIGN - 1) & ~(size_t)(TF__ARENA_ALIGN - 1);
+  if (size == 0) size = TF__ARENA_ALIGN;
+  struct tf_nodes__chunk *c = *head;
+  if (!c || c->cap - c->used < size) {
+    size_t cap = size > TF__ARENA_CHUNK / 4 ? size : TF__ARENA_CHUNK;
+    struct tf_nodes__chunk *n = malloc(sizeof(*n) + cap);
+    if (!n) return NULL;
+    n->used = 0;
+    n->cap = cap;
+    if (cap == TF__ARENA_CHUNK || !c) {
+      n->next = c;
+      *head = n;
+    } else {
+      /* a big block goes behind the current chunk so its free space stays usable */
+      n->next = c->next;
+      c->next = n;
+    }
+    c = n;
+  }
+  void *p = c->data + c->used;
+  c->used += size;
+  return p;
+}
+
+static char *tf_arena__strdup(struct tf_nodes__chunk **head, const char *s)
+{
+  size_t n = strlen(s) + 1;
+  char *p = tf_arena__alloc(head, n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+static void tf_arena__free(struct tf_nodes__chunk *c)
+{
+  while (c) {
+    struct tf_nodes__chunk *next = c->next;
+    free(c);
+    c = next;
+  }
+}
+
+/* ---- helpers ---- */
+
+/* Kubernetes node names are lowercase RFC 1123 subdomains. Checking them keeps
+ * every name the planner writes out (JSON, pod specs) plain. */
+int tf_inventory__valid_name(const char *s, size_t max)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > max) return 0;
+  size_t label = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (c == '.') {
+      if (label == 0 || s[i - 1] == '-') return 0;
+      label = 0;
+      continue;
+    }
+    if (!alnum && c != '-') return 0;
+    if (c == '-' && label == 0) return 0;
+    if (++label > 63) return 0;
+  }
+  return s[n - 1] != '-' && s[n - 1] != '.';
+}
+
+static int tf_inventory__kv_cmp(const void *a, const void *b)
+{
+  return strcmp(((const tf_kv *)a)->key, ((const tf_kv *)b)->key);
+}
+
+static int tf_inventory__node_cmp(const void *a, const void *b)
+{
+  return strcmp(((const tf_node *)a)->name, ((const tf_node *)b)->name);
+}
+
+/* An optional member: absent and JSON null read the same. */
+static const cJSON *tf_inventory__member(const cJSON *obj, const char *key)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsNull(v) ? NULL : v;
+}
+
+/* Parse an annotation: comma-separated addresses, spaces around commas allowed. */
+static tf_err tf_inventory__annotation(struct tf_nodes__chunk **arena, tf_addr **out, size_t *count,
+                                       const cJSON *annotations, const char *key, size_t item,
+                                       int one_per_family)
+{
+  const cJSON *v = tf_inventory__member(annotations, key);
+  *out = NULL;
+  *count = 0;
+  if (!v) return TF_OK;
+  if (!cJSON_IsString(v))
+    return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: must be a string", item, key);
+  const char *s = v->valuestring;
+  size_t n = 1;
+  for (const char *p = s; *p; p++)
+    if (*p == ',') n++;
+  tf_addr *addrs = tf_arena__alloc(arena, n * sizeof(tf_addr));
+  if (!addrs) return tf_error__nomem();
+  const char *ws = " \t";
+  size_t k = 0;
+  const char *p = s + strspn(s, ws);
+  if (*p == '\0') return TF_OK; /* an empty annotation lists nothing */
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    const char *end = comma ? comma : p + strlen(p);
+    const char *b = p + strspn(p, ws);
+    const char *e = end;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    if (e == b)
+      return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: empty address in the list",
+                           item, key);
+    char text[TF_ADDR_STRLEN + 1];
+    size_t len = (size_t)(e - b);
+    if (len >= sizeof(text) || (memcpy(text, b, len), text[len] = '\0', tf_addr_parse(&addrs[k], text) < 0))
+      return tf_error__set(TF_EINVALID,
+                           "items[%zu].metadata.annotations[\"%s\"]: \"%.*s\" is not an IPv4 or IPv6 address",
+                           item, key, (int)(len > 64 ? 64 : len), b);
+    for (size_t j = 0; j < k; j++) {
+      if (one_per_family && addrs[j].family == addrs[k].family)
+        return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: two %s addresses", item, key,
+                             addrs[k].family == TF_AF_INET ? "IPv4" : "IPv6");
+      if (tf_addr_compare(&addrs[j], &addrs[k]) == 0) {
+        char buf[TF_ADDR_STRLEN];
+        tf_addr_format(buf, sizeof(buf), &addrs[k]);
+        return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: %s is listed twice", item,
+                             key, buf);
+      }
+    }
+    k++;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  *out = addrs;
+  *count = k;
+  return TF_OK;
+}
+
+static tf_err tf_inventory__metadata(struct tf_nodes__chunk **arena, tf_node *node, const cJSON *item, size_t i)
+{
+  const cJSON *md = tf_inventory__member(item, "metadata");
+  if (md && !cJSON_IsObject(md)) return tf_error__set(TF_EINVALID, "items[%zu].metadata: must be an object", i);
+  const cJSON *name = md ? tf_inventory__member(md, "name") : NULL;
+  if (!name) return tf_error__set(TF_EINVALID, "items[%zu].metadata.name: required", i);
+  if (!cJSON_IsString(name)) return tf_error__set(TF_EINVALID, "items[%zu].metadata.name: must be a string", i);
+  if (!tf_inventory__valid_name(name->valuestring, 253))
+    return tf_error__set(TF_EINVALID,
+                         "items[%zu].metadata.name: \"%.64s\" is not a valid node name (lowercase RFC 1123 subdomain)",
+                         i, name->valuestring);
+  node->name = tf_arena__strdup(arena, name->valuestring);
+  if (!node->name) return tf_error__nomem();
+
+  const cJSON *labels = tf_inventory__member(md, "labels");
+  if (labels) {
+    if (!cJSON_IsObject(labels)) return tf_error__set(TF_EINVALID, "items[%zu].metadata.labels: must be an object", i);
+    size_t n = (size_t)cJSON_GetArraySize(labels);
+    node->labels = tf_arena__alloc(arena, (n ? n : 1) * sizeof(tf_kv));
+    if (!node->labels) return tf_error__nomem();
+    const cJSON *l;
+    cJSON_ArrayForEach(l, labels)
+    {
+      if (!cJSON_IsString(l))
+        return tf_error__set(TF_EINVALID, "items[%zu].metadata.labels[\"%.200s\"]: must be a string", i, l->string);
+      tf_kv *kv = &node->labels[node->label_count++];
+      kv->key = tf_arena__strdup(arena, l->string);
+      kv->value = tf_arena__strdup(arena, l->valuestring);
+      if (!kv->key || !kv->value) return tf_error__nomem();
+    }
+    qsort(node->labels, node->label_count, sizeof(tf_kv), tf_inventory__kv_cmp);
+  }
+
+  const cJSON *ann = tf_inventory__member(md, "annotations");
+  if (ann) {
+    if (!cJSON_IsObject(ann))
+      return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations: must be an object", i);
+    tf_err rc;
+    if ((rc = tf_inventory__annotation(arena, &node->relay_address, &node->relay_address_count, ann,
+                                       TF_ANNOTATION_RELAY_ADDRESS, i, 1)) < 0 ||
+        (rc = tf_inventory__annotation(arena, &node->external_addresses, &node->external_address_count, ann,
+                                       TF_ANNOTATION_EXTERNAL_ADDRESSES, i, 0)) < 0 ||
+        (rc = tf_inventory__annotation(arena, &node->pod_addresses, &node->pod_address_count, ann,
+                                       TF_ANNOTATION_RELAY_POD_ADDRESSES, i, 0)) < 0)
+      return rc;
+  }
+  return TF_OK;
+}
+
+static tf_err tf_inventory__spec(tf_node *node, const cJSON *item, size_t i)
+{
+  const cJSON *spec = tf_inventory__member(item, "spec");
+  if (!spec) return TF_OK;
+  if (!cJSON_IsObject(spec)) return tf_error__set(TF_EINVALID, "items[%zu].spec: must be an object", i);
+  const cJSON *u = tf_inventory__member(spec, "unschedulable");
+  if (u && !cJSON_IsBool(u)) return tf_error__set(TF_EINVALID, "items[%zu].spec.unschedulable: must be a boolean", i);
+  node->unschedulable = cJSON_IsTrue(u);
+  return TF_OK;
+}
+
+static tf_err tf_inventory__conditions(tf_node *node, const cJSON *status, size_t i)
+{
+  const cJSON *conds = tf_inventory__member(status, "conditions");
+  if (!conds) return TF_OK;
+  if (!cJSON_IsArray(conds)) return tf_error__set(TF_EINVALID, "items[%zu].status.conditions: must be a list", i);
+  size_t j = 0;
+  int seen = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, conds)
+  {
+    if (!cJSON_IsObject(c))
+      return tf_error__set(TF_EINVALID, "items[%zu].status.conditions[%zu]: must be an object", i, j);
+    const cJSON *type = tf_inventory__member(c, "type");
+    if (!type) return tf_error__set(TF_EINVALID, "items[%zu].status.conditions[%zu].type: required", i, j);
+    if (!cJSON_IsString(type))
+      return tf_error__set(TF_EINVALID, "items[%zu].status.conditions[%zu].type: must be a string", i, j);
+    if (strcmp(type->valuestring, "Ready") == 0) {
+      const cJSON *st = tf_inventory__member(c, "status");
+      if (!st) return tf_error__set(TF_EINVALID, "items[%zu].status.conditions[%zu].status: required", i, j);
+      if (!cJSON_IsString(st))
+        return tf_error__set(TF_EINVALID, "items[%zu].status.conditions[%zu].status: must be a string", i, j);
+      int ready;
+      if (strcmp(st->valuestring, "True") == 0) ready = 1;
+      else if (strcmp(st->valuestring, "False") == 0) ready = 0;
+      else if (strcmp(st->valuestring, "Unknown") == 0) ready = -1;
+      else
+        return tf_error__set(TF_EINVALID,
+                             "items[%zu].status.conditions[%zu].status: \"%.64s\" is not True, False or Unknown", i,
+                             j, st->valuestring);
+      if (!seen) node->ready = ready; /* the first Ready condition counts */
+      seen = 1;
+    }
+    j++;
+  }
+  return TF_OK;
+}
+
+static tf_err tf_inventory__addresses(struct tf_nodes__chunk **arena, tf_node *node, const cJSON *status, size_t i)
+{
+  const cJSON *addrs = tf_inventory__member(status, "addresses");
+  if (!addrs) return TF_OK;
+  if (!cJSON_IsArray(addrs)) return tf_error__set(TF_EINVALID, "items[%zu].status.addresses: must be a list", i);
+  size_t n = (size_t)cJSON_GetArraySize(addrs);
+  node->external_ips = tf_arena__alloc(arena, (n ? n : 1) * sizeof(tf_addr));
+  node->internal_ips = tf_arena__alloc(arena, (n ? n : 1) * sizeof(tf_addr));
+  if (!node->external_ips || !node->internal_ips) return tf_error__nomem();
+  size_t j = 0;
+  const cJSON *a;
+  cJSON_ArrayForEach(a, addrs)
+  {
+    if (!cJSON_IsObject(a)) return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu]: must be an object", i, j);
+    const cJSON *type = tf_inventory__member(a, "type");
+    if (!type) return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu].type: required", i, j);
+    if (!cJSON_IsString(type))
+      return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu].type: must be a string", i, j);
+    int external = strcmp(type->valuestring, "ExternalIP") == 0;
+    if (external || strcmp(type->valuestring, "InternalIP") == 0) {
+      const cJSON *v = tf_inventory__member(a, "address");
+      if (!v) return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu].address: required", i, j);
+      if (!cJSON_IsString(v))
+        return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu].address: must be a string", i, j);
+      tf_addr *dst = external ? &node->external_ips[node->external_ip_count] : &node->internal_ips[node->internal_ip_count];
+      if (tf_addr_parse(dst, v->valuestring) < 0)
+        return tf_error__set(TF_EINVALID, "items[%zu].status.addresses[%zu].address: \"%.64s\" is not an IPv4 or IPv6 address",
+                             i, j, v->valuestring);
+      if (external) node->external_ip_count++;
+      else node->internal_ip_count++;
+    }
+    j++;
+  }
+  return TF_OK;
+}
+
+/* Open-addressing set of node names: duplicates are found in document order. */
+static int tf_inventory__seen(const char **table, size_t mask, const char *name)
+{
+  size_t h = tf_fnv1a32__(name, strlen(name)) & mask;
+  while (table[h]) {
+    if (strcmp(table[h], name) == 0) return 1;
+    h = (h + 1) & mask;
+  }
+  table[h] = name;
+  return 0;
+}
+
+static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
+{
+  if (!cJSON_IsObject(root)) return tf_error__set(TF_EINVALID, "document: must be a NodeList object");
+  const cJSON *kind = tf_inventory__member(root, "kind");
+  if (kind && !cJSON_IsString(kind)) return tf_error__set(TF_EINVALID, "kind: must be a string");
+  if (kind && strcmp(kind->valuestring, "List") != 0 && strcmp(kind->valuestring, "NodeList") != 0)
+    return tf_error__set(TF_EINVALID, "kind: \"%.64s\" is not List or NodeList", kind->valuestring);
+  const cJSON *items = tf_inventory__member(root, "items");
+  if (!items) return tf_error__set(TF_EINVALID, "items: required");
+  if (!cJSON_IsArray(items)) return tf_error__set(TF_EINVALID, "items: must be a list");
+
+  size_t n = (size_t)cJSON_GetArraySize(items);
+  nodes->items = tf_arena__alloc(&nodes->chunks, (n ? n : 1) * sizeof(tf_node));
+  size_t mask = 1;
+  while (mask < 2 * n + 2) mask <<= 1;
+  const char **seen = calloc(mask, sizeof(*seen));
+  if (!nodes->items || !seen) {
+    free(seen);
+    return tf_error__nomem();
+  }
+  mask--;
+  tf_err rc = TF_OK;
+  size_t i = 0;
+  const cJSON *item;
+  cJSON_ArrayForEach(item, items)
+  {
+    tf_node *node = &nodes->items[i];
+    memset(node, 0, sizeof(*node));
+    node->ready = -1;
+    if (!cJSON_IsObject(item)) {
+      rc = tf_error__set(TF_EINVALID, "items[%zu]: must be an object", i);
+      break;
+    }
+    if ((rc = tf_inventory__metadata(&nodes->chunks, node, item, i)) < 0) break;
+    if (tf_inventory__seen(seen, mask, node->name)) {
+      rc = tf_error__set(TF_EINVALID, "items[%zu].metadata.name: duplicate node \"%s\"", i, node->name);
+      break;
+    }
+    if ((rc = tf_inventory__spec(node, item, i)) < 0) break;
+    const cJSON *status = tf_inventory__member(item, "status");
+    if (status && !cJSON_IsObject(status)) {
+      rc = tf_error__set(TF_EINVALID, "items[%zu].status: must be an object", i);
+      break;
+    }
+    if (status && ((rc = tf_inventory__conditions(node, status, i)) < 0 ||
+                   (rc = tf_inventory__addresses(&nodes->chunks, node, status, i)) < 0))
+      break;
+    i++;
+  }
+  free(seen);
+  if (rc < 0) return rc;
+  nodes->count = i;
+  qsort(nodes->items, nodes->count, sizeof(tf_node), tf_inventory__node_cmp);
+  return TF_OK;
+}
+
+tf_err tf_nodes_parse(tf_nodes **out, const char *json, size_t len)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(json || len == 0);
+  *out = NULL;
+  cJSON *root = NULL;
+  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len);
+  if (rc < 0) return rc;
+  tf_nodes *nodes = calloc(1, sizeof(*nodes));
+  if (!nodes) {
+    cJSON_Delete(root);
+    return tf_error__nomem();
+  }
+  rc = tf_inventory__parse(nodes, root);
+  cJSON_Delete(root);
+  if (rc < 0) {
+    tf_nodes_free(nodes);
+    return rc;
+  }
+  *out = nodes;
+  return TF_OK;
+}
+
+void tf_nodes_free(tf_nodes *nodes)
+{
+  if (!nodes) return;
+  tf_arena__free(nodes->chunks);
+  free(nodes);
+}
+
+size_t tf_nodes_count(const tf_nodes *nodes) { return nodes ? nodes->count : 0; }
+
+const char *tf_nodes_name(const tf_nodes *nodes, size_t i)
+{
+  return (nodes && i < nodes->count) ? nodes->items[i].name : NULL;
+}
+
+static const char *tf_inventory__label(const tf_node *node, const char *key)
+{
+  size_t lo = 0, hi = node->label_count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(node->labels[mid].key, key);
+    if (c == 0) return node->labels[mid].value;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return NULL;
+}
+
+int tf_nodes_eligible(const tf_nodes *nodes, size_t i, const tf_pool *pool)
+{
+  if (!nodes || !pool || i >= nodes->count) return 0;
+  const tf_node *node = &nodes->items[i];
+  if (node->unschedulable || node->ready == 0) return 0;
+  for (size_t k = 0; k < pool->node_selector_count; k++) {
+    const char *v = tf_inventory__label(node, pool->node_selector[k].key);
+    if (!v || strcmp(v, pool->node_selector[k].value) != 0) return 0;
+  }
+  return 1;
+}
+
+static const tf_addr *tf_inventory__first(const tf_addr *addrs, size_t n, int af)
+{
+  for (size_t k = 0; k < n; k++)
+    if (addrs[k].family == af) return &addrs[k];
+  return NULL;
+}
+
+const tf_addr *tf_inventory__host_address(const tf_node *node, int af)
+{
+  const tf_addr *a = tf_inventory__first(node->relay_address, node->relay_address_count, af);
+  if (!a) a = tf_inventory__first(node->external_ips, node->external_ip_count, af);
+  if (!a) a = tf_inventory__first(node->internal_ips, node->internal_ip_count, af);
+  return a;
+}
+
+tf_err tf_nodes_host_address(tf_addr *out, const tf_nodes *nodes, size_t i, int af)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(nodes);
+  TF_ASSERT_ARG(i < nodes->count);
+  TF_ASSERT_ARG(af == TF_AF_INET || af == TF_AF_INET6);
+  const tf_addr *a = tf_inventory__host_address(&nodes->items[i], af);
+  if (!a)
+    return tf_error__set(TF_ENOTFOUND, "node \"%s\": no %s address", nodes->items[i].name,
+                         af == TF_AF_INET ? "IPv4" : "IPv6");
+  *out = *a;
+  return TF_OK;
+}
