@@ -101,6 +101,12 @@ run render-empty-secret 2 render -f "$pool" --nodes "$nodes" --relay "$relay" --
   grep -q 'the secret file is empty' "$tmp/err" && ok || fail "render empty secret"
 run render-old-coturn 2 render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/secret" --coturn-version 4.5.2 && ok || fail "render old coturn"
 
+printf 'replicas: 1\nauth: {realm: r.test, secretRef: {name: s}}\n' > "$tmp/spec.yaml"
+run spec-without-name 2 validate -f "$tmp/spec.yaml" && grep -q 'pass --name NAME' "$tmp/err" && ok || fail "bare spec hint"
+run spec-with-name 0 validate -f "$tmp/spec.yaml" --name bare && grep -q 'default/bare' "$tmp/out" && ok || fail "bare spec --name"
+(cd "$tmp" && "$tf" render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file secret --state-dir rel > out 2> err)
+grep -qx "pidfile=\"$tmp/rel/$relay/turnserver.pid\"" "$tmp/out" && ok || fail "relative --state-dir made absolute: $(cat "$tmp/err")"
+
 run unknown-command 2 frobnicate && grep -q 'unknown command "frobnicate"' "$tmp/err" && ok || fail "unknown command"
 run unknown-option 2 plan --frob && grep -q 'unknown option "--frob"' "$tmp/err" && ok || fail "unknown option"
 run misplaced-option 2 validate -f "$pool" --relay x && grep -q 'does not apply' "$tmp/err" && ok || fail "option for another command"

@@ -120,6 +120,8 @@ static int load_pool(cli *c)
   for (size_t i = 0; i < tf_problems_count(problems); i++)
     complain(c->pool_file, "%s: %s", tf_problems_path(problems, i), tf_problems_message(problems, i));
   tf_problems_free(problems);
+  if (rc == TF_EINVALID && !*tf_pool_name(c->pool))
+    complain(c->pool_file, "hint: a bare spec has no metadata.name: pass --name NAME");
   if (rc == TF_EINVALID) return EXIT_BAD_INPUT;
   if (rc < 0) {
     complain(c->pool_file, "%s", tf_error_last()->message);
@@ -338,6 +340,19 @@ static void wipe_free(char *s)
   free(s);
 }
 
+/* coturn resolves relative names through its own search path: hand the
+ * library absolute paths, relative to where the user stands. */
+static char *absolute(const char *path)
+{
+  if (!path || path[0] == '/') return path ? strdup(path) : NULL;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof(cwd))) return NULL;
+  size_t n = strlen(cwd) + strlen(path) + 2;
+  char *abs = malloc(n);
+  if (abs) snprintf(abs, n, "%s/%s", cwd, path);
+  return abs;
+}
+
 static int cmd_render(cli *c)
 {
   if (!c->relay) return usage_error("%s", "--relay NAME is required");
@@ -354,12 +369,14 @@ static int cmd_render(cli *c)
   opts.coturn_version = c->coturn_version;
   opts.secrets = (const char *const *)secrets;
   opts.secrets_count = n;
-  opts.state_dir = c->state_dir;
-  opts.log_file = c->log_file;
-  opts.cert_file = c->cert;
-  opts.key_file = c->key;
+  char *paths[4] = {absolute(c->state_dir), absolute(c->log_file), absolute(c->cert), absolute(c->key)};
+  opts.state_dir = paths[0];
+  opts.log_file = paths[1];
+  opts.cert_file = paths[2];
+  opts.key_file = paths[3];
   char *conf = NULL;
   tf_err rc = tf_coturn_render(&conf, c->pool, c->plan, c->relay, &opts);
+  for (size_t i = 0; i < 4; i++) free(paths[i]);
   if (rc < 0) {
     complain("render", "%s", tf_error_last()->message);
     st = (rc == TF_EINVALID || rc == TF_ENOTFOUND) ? EXIT_BAD_INPUT : 1;
