@@ -101,6 +101,46 @@ uint32_t tf_fnv1a32__(const char *s, size_t n)
   return h;
 }
 
+/* ---- versions ---- */
+
+static int tf_version__component(const char **p, unsigned *out)
+{
+  const char *s = *p;
+  unsigned v = 0;
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9') {
+    if (n == 3) return -1;
+    v = v * 10u + (unsigned)(s[n] - '0');
+    n++;
+  }
+  if (n == 0 || v > 255u) return -1;
+  *out = v;
+  *p = s + n;
+  return 0;
+}
+
+int tf_version__parse(const char *text, uint32_t *out)
+{
+  const char *p = text;
+  unsigned ma, mi, pa;
+  if (!text || tf_version__component(&p, &ma) < 0 || *p++ != '.' || tf_version__component(&p, &mi) < 0 ||
+      *p++ != '.' || tf_version__component(&p, &pa) < 0)
+    return -1;
+  if (*p == '-') {
+    /* a packaging suffix such as "-r0" or "-alpine": ignored, but kept printable */
+    if (*++p == '\0') return -1;
+    for (; *p; p++) {
+      char ch = *p;
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+            ch == '-' || ch == '_' || ch == '+' || ch == '~'))
+        return -1;
+    }
+  }
+  if (*p != '\0') return -1;
+  *out = ((uint32_t)ma << 16) | ((uint32_t)mi << 8) | (uint32_t)pa;
+  return 0;
+}
+
 /* ---- string buffer ---- */
 
 void tf_buf__init(tf_buf *b) { memset(b, 0, sizeof(*b)); }

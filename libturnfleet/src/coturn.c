@@ -29,43 +29,15 @@
 /* ---- versions ---- */
 
 /* 1-3 decimal digits, value <= 255; advances *p. */
-static int tf_coturn__component(const char **p, unsigned *out)
-{
-  const char *s = *p;
-  unsigned v = 0;
-  size_t n = 0;
-  while (s[n] >= '0' && s[n] <= '9') {
-    if (n == 3) return -1;
-    v = v * 10u + (unsigned)(s[n] - '0');
-    n++;
-  }
-  if (n == 0 || v > 255u) return -1;
-  *out = v;
-  *p = s + n;
-  return 0;
-}
 
 tf_err tf_coturn_version_parse(uint32_t *out, const char *text)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(text);
-  const char *p = text;
-  unsigned ma, mi, pa;
-  int ok = tf_coturn__component(&p, &ma) == 0 && *p++ == '.' && tf_coturn__component(&p, &mi) == 0 &&
-           *p++ == '.' && tf_coturn__component(&p, &pa) == 0;
-  if (ok && *p == '-') {
-    /* a packaging suffix such as "-r0" or "-alpine": ignored, but kept printable */
-    const char *s = p + 1;
-    ok = *s != '\0';
-    for (; ok && *s; s++) {
-      ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
-           *s == '-' || *s == '_' || *s == '+' || *s == '~';
-    }
-    p = s;
-  }
-  if (!ok || *p != '\0')
+  uint32_t v;
+  if (tf_version__parse(text, &v) < 0)
     return tf_error__set(TF_EINVALID, "\"%.64s\" is not a coturn version MAJOR.MINOR.PATCH[-SUFFIX]", text);
-  *out = TF_COTURN__VERSION(ma, mi, pa);
+  *out = v;
   return TF_OK;
 }
 

@@ -73,6 +73,10 @@ struct cJSON;
 tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len);
 tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len);
 
+/* Parse "MAJOR.MINOR.PATCH[-SUFFIX]" (components 0-255) into
+ * (major << 16) | (minor << 8) | patch. Returns 0, or -1 when malformed (no error set). */
+int tf_version__parse(const char *text, uint32_t *out);
+
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);
 

@@ -278,32 +278,6 @@ static int tf_pool__is_token(const char *s)
   return 1;
 }
 
-/* MAJOR.MINOR.PATCH with an optional "-suffix" of [A-Za-z0-9.-]. */
-static int tf_pool__version(const char *s, unsigned v[3])
-{
-  const char *p = s;
-  for (int i = 0; i < 3; i++) {
-    if (*p < '0' || *p > '9') return 0;
-    unsigned x = 0;
-    int digits = 0;
-    while (*p >= '0' && *p <= '9') {
-      if (++digits > 6) return 0;
-      x = x * 10u + (unsigned)(*p - '0');
-      p++;
-    }
-    v[i] = x;
-    if (i < 2 && *p++ != '.') return 0;
-  }
-  if (*p == '\0') return 1;
-  if (*p != '-' || p[1] == '\0') return 0;
-  for (p++; *p; p++) {
-    char ch = *p;
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 /* Go-style duration: one or more <decimal><unit>, units h, m, s, ms.
  * Returns 1 and *ms, 0 when malformed, -1 when negative, -2 when too long. */
 static int tf_pool__duration(const char *s, int64_t *ms)
@@ -516,10 +490,10 @@ static void tf_pool__dataplane_field(tf_pool__ctx *c, int field, const cJSON *v,
   }
   /* coturnVersion */
   if (!tf_pool__str(c, v, &p->coturn_version)) return;
-  unsigned ver[3];
-  if (!tf_pool__version(p->coturn_version, ver)) {
+  uint32_t ver;
+  if (tf_version__parse(p->coturn_version, &ver) < 0) {
     tf_pool__problem(c, "\"%.64s\" is not a coturn version MAJOR.MINOR.PATCH (e.g. 4.6.1)", p->coturn_version);
-  } else if (ver[0] < 4 || (ver[0] == 4 && (ver[1] < 6 || (ver[1] == 6 && ver[2] < 1)))) {
+  } else if (ver < ((4u << 16) | (6u << 8) | 1u)) {
     tf_pool__problem(c, "\"%.64s\" is older than 4.6.1, the oldest coturn Turnfleet supports", p->coturn_version);
   }
 }
