@@ -2,26 +2,21 @@
  * and the acceptance test: each rendered config, run by a real `turnserver` on
  * loopback, binds only its relay's own addresses and listener ports. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "model.h"
+#include "tf_coturn.h"
 #include "tf_test.h"
 
 /* ---- inputs ---- */
@@ -735,138 +730,13 @@ static void ts_setup(void)
 
 static void ts_teardown(void) { ts_cleanup(); }
 
-static int64_t ts_now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void ts_sleep_ms(long ms)
-{
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* turnserver on PATH and its version; fails loudly when absent. */
-static void ts_require_turnserver(void)
-{
-  const char *path = getenv("PATH");
-  char buf[4096];
-  int found = 0;
-  for (const char *p = path ? path : ""; !found && *p;) {
-    size_t n = strcspn(p, ":");
-    snprintf(buf, sizeof(buf), "%.*s/turnserver", (int)n, p);
-    if (n && access(buf, X_OK) == 0) found = 1;
-    p += n;
-    if (*p == ':') p++;
-  }
-  ck_assert_msg(found, "turnserver not found: install coturn (tools/dev/install-deps.sh)");
-  FILE *f = popen("turnserver --version 2>&1", "r");
-  ck_assert_ptr_nonnull(f);
-  ts_version_text[0] = '\0';
-  while (fgets(buf, sizeof(buf), f)) {
-    buf[strcspn(buf, "\r\n")] = '\0';
-    uint32_t v;
-    if (!ts_version_text[0] && tf_coturn_version_parse(&v, buf) == 0) {
-      snprintf(ts_version_text, sizeof(ts_version_text), "%.63s", buf);
-      ts_version = v;
-    }
-  }
-  pclose(f);
-  ck_assert_msg(ts_version_text[0], "turnserver --version printed no version");
-}
-
-/* One socket of /proc/net/{udp,tcp}{,6}. */
-typedef struct ts_sock {
-  int tcp;
-  tf_addr addr;
-  uint16_t port;
-  int state; /* 0x0A = TCP LISTEN; 0x07 = UDP unconnected */
-} ts_sock;
-
-static void ts_hex_addr(tf_addr *a, const char *hex, int v6)
-{
-  memset(a, 0, sizeof(*a));
-  a->family = v6 ? TF_AF_INET6 : TF_AF_INET;
-  /* the kernel prints each 32-bit word in host order: copying the parsed
-   * integer's bytes gives back network order on any endianness */
-  for (int w = 0; w < (v6 ? 4 : 1); w++) {
-    char word[9];
-    memcpy(word, hex + 8 * w, 8);
-    word[8] = '\0';
-    uint32_t v = (uint32_t)strtoul(word, NULL, 16);
-    memcpy(a->bytes + 4 * w, &v, 4);
-  }
-}
-
-/* The sockets of process @p pid (socket inodes of /proc/<pid>/fd matched
- * against the inode column of /proc/net/...). Returns the count, -1 if the
- * process is gone. */
-static int ts_sockets(pid_t pid, ts_sock *out, int max)
-{
-  char path[128];
-  unsigned long inodes[512];
-  int ninodes = 0;
-  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL && ninodes < 512) {
-    char link[512], target[256];
-    snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-    ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    unsigned long ino;
-    if (sscanf(target, "socket:[%lu]", &ino) == 1) inodes[ninodes++] = ino;
-  }
-  closedir(d);
-  static const struct {
-    const char *file;
-    int tcp, v6;
-  } files[] = {{"/proc/net/udp", 0, 0}, {"/proc/net/udp6", 0, 1}, {"/proc/net/tcp", 1, 0}, {"/proc/net/tcp6", 1, 1}};
-  int count = 0;
-  for (size_t f = 0; f < 4; f++) {
-    FILE *fp = fopen(files[f].file, "r");
-    if (!fp) continue;
-    char line[512];
-    if (!fgets(line, sizeof(line), fp)) {
-      fclose(fp);
-      continue;
-    }
-    while (fgets(line, sizeof(line), fp)) {
-      char local[40];
-      unsigned port, state;
-      unsigned long ino;
-      if (sscanf(line, " %*[^:]: %39[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*s %*s %lu", local, &port, &state, &ino) != 4)
-        continue;
-      for (int i = 0; i < ninodes; i++) {
-        if (inodes[i] != ino || count >= max) continue;
-        out[count].tcp = files[f].tcp;
-        ts_hex_addr(&out[count].addr, local, files[f].v6);
-        out[count].port = (uint16_t)port;
-        out[count].state = (int)state;
-        count++;
-      }
-    }
-    fclose(fp);
-  }
-  return count;
-}
+static void ts_require_turnserver(void) { tf_ts_require(ts_version_text, sizeof(ts_version_text), &ts_version); }
 
 static int ts_addr_eq(const tf_addr *a, const tf_addr *b) { return tf_addr_compare(a, b) == 0; }
 
-static void ts_fmt_sock(char *buf, size_t size, const ts_sock *s)
-{
-  char a[TF_ADDR_STRLEN] = "?";
-  tf_addr_format(a, sizeof(a), &s->addr);
-  snprintf(buf, size, "%s %s%s%s:%u state %02X", s->tcp ? "tcp" : "udp", s->addr.family == TF_AF_INET6 ? "[" : "",
-           a, s->addr.family == TF_AF_INET6 ? "]" : "", s->port, s->state);
-}
-
 /* Is (tcp, addr, port) a socket the relay should have? */
-static int ts_expected(const ts_proc *p, const ts_sock *s)
+static int ts_expected(const ts_proc *p, const tf_ts_sock *s)
 {
   static tf_addr loop4;
   if (loop4.family == 0) tf_addr_parse(&loop4, "127.0.0.1");
@@ -878,60 +748,24 @@ static int ts_expected(const ts_proc *p, const ts_sock *s)
   return (p->udp && s->port == p->plain_port) || (p->dtls && s->port == p->tls_port);
 }
 
-/* Does the socket list hold (tcp, addr, port) (LISTEN for TCP)? */
-static int ts_has(const ts_sock *socks, int n, int tcp, const tf_addr *addr, uint16_t port)
-{
-  for (int i = 0; i < n; i++)
-    if (socks[i].tcp == tcp && socks[i].port == port && ts_addr_eq(&socks[i].addr, addr) &&
-        (!tcp || socks[i].state == 0x0A))
-      return 1;
-  return 0;
-}
-
-static int ts_all_present(const ts_proc *p, const ts_sock *socks, int n)
+static int ts_all_present(const ts_proc *p, const tf_ts_sock *socks, int n)
 {
   static tf_addr loop4;
   if (loop4.family == 0) tf_addr_parse(&loop4, "127.0.0.1");
   for (size_t i = 0; i < p->addr_count; i++) {
-    if (p->udp && !ts_has(socks, n, 0, &p->addrs[i], p->plain_port)) return 0;
-    if (p->tcp && !ts_has(socks, n, 1, &p->addrs[i], p->plain_port)) return 0;
-    if (p->tls && !ts_has(socks, n, 1, &p->addrs[i], p->tls_port)) return 0;
-    if (p->dtls && !ts_has(socks, n, 0, &p->addrs[i], p->tls_port)) return 0;
+    if (p->udp && !tf_ts_has(socks, n, 0, &p->addrs[i], p->plain_port)) return 0;
+    if (p->tcp && !tf_ts_has(socks, n, 1, &p->addrs[i], p->plain_port)) return 0;
+    if (p->tls && !tf_ts_has(socks, n, 1, &p->addrs[i], p->tls_port)) return 0;
+    if (p->dtls && !tf_ts_has(socks, n, 0, &p->addrs[i], p->tls_port)) return 0;
   }
-  if (p->cli_port && !ts_has(socks, n, 1, &loop4, p->cli_port)) return 0;
+  if (p->cli_port && !tf_ts_has(socks, n, 1, &loop4, p->cli_port)) return 0;
   return 1;
-}
-
-/* The first lines of a file, for failure messages. */
-static void ts_file_head(const char *path, char *buf, size_t size)
-{
-  buf[0] = '\0';
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  size_t n = fread(buf, 1, size - 1, f);
-  buf[n] = '\0';
-  fclose(f);
 }
 
 static void ts_start(ts_proc *p, const char *conf)
 {
-  pid_t parent = getpid();
-  pid_t pid = fork();
+  pid_t pid = tf_ts_spawn(conf, p->out_path);
   TS_CHECK(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    /* if the test process dies (a failed assertion, a check timeout), so does this server */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int fd = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int nul = open("/dev/null", O_RDONLY);
-    if (fd < 0 || nul < 0) _exit(127);
-    dup2(nul, 0);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    char *argv[] = {(char *)"turnserver", (char *)"-c", (char *)conf, NULL};
-    execvp("turnserver", argv);
-    _exit(127);
-  }
   p->pid = pid;
 }
 
@@ -939,35 +773,35 @@ static void ts_start(ts_proc *p, const char *conf)
 static void ts_wait_and_check_sockets(ts_proc *p)
 {
   enum { MAXS = 256 };
-  ts_sock socks[MAXS];
+  tf_ts_sock socks[MAXS];
   int n = 0;
-  int64_t deadline = ts_now_ms() + TS_READY_MS;
+  int64_t deadline = tf_ts_now_ms() + TS_READY_MS;
   for (;;) {
     int status;
     pid_t w = waitpid(p->pid, &status, WNOHANG);
     if (w == p->pid) {
       char head[2048];
       p->pid = 0;
-      ts_file_head(p->out_path, head, sizeof(head));
+      tf_ts_file_head(p->out_path, head, sizeof(head));
       TS_CHECK(0, "turnserver for %s exited early (status 0x%x):\n%s", p->name, status, head);
     }
-    n = ts_sockets(p->pid, socks, MAXS);
+    n = tf_ts_sockets(p->pid, socks, MAXS);
     if (n > 0 && ts_all_present(p, socks, n)) break;
-    if (ts_now_ms() > deadline) {
+    if (tf_ts_now_ms() > deadline) {
       char head[2048];
-      ts_file_head(p->log_path, head, sizeof(head));
+      tf_ts_file_head(p->log_path, head, sizeof(head));
       TS_CHECK(0, "turnserver for %s did not bind its listeners within %d ms (%d sockets); log:\n%s", p->name,
                TS_READY_MS, n, head);
     }
-    ts_sleep_ms(50);
+    tf_ts_sleep_ms(50);
   }
   /* settle: late listener threads would show up now */
-  ts_sleep_ms(300);
-  n = ts_sockets(p->pid, socks, MAXS);
+  tf_ts_sleep_ms(300);
+  n = tf_ts_sockets(p->pid, socks, MAXS);
   TS_CHECK(n > 0, "turnserver for %s has no sockets any more", p->name);
   for (int i = 0; i < n; i++) {
     char desc[128];
-    ts_fmt_sock(desc, sizeof(desc), &socks[i]);
+    tf_ts_fmt_sock(desc, sizeof(desc), &socks[i]);
     TS_CHECK(ts_expected(p, &socks[i]), "turnserver for %s has a socket it should not: %s", p->name, desc);
     TS_CHECK(!socks[i].tcp || socks[i].state == 0x0A, "turnserver for %s: %s is not listening", p->name, desc);
     TS_CHECK(socks[i].port < p->range.start || socks[i].port > p->range.end,
@@ -1012,7 +846,7 @@ static void ts_stop_all(void)
 {
   for (size_t i = 0; i < ts_count; i++)
     if (ts_procs[i].pid > 0) kill(ts_procs[i].pid, SIGTERM);
-  int64_t deadline = ts_now_ms() + TS_STOP_MS;
+  int64_t deadline = tf_ts_now_ms() + TS_STOP_MS;
   for (size_t i = 0; i < ts_count; i++) {
     ts_proc *p = &ts_procs[i];
     int status = 0;
@@ -1022,9 +856,9 @@ static void ts_stop_all(void)
         p->pid = 0;
         break;
       }
-      TS_CHECK(ts_now_ms() <= deadline, "turnserver for %s did not stop within %d ms of SIGTERM", p->name,
+      TS_CHECK(tf_ts_now_ms() <= deadline, "turnserver for %s did not stop within %d ms of SIGTERM", p->name,
                TS_STOP_MS);
-      ts_sleep_ms(20);
+      tf_ts_sleep_ms(20);
     }
     if (tf_coturn_features(ts_version) & TF_COTURN_GRACEFUL_SIGTERM)
       TS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "turnserver for %s: status 0x%x after SIGTERM",
@@ -1038,26 +872,7 @@ static void ts_stop_all(void)
 /* A self-signed certificate made with the OpenSSL C API (no openssl CLI needed). */
 static void ts_make_cert(const char *cert_path, const char *key_path)
 {
-  EVP_PKEY *key = EVP_EC_gen("P-256");
-  X509 *x = X509_new();
-  TS_CHECK(key && x, "cannot make a test key");
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), 0);
-  X509_gmtime_adj(X509_getm_notAfter(x), 2 * 86400L);
-  X509_set_pubkey(x, key);
-  X509_NAME *name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"relay-test", -1, -1, 0);
-  X509_set_issuer_name(x, name);
-  TS_CHECK(X509_sign(x, key, EVP_sha256()) > 0, "cannot sign the test certificate");
-  int fd = open(key_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  TS_CHECK(f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL), "cannot write %s", key_path);
-  fclose(f);
-  f = fopen(cert_path, "w");
-  TS_CHECK(f && PEM_write_X509(f, x), "cannot write %s", cert_path);
-  fclose(f);
-  X509_free(x);
-  EVP_PKEY_free(key);
+  TS_CHECK(tf_ts_make_cert(cert_path, key_path, NULL, 0) == 0, "cannot write the test certificate %s", cert_path);
 }
 
 typedef struct ts_case {
@@ -1151,9 +966,9 @@ static void ts_run(const ts_case *c)
 static int ts_read_until(int fd, const char *want, char *buf, size_t size)
 {
   size_t len = 0;
-  int64_t deadline = ts_now_ms() + 5000;
+  int64_t deadline = tf_ts_now_ms() + 5000;
   buf[0] = '\0';
-  while (ts_now_ms() < deadline && len + 1 < size) {
+  while (tf_ts_now_ms() < deadline && len + 1 < size) {
     struct pollfd pfd = {fd, POLLIN, 0};
     if (poll(&pfd, 1, 100) <= 0) continue;
     ssize_t n = read(fd, buf + len, size - 1 - len);

@@ -15,5 +15,9 @@
 #include "turnfleet/plan.h"
 #include "turnfleet/capacity.h"
 #include "turnfleet/coturn.h"
+#include "turnfleet/cred.h"
+#include "turnfleet/stun.h"
+#include "turnfleet/uri.h"
+#include "turnfleet/probe.h"
 
 #endif

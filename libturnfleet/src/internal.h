@@ -65,7 +65,7 @@ struct tf_problems {
 tf_problems *tf_problems__new(void);
 /* Append a problem; returns TF_ENOMEM on failure. */
 tf_err tf_problems__add(tf_problems *p, const char *path, const char *fmt, ...) TF__PRINTF(3, 4);
-tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_list ap);
+tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_list ap) TF__PRINTF(3, 0);
 
 /* Parse JSON or YAML text into a cJSON tree (YAML via libyaml, core schema).
  * On malformed input returns TF_EPROTO with line, column and byte offset. */

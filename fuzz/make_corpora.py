@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Regenerate the seed corpora of the fuzz targets from tests/data/vectors.
+
+Usage: python3 fuzz/make_corpora.py   (from anywhere; standard library only)
+
+fuzz/corpora/stun_decode/: every STUN message and ChannelData frame of the vector
+files (RFC 5769, the coturn 4.6.1 captures, each message of a captured stream, the
+malformed responses). fuzz/corpora/uri_parse/: every URI of turn_uris.jsonl plus a
+few more shapes. Files are named by the SHA-1 of their content, so re-running only
+adds files; crash reproducers added by hand (same naming) are kept.
+"""
+import hashlib
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VECTORS = os.path.join(HERE, '..', 'tests', 'data', 'vectors')
+
+EXTRA_URIS = [
+    'turn:host:0', 'turn:host?transport=', 'stun:host', 'turn', 'turn:[]', 'turn:[::1]:',
+    'turns:[2001:db8::7]:5349?transport=tcp', 'turn:ho%2Dst:1?transport=sctp', 'TURNS:[::ffff:192.0.2.1]',
+    'turn:203.0.113.07', 'turn:a:99999999999999999999',
+]
+
+
+def load(name):
+    with open(os.path.join(VECTORS, name), encoding='utf-8') as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith('#'):
+                yield json.loads(line)
+
+
+def split_stream(buf):
+    """STUN messages back to back (a captured TCP stream)."""
+    off, out = 0, []
+    while off + 4 <= len(buf):
+        n = 20 + struct.unpack('!H', buf[off + 2:off + 4])[0]
+        out.append(buf[off:off + n])
+        off += n
+    return out
+
+
+def write(directory, blobs):
+    os.makedirs(directory, exist_ok=True)
+    added = 0
+    for b in blobs:
+        path = os.path.join(directory, hashlib.sha1(b).hexdigest())
+        if not os.path.exists(path):
+            with open(path, 'wb') as f:
+                f.write(b)
+            added += 1
+    return added
+
+
+def main():
+    stun = []
+    for v in load('rfc5769.jsonl'):
+        stun.append(bytes.fromhex(v['hex']))
+    for v in load('coturn_4.6.1_exchanges.jsonl'):
+        for side in ('request', 'response'):
+            h = v.get(side + '_hex')
+            if not h:
+                continue
+            buf = bytes.fromhex(h)
+            stun.append(buf)
+            if v.get(side + '_kind') == 'stun-stream':
+                stun.extend(split_stream(buf))
+    for v in load('stun_malformed.jsonl'):
+        stun.append(bytes.fromhex(v['hex']))
+    uris = [v['uri'].encode('utf-8') for v in load('turn_uris.jsonl')]
+    uris += [u.encode('utf-8') for u in EXTRA_URIS]
+    a = write(os.path.join(HERE, 'corpora', 'stun_decode'), set(stun))
+    b = write(os.path.join(HERE, 'corpora', 'uri_parse'), set(uris))
+    print('stun_decode: %d seeds (%d new); uri_parse: %d seeds (%d new)' % (len(set(stun)), a, len(set(uris)), b))
+
+
+if __name__ == '__main__':
+    main()

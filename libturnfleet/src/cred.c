@@ -1,0 +1,124 @@
+/* cred: TURN REST API credentials (coturn use-auth-secret). The secret is
+ * never copied by this module; every HMAC output is wiped after use. */
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define TF_CRED__SHA1_SIZE 20
+/* base64 of 20 bytes: 28 characters and a NUL */
+#define TF_CRED__PASSWORD_SIZE 29
+
+static int tf_cred__separator(int separator) { return separator == 0 ? ':' : separator; }
+
+/* A separator coturn can use (-C): printable ASCII, not a digit. */
+static int tf_cred__separator_ok(int sep) { return sep > 0x20 && sep < 0x7F && !(sep >= '0' && sep <= '9'); }
+
+/* base64(HMAC-SHA1(secret, username)) into @p out (TF_CRED__PASSWORD_SIZE bytes). */
+static tf_err tf_cred__compute(char out[TF_CRED__PASSWORD_SIZE], const char *secret, const char *username)
+{
+  uint8_t mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  size_t slen = strlen(secret), ulen = strlen(username);
+  if (slen > (size_t)INT32_MAX) return tf_error__set(TF_EINVALID, "secret: too long");
+  if (!HMAC(EVP_sha1(), secret, (int)slen, (const unsigned char *)username, ulen, mac, &n) || n != TF_CRED__SHA1_SIZE) {
+    tf_crypto__wipe(mac, sizeof(mac));
+    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
+  }
+  EVP_EncodeBlock((unsigned char *)out, mac, TF_CRED__SHA1_SIZE);
+  tf_crypto__wipe(mac, sizeof(mac));
+  return TF_OK;
+}
+
+tf_err tf_cred_password(char **password, const char *secret, const char *username)
+{
+  TF_ASSERT_ARG(password);
+  if (!secret || !*secret) return tf_error__set(TF_EINVALID, "secret: required (not empty)");
+  if (!username) return tf_error__set(TF_EINVALID, "username: required");
+  char pw[TF_CRED__PASSWORD_SIZE];
+  tf_err rc = tf_cred__compute(pw, secret, username);
+  if (rc < 0) return rc;
+  char *copy = tf_strdup__(pw);
+  tf_crypto__wipe(pw, sizeof(pw));
+  if (!copy) return tf_error__nomem();
+  *password = copy;
+  return TF_OK;
+}
+
+tf_err tf_cred_mint(char **username, char **password, const char *secret, const char *user, int64_t expiry,
+                    int separator)
+{
+  TF_ASSERT_ARG(username);
+  TF_ASSERT_ARG(password);
+  if (!secret || !*secret) return tf_error__set(TF_EINVALID, "secret: required (not empty)");
+  if (!user) return tf_error__set(TF_EINVALID, "user: required (may be empty)");
+  if (expiry < 0) return tf_error__set(TF_EINVALID, "expiry: must be >= 0");
+  int sep = tf_cred__separator(separator);
+  if (!tf_cred__separator_ok(sep))
+    return tf_error__set(TF_EINVALID, "separator: must be a printable ASCII character other than a digit");
+  if (strchr(user, sep)) return tf_error__set(TF_EINVALID, "user: must not contain the separator '%c'", sep);
+  /* an empty user gives the bare timestamp, which coturn reads as the expiry */
+  char *name =
+      *user ? tf_asprintf__("%lld%c%s", (long long)expiry, sep, user) : tf_asprintf__("%lld", (long long)expiry);
+  if (!name) return tf_error__nomem();
+  char *pw = NULL;
+  tf_err rc = tf_cred_password(&pw, secret, name);
+  if (rc < 0) {
+    free(name);
+    return rc;
+  }
+  *username = name;
+  *password = pw;
+  return TF_OK;
+}
+
+/* Parse 1-18 decimal digits (no int64 overflow) [s, s+n); -1 when not all digits or empty. */
+static int tf_cred__digits(const char *s, size_t n, int64_t *out)
+{
+  int64_t v = 0;
+  if (n == 0 || n > 18) return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* The expiry in a REST username as coturn reads it: "<expiry><sep><user>",
+ * "<user><sep><expiry>" or "<expiry>" alone. */
+static int tf_cred__expiry(const char *username, int sep, int64_t *out)
+{
+  const char *col = strchr(username, sep);
+  if (!col) return tf_cred__digits(username, strlen(username), out);
+  if (tf_cred__digits(username, (size_t)(col - username), out) == 0) return 0;
+  return tf_cred__digits(col + 1, strlen(col + 1), out);
+}
+
+tf_err tf_cred_verify(const char *secret, const char *username, const char *password, int64_t now, int separator)
+{
+  if (!secret || !*secret) return tf_error__set(TF_EINVALID, "secret: required (not empty)");
+  if (!username) return tf_error__set(TF_EINVALID, "username: required");
+  if (!password) return tf_error__set(TF_EINVALID, "password: required");
+  int sep = tf_cred__separator(separator);
+  if (!tf_cred__separator_ok(sep))
+    return tf_error__set(TF_EINVALID, "separator: must be a printable ASCII character other than a digit");
+  int64_t expiry = 0;
+  if (tf_cred__expiry(username, sep, &expiry) < 0)
+    return tf_error__set(TF_EINVALID,
+                         "username: no expiry timestamp (\"<expiry>%c<user>\", \"<user>%c<expiry>\" or "
+                         "\"<expiry>\")",
+                         sep, sep);
+  char want[TF_CRED__PASSWORD_SIZE];
+  tf_err rc = tf_cred__compute(want, secret, username);
+  if (rc < 0) return rc;
+  size_t plen = strlen(password);
+  int ok = plen == TF_CRED__PASSWORD_SIZE - 1 && tf_crypto__memeq(want, password, TF_CRED__PASSWORD_SIZE - 1);
+  tf_crypto__wipe(want, sizeof(want));
+  if (!ok) return tf_error__set(TF_EAUTH, "password: does not match the username and secret");
+  if (expiry < now)
+    return tf_error__set(TF_EAUTH, "username: expired at %lld (now %lld)", (long long)expiry, (long long)now);
+  return TF_OK;
+}

@@ -1,0 +1,774 @@
+/* stun: STUN/TURN messages (RFC 8489, RFC 8656), sans I/O. The decoder takes
+ * untrusted bytes: every read is bounds-checked against the copied message. */
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define TF_STUN__COOKIE 0x2112A442u
+#define TF_STUN__FP_XOR 0x5354554Eu
+#define TF_STUN__HEADER 20
+#define TF_STUN__MI_SIZE 20
+#define TF_STUN__ATTR_MI_SHA256 0x001C
+/* RFC 8489: REALM, NONCE, SOFTWARE and reason phrases are decoded up to 763 bytes. */
+#define TF_STUN__MAX_TEXT 763
+
+struct tf_stun__attr {
+  uint16_t type;
+  uint16_t len;
+  uint16_t off; /* offset of the TLV header in buf */
+};
+
+struct tf_stun_msg {
+  uint8_t buf[TF_STUN_MAX_MESSAGE];
+  size_t len;
+  size_t nattrs;
+  struct tf_stun__attr attrs[TF_STUN_MAX_ATTRIBUTES];
+  int has_mi; /* only FINGERPRINT may follow */
+  int has_fp; /* complete */
+  char *reason; /* ERROR-CODE reason, NUL-terminated, trailing NULs stripped */
+};
+
+/* zlib CRC-32 (ISO-HDLC, reflected polynomial 0xEDB88320). */
+static const uint32_t tf_stun__crc_table[256] = {
+    0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu, 0xe963a535u, 0x9e6495a3u, 0x0edb8832u,
+    0x79dcb8a4u, 0xe0d5e91eu, 0x97d2d988u, 0x09b64c2bu, 0x7eb17cbdu, 0xe7b82d07u, 0x90bf1d91u, 0x1db71064u, 0x6ab020f2u,
+    0xf3b97148u, 0x84be41deu, 0x1adad47du, 0x6ddde4ebu, 0xf4d4b551u, 0x83d385c7u, 0x136c9856u, 0x646ba8c0u, 0xfd62f97au,
+    0x8a65c9ecu, 0x14015c4fu, 0x63066cd9u, 0xfa0f3d63u, 0x8d080df5u, 0x3b6e20c8u, 0x4c69105eu, 0xd56041e4u, 0xa2677172u,
+    0x3c03e4d1u, 0x4b04d447u, 0xd20d85fdu, 0xa50ab56bu, 0x35b5a8fau, 0x42b2986cu, 0xdbbbc9d6u, 0xacbcf940u, 0x32d86ce3u,
+    0x45df5c75u, 0xdcd60dcfu, 0xabd13d59u, 0x26d930acu, 0x51de003au, 0xc8d75180u, 0xbfd06116u, 0x21b4f4b5u, 0x56b3c423u,
+    0xcfba9599u, 0xb8bda50fu, 0x2802b89eu, 0x5f058808u, 0xc60cd9b2u, 0xb10be924u, 0x2f6f7c87u, 0x58684c11u, 0xc1611dabu,
+    0xb6662d3du, 0x76dc4190u, 0x01db7106u, 0x98d220bcu, 0xefd5102au, 0x71b18589u, 0x06b6b51fu, 0x9fbfe4a5u, 0xe8b8d433u,
+    0x7807c9a2u, 0x0f00f934u, 0x9609a88eu, 0xe10e9818u, 0x7f6a0dbbu, 0x086d3d2du, 0x91646c97u, 0xe6635c01u, 0x6b6b51f4u,
+    0x1c6c6162u, 0x856530d8u, 0xf262004eu, 0x6c0695edu, 0x1b01a57bu, 0x8208f4c1u, 0xf50fc457u, 0x65b0d9c6u, 0x12b7e950u,
+    0x8bbeb8eau, 0xfcb9887cu, 0x62dd1ddfu, 0x15da2d49u, 0x8cd37cf3u, 0xfbd44c65u, 0x4db26158u, 0x3ab551ceu, 0xa3bc0074u,
+    0xd4bb30e2u, 0x4adfa541u, 0x3dd895d7u, 0xa4d1c46du, 0xd3d6f4fbu, 0x4369e96au, 0x346ed9fcu, 0xad678846u, 0xda60b8d0u,
+    0x44042d73u, 0x33031de5u, 0xaa0a4c5fu, 0xdd0d7cc9u, 0x5005713cu, 0x270241aau, 0xbe0b1010u, 0xc90c2086u, 0x5768b525u,
+    0x206f85b3u, 0xb966d409u, 0xce61e49fu, 0x5edef90eu, 0x29d9c998u, 0xb0d09822u, 0xc7d7a8b4u, 0x59b33d17u, 0x2eb40d81u,
+    0xb7bd5c3bu, 0xc0ba6cadu, 0xedb88320u, 0x9abfb3b6u, 0x03b6e20cu, 0x74b1d29au, 0xead54739u, 0x9dd277afu, 0x04db2615u,
+    0x73dc1683u, 0xe3630b12u, 0x94643b84u, 0x0d6d6a3eu, 0x7a6a5aa8u, 0xe40ecf0bu, 0x9309ff9du, 0x0a00ae27u, 0x7d079eb1u,
+    0xf00f9344u, 0x8708a3d2u, 0x1e01f268u, 0x6906c2feu, 0xf762575du, 0x806567cbu, 0x196c3671u, 0x6e6b06e7u, 0xfed41b76u,
+    0x89d32be0u, 0x10da7a5au, 0x67dd4accu, 0xf9b9df6fu, 0x8ebeeff9u, 0x17b7be43u, 0x60b08ed5u, 0xd6d6a3e8u, 0xa1d1937eu,
+    0x38d8c2c4u, 0x4fdff252u, 0xd1bb67f1u, 0xa6bc5767u, 0x3fb506ddu, 0x48b2364bu, 0xd80d2bdau, 0xaf0a1b4cu, 0x36034af6u,
+    0x41047a60u, 0xdf60efc3u, 0xa867df55u, 0x316e8eefu, 0x4669be79u, 0xcb61b38cu, 0xbc66831au, 0x256fd2a0u, 0x5268e236u,
+    0xcc0c7795u, 0xbb0b4703u, 0x220216b9u, 0x5505262fu, 0xc5ba3bbeu, 0xb2bd0b28u, 0x2bb45a92u, 0x5cb36a04u, 0xc2d7ffa7u,
+    0xb5d0cf31u, 0x2cd99e8bu, 0x5bdeae1du, 0x9b64c2b0u, 0xec63f226u, 0x756aa39cu, 0x026d930au, 0x9c0906a9u, 0xeb0e363fu,
+    0x72076785u, 0x05005713u, 0x95bf4a82u, 0xe2b87a14u, 0x7bb12baeu, 0x0cb61b38u, 0x92d28e9bu, 0xe5d5be0du, 0x7cdcefb7u,
+    0x0bdbdf21u, 0x86d3d2d4u, 0xf1d4e242u, 0x68ddb3f8u, 0x1fda836eu, 0x81be16cdu, 0xf6b9265bu, 0x6fb077e1u, 0x18b74777u,
+    0x88085ae6u, 0xff0f6a70u, 0x66063bcau, 0x11010b5cu, 0x8f659effu, 0xf862ae69u, 0x616bffd3u, 0x166ccf45u, 0xa00ae278u,
+    0xd70dd2eeu, 0x4e048354u, 0x3903b3c2u, 0xa7672661u, 0xd06016f7u, 0x4969474du, 0x3e6e77dbu, 0xaed16a4au, 0xd9d65adcu,
+    0x40df0b66u, 0x37d83bf0u, 0xa9bcae53u, 0xdebb9ec5u, 0x47b2cf7fu, 0x30b5ffe9u, 0xbdbdf21cu, 0xcabac28au, 0x53b39330u,
+    0x24b4a3a6u, 0xbad03605u, 0xcdd70693u, 0x54de5729u, 0x23d967bfu, 0xb3667a2eu, 0xc4614ab8u, 0x5d681b02u, 0x2a6f2b94u,
+    0xb40bbe37u, 0xc30c8ea1u, 0x5a05df1bu, 0x2d02ef8du,
+};
+
+static uint32_t tf_stun__crc32(const uint8_t *p, size_t n)
+{
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) c = tf_stun__crc_table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+static uint16_t tf_stun__get16(const uint8_t *p) { return (uint16_t)(((unsigned)p[0] << 8) | p[1]); }
+
+static uint32_t tf_stun__get32(const uint8_t *p)
+{
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static void tf_stun__put16(uint8_t *p, uint16_t v)
+{
+  p[0] = (uint8_t)(v >> 8);
+  p[1] = (uint8_t)v;
+}
+
+static void tf_stun__put32(uint8_t *p, uint32_t v)
+{
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+static size_t tf_stun__pad4(size_t n) { return (4 - n % 4) % 4; }
+
+static int tf_stun__is_xor_type(uint16_t type)
+{
+  return type == TF_STUN_ATTR_XOR_MAPPED_ADDRESS || type == TF_STUN_ATTR_XOR_PEER_ADDRESS ||
+         type == TF_STUN_ATTR_XOR_RELAYED_ADDRESS;
+}
+
+static int tf_stun__is_address_type(uint16_t type)
+{
+  return tf_stun__is_xor_type(type) || type == TF_STUN_ATTR_MAPPED_ADDRESS || type == TF_STUN_ATTR_ALTERNATE_SERVER;
+}
+
+/* Message type <-> method and class (RFC 8489 §5). */
+static uint16_t tf_stun__type(int method, int cls)
+{
+  unsigned m = (unsigned)method, c = (unsigned)cls;
+  return (uint16_t)((m & 0x000Fu) | ((m & 0x0070u) << 1) | ((m & 0x0F80u) << 2) | ((c & 1u) << 4) | ((c & 2u) << 7));
+}
+
+static int tf_stun__method_of(uint16_t t) { return (t & 0x000F) | ((t & 0x00E0) >> 1) | ((t & 0x3E00) >> 2); }
+
+static int tf_stun__class_of(uint16_t t) { return ((t >> 4) & 1) | ((t >> 7) & 2); }
+
+/* A reason-coded decoding failure: "CODE at byte N: why". */
+static tf_err tf_stun__reject(tf_err code, const char *reason, size_t at, const char *why)
+{
+  return tf_error__set(code, "%s at byte %zu: %s", reason, at, why);
+}
+
+static const uint8_t *tf_stun__value(const tf_stun_msg *m, const struct tf_stun__attr *a)
+{
+  return m->buf + a->off + 4;
+}
+
+static const struct tf_stun__attr *tf_stun__first(const tf_stun_msg *m, uint16_t type)
+{
+  for (size_t i = 0; i < m->nattrs; i++)
+    if (m->attrs[i].type == type) return &m->attrs[i];
+  return NULL;
+}
+
+/* ERROR-CODE reason phrase, trailing NULs stripped (coturn pads with them). */
+static tf_err tf_stun__cache_reason(tf_stun_msg *m, const struct tf_stun__attr *a)
+{
+  if (m->reason || a->len < 4) return TF_OK;
+  const uint8_t *v = tf_stun__value(m, a);
+  size_t n = (size_t)a->len - 4;
+  while (n > 0 && v[4 + n - 1] == 0) n--;
+  char *r = malloc(n + 1);
+  if (!r) return tf_error__nomem();
+  if (n) memcpy(r, v + 4, n);
+  r[n] = '\0';
+  m->reason = r;
+  return TF_OK;
+}
+
+/* Decode an address value; 0, or -1 with *why set. */
+static int tf_stun__decode_address(const uint8_t *v, size_t len, const uint8_t *tid, int xored, tf_addr *addr,
+                                   uint16_t *port, const char **code, const char **why)
+{
+  if (len < 4) {
+    *code = "BAD_ADDRESS_LENGTH";
+    *why = "address shorter than 4 bytes";
+    return -1;
+  }
+  uint8_t fam = v[1];
+  if (fam != 1 && fam != 2) {
+    *code = "BAD_ADDRESS_FAMILY";
+    *why = "address family is not 0x01 (IPv4) or 0x02 (IPv6)";
+    return -1;
+  }
+  size_t alen = fam == 1 ? 4 : 16;
+  if (len != 4 + alen) {
+    *code = "BAD_ADDRESS_LENGTH";
+    *why = fam == 1 ? "an IPv4 address must be 8 bytes long" : "an IPv6 address must be 20 bytes long";
+    return -1;
+  }
+  tf_addr a;
+  memset(&a, 0, sizeof(a));
+  a.family = fam == 1 ? TF_AF_INET : TF_AF_INET6;
+  uint16_t p = tf_stun__get16(v + 2);
+  memcpy(a.bytes, v + 4, alen);
+  if (xored) {
+    uint8_t mask[16];
+    tf_stun__put32(mask, TF_STUN__COOKIE);
+    memcpy(mask + 4, tid, TF_STUN_TID_SIZE);
+    p ^= (uint16_t)(TF_STUN__COOKIE >> 16);
+    for (size_t i = 0; i < alen; i++) a.bytes[i] ^= mask[i];
+  }
+  if (addr) *addr = a;
+  if (port) *port = p;
+  return 0;
+}
+
+/* Comprehension-required types (0x0000-0x7FFF) a TURN client understands. */
+static int tf_stun__known_required(uint16_t t)
+{
+  static const uint16_t known[] = {0x0001, 0x0006, 0x0008, 0x0009, 0x000A, 0x000C, 0x000D,
+                                   0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0017, 0x0018,
+                                   0x0019, 0x001A, 0x001C, 0x001D, 0x001E, 0x0020, 0x0022};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (known[i] == t) return 1;
+  return 0;
+}
+
+/* The checks of one attribute value: sizes the RFCs fix and, for a response
+ * (@p response), non-empty REALM / NONCE and no unknown comprehension-required type. */
+static tf_err tf_stun__check_value(const tf_stun_msg *m, const struct tf_stun__attr *a, int response)
+{
+  const uint8_t *v = tf_stun__value(m, a);
+  size_t at = a->off;
+  const char *code = NULL, *why = NULL;
+  switch (a->type) {
+  case TF_STUN_ATTR_MAPPED_ADDRESS:
+  case TF_STUN_ATTR_XOR_PEER_ADDRESS:
+  case TF_STUN_ATTR_XOR_RELAYED_ADDRESS:
+  case TF_STUN_ATTR_XOR_MAPPED_ADDRESS:
+    /* ALTERNATE-SERVER is checked when read (tf_stun_msg_address), as the reference does */
+    if (tf_stun__decode_address(v, a->len, m->buf + 8, 0, NULL, NULL, &code, &why) < 0)
+      return tf_stun__reject(TF_EPROTO, code, at, why);
+    break;
+  case TF_STUN_ATTR_LIFETIME:
+  case TF_STUN_ATTR_REQUESTED_TRANSPORT:
+  case TF_STUN_ATTR_CHANNEL_NUMBER:
+  case TF_STUN_ATTR_REQUESTED_ADDRESS_FAMILY:
+    if (a->len != 4) return tf_stun__reject(TF_EPROTO, "BAD_FIXED_LENGTH", at, "attribute must be 4 bytes long");
+    break;
+  case TF_STUN_ATTR_RESERVATION_TOKEN:
+    if (a->len != 8)
+      return tf_stun__reject(TF_EPROTO, "BAD_FIXED_LENGTH", at, "RESERVATION-TOKEN must be 8 bytes long");
+    break;
+  case TF_STUN_ATTR_ERROR_CODE:
+    if (a->len < 4 || a->len - 4 > TF_STUN__MAX_TEXT)
+      return tf_stun__reject(TF_EPROTO, "BAD_ERROR_CODE_LENGTH", at,
+                             "ERROR-CODE must hold 4 bytes and a reason of at most 763 bytes");
+    if ((v[2] & 7) < 3 || (v[2] & 7) > 6)
+      return tf_stun__reject(TF_EPROTO, "BAD_ERROR_CODE", at, "ERROR-CODE class must be 3-6");
+    if (v[3] > 99) return tf_stun__reject(TF_EPROTO, "BAD_ERROR_CODE", at, "ERROR-CODE number must be 0-99");
+    break;
+  case TF_STUN_ATTR_UNKNOWN_ATTRIBUTES:
+    if (a->len % 2)
+      return tf_stun__reject(TF_EPROTO, "BAD_UNKNOWN_ATTRIBUTES_LENGTH", at,
+                             "UNKNOWN-ATTRIBUTES must be a list of 16-bit types");
+    break;
+  case TF_STUN_ATTR_REALM:
+  case TF_STUN_ATTR_NONCE:
+    if (!response) break;
+    if (a->len == 0)
+      return tf_stun__reject(TF_EPROTO, a->type == TF_STUN_ATTR_REALM ? "EMPTY_REALM" : "EMPTY_NONCE", at,
+                             a->type == TF_STUN_ATTR_REALM ? "REALM is empty" : "NONCE is empty");
+    if (a->len > TF_STUN__MAX_TEXT)
+      return tf_stun__reject(TF_EPROTO, a->type == TF_STUN_ATTR_REALM ? "REALM_TOO_LONG" : "NONCE_TOO_LONG", at,
+                             "longer than 763 bytes");
+    break;
+  default:
+    if (response && a->type < 0x8000 && !tf_stun__known_required(a->type))
+      return tf_error__set(TF_EPROTO, "UNKNOWN_COMPREHENSION_REQUIRED at byte %zu: attribute 0x%04x", at, a->type);
+    break;
+  }
+  return TF_OK;
+}
+
+/* Structure: header, attribute walk, attribute values, FINGERPRINT (the
+ * reference order). Fills *m (which the caller zeroed). */
+static tf_err tf_stun__decode_into(tf_stun_msg *m, const uint8_t *p, size_t len, int response)
+{
+  if (len < TF_STUN__HEADER)
+    return tf_stun__reject(TF_EPROTO, "TRUNCATED_HEADER", len, "shorter than the 20-byte header");
+  uint16_t type = tf_stun__get16(p);
+  size_t mlen = tf_stun__get16(p + 2);
+  if (type & 0xC000)
+    return tf_stun__reject(TF_EPROTO, "NOT_STUN_TOP_BITS", 0, "the two most significant bits must be zero");
+  if (tf_stun__get32(p + 4) != TF_STUN__COOKIE)
+    return tf_stun__reject(TF_EPROTO, "BAD_MAGIC_COOKIE", 4, "magic cookie is not 0x2112A442");
+  if (mlen % 4) return tf_stun__reject(TF_EPROTO, "LENGTH_NOT_MULTIPLE_OF_4", 2, "length is not a multiple of 4");
+  if (TF_STUN__HEADER + mlen != len)
+    return tf_stun__reject(TF_EPROTO, "LENGTH_MISMATCH", 2, "20 + length differs from the message size");
+  if (len > TF_STUN_MAX_MESSAGE)
+    return tf_stun__reject(TF_EPROTO, "MESSAGE_TOO_LARGE", TF_STUN_MAX_MESSAGE, "longer than 4096 bytes");
+  memcpy(m->buf, p, len);
+  m->len = len;
+  size_t off = TF_STUN__HEADER;
+  while (off < len) {
+    if (len - off < 4) return tf_stun__reject(TF_EPROTO, "ATTR_OVERRUN", off, "attribute header cut short");
+    uint16_t at = tf_stun__get16(m->buf + off);
+    size_t al = tf_stun__get16(m->buf + off + 2);
+    if (al + tf_stun__pad4(al) > len - off - 4)
+      return tf_stun__reject(TF_EPROTO, "ATTR_OVERRUN", off, "attribute runs past the end of the message");
+    if (m->has_fp)
+      return tf_stun__reject(TF_EPROTO, "ATTR_AFTER_FINGERPRINT", off, "FINGERPRINT must be the last attribute");
+    if (m->has_mi && at != TF_STUN_ATTR_FINGERPRINT && at != TF_STUN__ATTR_MI_SHA256)
+      return tf_stun__reject(TF_EPROTO, "ATTR_AFTER_MESSAGE_INTEGRITY", off,
+                             "only FINGERPRINT may follow MESSAGE-INTEGRITY");
+    if (at == TF_STUN_ATTR_MESSAGE_INTEGRITY) {
+      if (al != TF_STUN__MI_SIZE)
+        return tf_stun__reject(TF_EPROTO, "BAD_MESSAGE_INTEGRITY_LENGTH", off,
+                               "MESSAGE-INTEGRITY must be 20 bytes (HMAC-SHA1)");
+      m->has_mi = 1;
+    } else if (at == TF_STUN_ATTR_FINGERPRINT) {
+      if (al != 4) return tf_stun__reject(TF_EPROTO, "BAD_FINGERPRINT_LENGTH", off, "FINGERPRINT must be 4 bytes");
+      m->has_fp = 1;
+    }
+    if (m->nattrs == TF_STUN_MAX_ATTRIBUTES)
+      return tf_stun__reject(TF_EPROTO, "TOO_MANY_ATTRIBUTES", off, "more than 64 attributes");
+    m->attrs[m->nattrs].type = at;
+    m->attrs[m->nattrs].len = (uint16_t)al;
+    m->attrs[m->nattrs].off = (uint16_t)off;
+    m->nattrs++;
+    off += 4 + al + tf_stun__pad4(al);
+  }
+  for (size_t i = 0; i < m->nattrs; i++) {
+    tf_err rc = tf_stun__check_value(m, &m->attrs[i], response);
+    if (rc < 0) return rc;
+  }
+  const struct tf_stun__attr *fp = tf_stun__first(m, TF_STUN_ATTR_FINGERPRINT);
+  if (fp) {
+    uint32_t want = tf_stun__crc32(m->buf, fp->off) ^ TF_STUN__FP_XOR;
+    if (tf_stun__get32(tf_stun__value(m, fp)) != want)
+      return tf_stun__reject(TF_EPROTO, "FINGERPRINT_MISMATCH", fp->off, "CRC-32 does not match the message");
+  }
+  const struct tf_stun__attr *ec = tf_stun__first(m, TF_STUN_ATTR_ERROR_CODE);
+  if (ec) return tf_stun__cache_reason(m, ec);
+  return TF_OK;
+}
+
+static void tf_stun__release(tf_stun_msg *m)
+{
+  free(m->reason);
+  free(m);
+}
+
+size_t tf_stun_max_message(void) { return TF_STUN_MAX_MESSAGE; }
+
+tf_err tf_stun_decode(tf_stun_msg **out, const void *data, size_t len)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(data || len == 0);
+  tf_stun_msg *m = calloc(1, sizeof(*m));
+  if (!m) return tf_error__nomem();
+  tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 0);
+  if (rc < 0) {
+    tf_stun__release(m);
+    return rc;
+  }
+  *out = m;
+  return TF_OK;
+}
+
+/* HMAC-SHA1 over the message up to the attribute at @p mi_off, with the header
+ * length patched to end just after a 24-byte MESSAGE-INTEGRITY. */
+static tf_err tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, const uint8_t *key,
+                            size_t key_len)
+{
+  uint8_t head[TF_STUN__HEADER];
+  memcpy(head, buf, TF_STUN__HEADER);
+  tf_stun__put16(head + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
+  tf_err rc = TF_OK;
+  EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+  EVP_MAC_CTX *mctx = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+  char digest[] = "SHA1";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  size_t outl = 0;
+  if (!mctx || !EVP_MAC_init(mctx, key, key_len, params) || !EVP_MAC_update(mctx, head, sizeof(head)) ||
+      !EVP_MAC_update(mctx, buf + TF_STUN__HEADER, mi_off - TF_STUN__HEADER) ||
+      !EVP_MAC_final(mctx, mac, &outl, TF_STUN__MI_SIZE) || outl != TF_STUN__MI_SIZE)
+    rc = tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
+  EVP_MAC_CTX_free(mctx);
+  EVP_MAC_free(hmac);
+  return rc;
+}
+
+/* 0 valid, TF_EAUTH mismatch, TF_ENOTFOUND no MESSAGE-INTEGRITY. */
+static tf_err tf_stun__check_mi(const tf_stun_msg *m, const uint8_t *key, size_t key_len)
+{
+  const struct tf_stun__attr *mi = tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY);
+  if (!mi) return tf_error__set(TF_ENOTFOUND, "MISSING_MESSAGE_INTEGRITY at byte %zu: no MESSAGE-INTEGRITY", m->len);
+  uint8_t mac[TF_STUN__MI_SIZE];
+  tf_err rc = tf_stun__hmac(mac, m->buf, mi->off, key, key_len);
+  if (rc < 0) return rc;
+  int ok = tf_crypto__memeq(mac, tf_stun__value(m, mi), TF_STUN__MI_SIZE);
+  tf_crypto__wipe(mac, sizeof(mac));
+  if (!ok) return tf_stun__reject(TF_EAUTH, "INTEGRITY_MISMATCH", mi->off, "MESSAGE-INTEGRITY does not match the key");
+  return TF_OK;
+}
+
+tf_err tf_stun_check_integrity(const void *data, size_t len, const uint8_t *key, size_t key_len)
+{
+  TF_ASSERT_ARG(data || len == 0);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(key_len > 0);
+  tf_stun_msg *m = calloc(1, sizeof(*m));
+  if (!m) return tf_error__nomem();
+  tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 0);
+  if (rc >= 0) rc = tf_stun__check_mi(m, key, key_len);
+  tf_stun__release(m);
+  return rc;
+}
+
+/* The response checks after decoding: class, method, transaction id, required
+ * attributes, MESSAGE-INTEGRITY (the reference order). */
+static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int method, const uint8_t *key,
+                                size_t key_len)
+{
+  uint16_t type = tf_stun__get16(m->buf);
+  int cls = tf_stun__class_of(type);
+  if (cls != TF_STUN_SUCCESS && cls != TF_STUN_ERROR)
+    return tf_stun__reject(TF_EPROTO, "NOT_A_RESPONSE", 0, "not a success or error response");
+  if (tf_stun__method_of(type) != method)
+    return tf_error__set(TF_EPROTO, "METHOD_MISMATCH at byte 0: response method 0x%03x, request method 0x%03x",
+                         (unsigned)tf_stun__method_of(type), (unsigned)method);
+  if (memcmp(m->buf + 8, tid, TF_STUN_TID_SIZE) != 0)
+    return tf_stun__reject(TF_EPROTO, "TRANSACTION_ID_MISMATCH", 8, "not the request's transaction id");
+  if (cls == TF_STUN_ERROR) {
+    const struct tf_stun__attr *ec = tf_stun__first(m, TF_STUN_ATTR_ERROR_CODE);
+    if (!ec) return tf_stun__reject(TF_EPROTO, "MISSING_ERROR_CODE", m->len, "error response without ERROR-CODE");
+    const uint8_t *v = tf_stun__value(m, ec);
+    int code = (v[2] & 7) * 100 + v[3];
+    if ((code == 401 || code == 438) &&
+        (!tf_stun__first(m, TF_STUN_ATTR_REALM) || !tf_stun__first(m, TF_STUN_ATTR_NONCE)))
+      return tf_error__set(TF_EPROTO, "MISSING_REALM_OR_NONCE at byte %zu: %d without REALM and NONCE", m->len, code);
+  } else if (method == TF_STUN_ALLOCATE) {
+    if (!tf_stun__first(m, TF_STUN_ATTR_XOR_RELAYED_ADDRESS))
+      return tf_stun__reject(TF_EPROTO, "MISSING_XOR_RELAYED_ADDRESS", m->len,
+                             "Allocate success without XOR-RELAYED-ADDRESS");
+    if (!tf_stun__first(m, TF_STUN_ATTR_XOR_MAPPED_ADDRESS))
+      return tf_stun__reject(TF_EPROTO, "MISSING_XOR_MAPPED_ADDRESS", m->len,
+                             "Allocate success without XOR-MAPPED-ADDRESS");
+    if (!tf_stun__first(m, TF_STUN_ATTR_LIFETIME))
+      return tf_stun__reject(TF_EPROTO, "MISSING_LIFETIME", m->len, "Allocate success without LIFETIME");
+  }
+  if (key) {
+    if (!tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY)) {
+      if (cls == TF_STUN_SUCCESS)
+        return tf_stun__reject(TF_EAUTH, "MISSING_MESSAGE_INTEGRITY", m->len,
+                               "success response to an authenticated request without MESSAGE-INTEGRITY");
+    } else {
+      tf_err rc = tf_stun__check_mi(m, key, key_len);
+      if (rc < 0) return rc;
+    }
+  }
+  return TF_OK;
+}
+
+tf_err tf_stun_validate_response(tf_stun_msg **out, const void *data, size_t len, const uint8_t *tid, int method,
+                                 const uint8_t *key, size_t key_len)
+{
+  TF_ASSERT_ARG(data || len == 0);
+  TF_ASSERT_ARG(tid);
+  TF_ASSERT_ARG(method > 0 && method <= 0xFFF);
+  TF_ASSERT_ARG(!key || key_len > 0);
+  tf_stun_msg *m = calloc(1, sizeof(*m));
+  if (!m) return tf_error__nomem();
+  tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 1);
+  if (rc >= 0) rc = tf_stun__validate(m, tid, method, key, key_len);
+  if (rc < 0 || !out) {
+    tf_stun__release(m);
+    return rc;
+  }
+  *out = m;
+  return TF_OK;
+}
+
+tf_err tf_stun_long_term_key(uint8_t *key, const char *username, const char *realm, const char *password)
+{
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(username);
+  TF_ASSERT_ARG(realm);
+  TF_ASSERT_ARG(password);
+  uint8_t md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  /* hashed piecewise so the password is never copied */
+  int ok = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) && EVP_DigestUpdate(ctx, username, strlen(username)) &&
+           EVP_DigestUpdate(ctx, ":", 1) && EVP_DigestUpdate(ctx, realm, strlen(realm)) &&
+           EVP_DigestUpdate(ctx, ":", 1) && EVP_DigestUpdate(ctx, password, strlen(password)) &&
+           EVP_DigestFinal_ex(ctx, md, &n) && n == TF_STUN_KEY_SIZE;
+  EVP_MD_CTX_free(ctx);
+  if (!ok) {
+    tf_crypto__wipe(md, sizeof(md));
+    return tf_error__set(TF_ERROR, "MD5 failed (OpenSSL)");
+  }
+  memcpy(key, md, TF_STUN_KEY_SIZE);
+  tf_crypto__wipe(md, sizeof(md));
+  return TF_OK;
+}
+
+/* ---- encoder ---- */
+
+tf_err tf_stun_msg_new(tf_stun_msg **out, int method, int cls, const uint8_t *tid)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(method > 0 && method <= 0xFFF);
+  TF_ASSERT_ARG(cls >= TF_STUN_REQUEST && cls <= TF_STUN_ERROR);
+  tf_stun_msg *m = calloc(1, sizeof(*m));
+  if (!m) return tf_error__nomem();
+  tf_stun__put16(m->buf, tf_stun__type(method, cls));
+  tf_stun__put16(m->buf + 2, 0);
+  tf_stun__put32(m->buf + 4, TF_STUN__COOKIE);
+  if (tid) {
+    memcpy(m->buf + 8, tid, TF_STUN_TID_SIZE);
+  } else if (RAND_bytes(m->buf + 8, TF_STUN_TID_SIZE) != 1) {
+    tf_stun__release(m);
+    return tf_error__set(TF_ERROR, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+  }
+  m->len = TF_STUN__HEADER;
+  *out = m;
+  return TF_OK;
+}
+
+/* Append a TLV without the state checks; the caller checked them. */
+static tf_err tf_stun__append(tf_stun_msg *m, uint16_t type, const void *value, size_t len)
+{
+  if (m->nattrs == TF_STUN_MAX_ATTRIBUTES)
+    return tf_error__set(TF_EBUFS, "attribute 0x%04x: a message holds at most %d attributes", type,
+                         TF_STUN_MAX_ATTRIBUTES);
+  size_t need = 4 + len + tf_stun__pad4(len);
+  if (len > 0xFFFF || need > TF_STUN_MAX_MESSAGE - m->len)
+    return tf_error__set(TF_EBUFS, "attribute 0x%04x: %zu bytes would exceed the %d-byte message limit", type, len,
+                         TF_STUN_MAX_MESSAGE);
+  uint8_t *p = m->buf + m->len;
+  tf_stun__put16(p, type);
+  tf_stun__put16(p + 2, (uint16_t)len);
+  if (len) memcpy(p + 4, value, len);
+  memset(p + 4 + len, 0, tf_stun__pad4(len));
+  m->attrs[m->nattrs].type = type;
+  m->attrs[m->nattrs].len = (uint16_t)len;
+  m->attrs[m->nattrs].off = (uint16_t)m->len;
+  m->nattrs++;
+  m->len += need;
+  tf_stun__put16(m->buf + 2, (uint16_t)(m->len - TF_STUN__HEADER));
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_add(tf_stun_msg *msg, uint16_t type, const void *value, size_t len)
+{
+  TF_ASSERT_ARG(msg);
+  TF_ASSERT_ARG(value || len == 0);
+  if (type == TF_STUN_ATTR_MESSAGE_INTEGRITY || type == TF_STUN_ATTR_FINGERPRINT)
+    return tf_error__set(TF_EINVALID, "attribute 0x%04x: use tf_stun_msg_add_integrity / _add_fingerprint", type);
+  if (msg->has_fp) return tf_error__set(TF_EINVALID, "attribute 0x%04x: the message is complete (FINGERPRINT)", type);
+  if (msg->has_mi)
+    return tf_error__set(TF_EINVALID, "attribute 0x%04x: only FINGERPRINT may follow MESSAGE-INTEGRITY", type);
+  int first_error = type == TF_STUN_ATTR_ERROR_CODE && !tf_stun__first(msg, type);
+  tf_err rc = tf_stun__append(msg, type, value, len);
+  if (rc < 0) return rc;
+  if (first_error) {
+    rc = tf_stun__cache_reason(msg, &msg->attrs[msg->nattrs - 1]);
+    if (rc < 0) {
+      /* undo: nothing half-applied */
+      msg->nattrs--;
+      msg->len = msg->attrs[msg->nattrs].off;
+      tf_stun__put16(msg->buf + 2, (uint16_t)(msg->len - TF_STUN__HEADER));
+      return rc;
+    }
+  }
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_add_u32(tf_stun_msg *msg, uint16_t type, uint32_t value)
+{
+  uint8_t v[4];
+  tf_stun__put32(v, value);
+  return tf_stun_msg_add(msg, type, v, sizeof(v));
+}
+
+tf_err tf_stun_msg_add_xor_address(tf_stun_msg *msg, uint16_t type, const tf_addr *addr, uint16_t port)
+{
+  TF_ASSERT_ARG(msg);
+  TF_ASSERT_ARG(addr);
+  if (addr->family != TF_AF_INET && addr->family != TF_AF_INET6)
+    return tf_error__set(TF_EINVALID, "addr: family %u is not 4 or 6", addr->family);
+  uint8_t v[20], mask[16];
+  size_t alen = addr->family == TF_AF_INET ? 4 : 16;
+  tf_stun__put32(mask, TF_STUN__COOKIE);
+  memcpy(mask + 4, msg->buf + 8, TF_STUN_TID_SIZE);
+  v[0] = 0;
+  v[1] = addr->family == TF_AF_INET ? 1 : 2;
+  tf_stun__put16(v + 2, (uint16_t)(port ^ (TF_STUN__COOKIE >> 16)));
+  for (size_t i = 0; i < alen; i++) v[4 + i] = (uint8_t)(addr->bytes[i] ^ mask[i]);
+  return tf_stun_msg_add(msg, type, v, 4 + alen);
+}
+
+tf_err tf_stun_msg_add_integrity(tf_stun_msg *msg, const uint8_t *key, size_t key_len)
+{
+  TF_ASSERT_ARG(msg);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(key_len > 0);
+  if (msg->has_mi || msg->has_fp)
+    return tf_error__set(TF_EINVALID, "MESSAGE-INTEGRITY: the message already has %s",
+                         msg->has_fp ? "FINGERPRINT" : "MESSAGE-INTEGRITY");
+  if (msg->nattrs == TF_STUN_MAX_ATTRIBUTES || 4 + TF_STUN__MI_SIZE > TF_STUN_MAX_MESSAGE - msg->len)
+    return tf_error__set(TF_EBUFS, "MESSAGE-INTEGRITY: the message is full");
+  uint8_t mac[TF_STUN__MI_SIZE];
+  tf_err rc = tf_stun__hmac(mac, msg->buf, msg->len, key, key_len);
+  if (rc < 0) return rc;
+  rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac));
+  tf_crypto__wipe(mac, sizeof(mac));
+  if (rc < 0) return rc;
+  msg->has_mi = 1;
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_add_fingerprint(tf_stun_msg *msg)
+{
+  TF_ASSERT_ARG(msg);
+  if (msg->has_fp) return tf_error__set(TF_EINVALID, "FINGERPRINT: the message already has one");
+  if (msg->nattrs == TF_STUN_MAX_ATTRIBUTES || 8 > TF_STUN_MAX_MESSAGE - msg->len)
+    return tf_error__set(TF_EBUFS, "FINGERPRINT: the message is full");
+  /* the CRC covers the header with the length that includes FINGERPRINT */
+  tf_stun__put16(msg->buf + 2, (uint16_t)(msg->len + 8 - TF_STUN__HEADER));
+  uint8_t v[4];
+  tf_stun__put32(v, tf_stun__crc32(msg->buf, msg->len) ^ TF_STUN__FP_XOR);
+  tf_err rc = tf_stun__append(msg, TF_STUN_ATTR_FINGERPRINT, v, sizeof(v));
+  if (rc < 0) return rc;
+  msg->has_fp = 1;
+  return TF_OK;
+}
+
+/* ---- accessors ---- */
+
+const uint8_t *tf_stun_msg_bytes(const tf_stun_msg *msg, size_t *len)
+{
+  if (!msg) {
+    if (len) *len = 0;
+    return NULL;
+  }
+  if (len) *len = msg->len;
+  return msg->buf;
+}
+
+int tf_stun_msg_method(const tf_stun_msg *msg) { return msg ? tf_stun__method_of(tf_stun__get16(msg->buf)) : -1; }
+
+int tf_stun_msg_class(const tf_stun_msg *msg) { return msg ? tf_stun__class_of(tf_stun__get16(msg->buf)) : -1; }
+
+const uint8_t *tf_stun_msg_tid(const tf_stun_msg *msg) { return msg ? msg->buf + 8 : NULL; }
+
+size_t tf_stun_msg_attr_count(const tf_stun_msg *msg) { return msg ? msg->nattrs : 0; }
+
+tf_err tf_stun_msg_attr(const tf_stun_msg *msg, size_t i, uint16_t *type, const uint8_t **value, size_t *len)
+{
+  TF_ASSERT_ARG(msg);
+  if (i >= msg->nattrs) return tf_error__set(TF_ENOTFOUND, "attribute %zu: the message has %zu", i, msg->nattrs);
+  const struct tf_stun__attr *a = &msg->attrs[i];
+  if (type) *type = a->type;
+  if (value) *value = tf_stun__value(msg, a);
+  if (len) *len = a->len;
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_find(const tf_stun_msg *msg, uint16_t type, const uint8_t **value, size_t *len)
+{
+  TF_ASSERT_ARG(msg);
+  const struct tf_stun__attr *a = tf_stun__first(msg, type);
+  if (!a) return tf_error__set(TF_ENOTFOUND, "attribute 0x%04x: not in the message", type);
+  if (value) *value = tf_stun__value(msg, a);
+  if (len) *len = a->len;
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_address(const tf_stun_msg *msg, uint16_t type, size_t n, tf_addr *addr, uint16_t *port)
+{
+  TF_ASSERT_ARG(msg);
+  TF_ASSERT_ARG(tf_stun__is_address_type(type));
+  size_t seen = 0;
+  for (size_t i = 0; i < msg->nattrs; i++) {
+    const struct tf_stun__attr *a = &msg->attrs[i];
+    if (a->type != type || seen++ != n) continue;
+    const char *code = NULL, *why = NULL;
+    if (tf_stun__decode_address(tf_stun__value(msg, a), a->len, msg->buf + 8, tf_stun__is_xor_type(type), addr, port,
+                                &code, &why) < 0)
+      return tf_stun__reject(TF_EPROTO, code, a->off, why);
+    return TF_OK;
+  }
+  return tf_error__set(TF_ENOTFOUND, "attribute 0x%04x #%zu: not in the message", type, n);
+}
+
+tf_err tf_stun_msg_error(const tf_stun_msg *msg, int *code, const char **reason)
+{
+  TF_ASSERT_ARG(msg);
+  const struct tf_stun__attr *a = tf_stun__first(msg, TF_STUN_ATTR_ERROR_CODE);
+  if (!a) return tf_error__set(TF_ENOTFOUND, "ERROR-CODE: not in the message");
+  if (a->len < 4 || !msg->reason)
+    return tf_stun__reject(TF_EPROTO, "BAD_ERROR_CODE_LENGTH", a->off, "ERROR-CODE shorter than 4 bytes");
+  const uint8_t *v = tf_stun__value(msg, a);
+  if (code) *code = (v[2] & 7) * 100 + v[3];
+  if (reason) *reason = msg->reason;
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_u32(const tf_stun_msg *msg, uint16_t type, uint32_t *value)
+{
+  TF_ASSERT_ARG(msg);
+  const struct tf_stun__attr *a = tf_stun__first(msg, type);
+  if (!a) return tf_error__set(TF_ENOTFOUND, "attribute 0x%04x: not in the message", type);
+  if (a->len != 4)
+    return tf_stun__reject(TF_EPROTO, "BAD_FIXED_LENGTH", a->off, "a 32-bit attribute must be 4 bytes long");
+  if (value) *value = tf_stun__get32(tf_stun__value(msg, a));
+  return TF_OK;
+}
+
+tf_err tf_stun_msg_text(char **out, const tf_stun_msg *msg, uint16_t type)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(msg);
+  const struct tf_stun__attr *a = tf_stun__first(msg, type);
+  if (!a) return tf_error__set(TF_ENOTFOUND, "attribute 0x%04x: not in the message", type);
+  char *s = tf_strndup__((const char *)tf_stun__value(msg, a), a->len);
+  if (!s) return tf_error__nomem();
+  *out = s;
+  return TF_OK;
+}
+
+void tf_stun_msg_free(tf_stun_msg *msg)
+{
+  if (!msg) return;
+  tf_stun__release(msg);
+}
+
+/* ---- ChannelData and stream framing ---- */
+
+tf_err tf_stun_channel_data_encode(uint8_t *buf, size_t size, size_t *out_len, uint16_t channel, const void *data,
+                                   size_t len, int pad)
+{
+  TF_ASSERT_ARG(buf);
+  TF_ASSERT_ARG(out_len);
+  TF_ASSERT_ARG(data || len == 0);
+  if (channel < 0x4000 || channel > 0x4FFF)
+    return tf_error__set(TF_EINVALID, "channel: 0x%04x is outside 0x4000-0x4FFF", channel);
+  if (len > 0xFFFF) return tf_error__set(TF_EINVALID, "len: %zu bytes exceed a ChannelData frame (65535)", len);
+  size_t total = 4 + len + (pad ? tf_stun__pad4(len) : 0);
+  if (total > size) return tf_error__set(TF_EBUFS, "ChannelData needs %zu bytes, buffer has %zu", total, size);
+  tf_stun__put16(buf, channel);
+  tf_stun__put16(buf + 2, (uint16_t)len);
+  if (len) memmove(buf + 4, data, len);
+  memset(buf + 4 + len, 0, total - 4 - len);
+  *out_len = total;
+  return TF_OK;
+}
+
+tf_err tf_stun_channel_data_decode(const void *buf, size_t len, uint16_t *channel, const uint8_t **data,
+                                   size_t *data_len)
+{
+  TF_ASSERT_ARG(buf || len == 0);
+  const uint8_t *p = buf;
+  if (len < 4) return tf_stun__reject(TF_EPROTO, "TRUNCATED_CHANNEL_DATA", len, "shorter than the 4-byte header");
+  uint16_t ch = tf_stun__get16(p);
+  size_t dl = tf_stun__get16(p + 2);
+  if (ch < 0x4000 || ch > 0x4FFF)
+    return tf_stun__reject(TF_EPROTO, "BAD_CHANNEL_NUMBER", 0, "channel number outside 0x4000-0x4FFF");
+  if (dl > len - 4) return tf_stun__reject(TF_EPROTO, "CHANNEL_DATA_OVERRUN", 2, "length runs past the end");
+  if (channel) *channel = ch;
+  if (data) *data = p + 4;
+  if (data_len) *data_len = dl;
+  return TF_OK;
+}
+
+tf_err tf_stun_frame_length(const void *buf, size_t len, size_t *frame_len)
+{
+  TF_ASSERT_ARG(buf || len == 0);
+  TF_ASSERT_ARG(frame_len);
+  const uint8_t *p = buf;
+  if (len < 4) return tf_error__set(TF_EBUFS, "frame header: %zu of 4 bytes available", len);
+  size_t n = tf_stun__get16(p + 2);
+  switch (p[0] >> 6) {
+  case 0:
+    if (TF_STUN__HEADER + n > TF_STUN_MAX_MESSAGE)
+      return tf_stun__reject(TF_EPROTO, "MESSAGE_TOO_LARGE", 2, "STUN message longer than 4096 bytes");
+    *frame_len = TF_STUN__HEADER + n;
+    return TF_OK;
+  case 1:
+    *frame_len = 4 + n + tf_stun__pad4(n);
+    return TF_OK;
+  default:
+    return tf_stun__reject(TF_EPROTO, "NOT_STUN_OR_CHANNEL_DATA", 0, "first bits are neither 00 nor 01");
+  }
+}

@@ -1,0 +1,1553 @@
+/* probe: the TURN client against real coturn on loopback, each relay started
+ * from a config the library rendered (tf_coturn_render) and stopped by PID;
+ * and the turnfleet-probe CLI (fork/exec of the built binary).
+ *
+ * Addresses 127.0.0.41-59 and ::1, listener ports 3500-3599, relay ranges in
+ * 56000-58999: distinct from the other suites so `ctest -j` does not collide.
+ *
+ * Not tested here: 403 "draining" on Allocate. coturn 4.6.1 (Debian 12) has no
+ * drain mode (SIGUSR1 kills it), so no relay on this machine answers 403 to an
+ * Allocate; the code path is the same error path as 486/508 with draining=1. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tf_coturn.h"
+#include "tf_test.h"
+
+/* Distinctive, so a leak into a message, a log line or the output is easy to spot. */
+#define SECRET "probe-SEKRIT-5f1c-e2"
+#define WRONG_SECRET "not-the-SEKRIT-77"
+#define REALM "probe.turnfleet.test"
+
+#define PC_MAX_RELAYS 2
+#define PC_MAX_CHILDREN 8
+#define PC_READY_MS 10000
+
+/* ---- relays: render, start, wait, stop (one test per forked process) ---- */
+
+typedef struct pc_relay {
+  pid_t pid;
+  char name[TF_RELAY_NAME_MAX];
+  char out_path[1024];
+  char log_path[1024];
+  tf_addr addrs[2];
+  size_t addr_count;
+  tf_port_range range;
+  int udp, tcp, tls;
+  uint16_t plain_port, tls_port;
+} pc_relay;
+
+static pc_relay pc_relays[PC_MAX_RELAYS];
+static size_t pc_count;
+static pid_t pc_children[PC_MAX_CHILDREN];
+static char *pc_dir;
+static char pc_cert[1200], pc_key[1200], pc_secret_file[1200];
+static char pc_version_text[64];
+static uint32_t pc_version;
+
+static void pc_kill_all(void)
+{
+  for (size_t i = 0; i < PC_MAX_CHILDREN; i++) {
+    if (pc_children[i] > 0) {
+      kill(pc_children[i], SIGKILL);
+      waitpid(pc_children[i], NULL, 0);
+      pc_children[i] = 0;
+    }
+  }
+  for (size_t i = 0; i < pc_count; i++) {
+    if (pc_relays[i].pid > 0) {
+      kill(pc_relays[i].pid, SIGKILL);
+      waitpid(pc_relays[i].pid, NULL, 0);
+      pc_relays[i].pid = 0;
+    }
+  }
+}
+
+static void pc_cleanup(void)
+{
+  pc_kill_all();
+  if (pc_dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(pc_dir);
+  free(pc_dir);
+  pc_dir = NULL;
+}
+
+/* Fail the test, but first stop every process by PID (check ends the forked
+ * test process at once on failure; no teardown runs then). */
+#define PC_CHECK(cond, ...)      \
+  do {                           \
+    if (!(cond)) {               \
+      pc_cleanup();              \
+      ck_abort_msg(__VA_ARGS__); \
+    }                            \
+  } while (0)
+#define PC_OK(call)                                                                  \
+  do {                                                                               \
+    tf_err pc__rc = (call);                                                          \
+    PC_CHECK(pc__rc == 0, "%s -> %d (%s)", #call, pc__rc, tf_error_last()->message); \
+  } while (0)
+
+static void pc_setup(void)
+{
+  memset(pc_relays, 0, sizeof(pc_relays));
+  memset(pc_children, 0, sizeof(pc_children));
+  pc_count = 0;
+  pc_dir = NULL;
+  pc_cert[0] = pc_key[0] = pc_secret_file[0] = '\0';
+}
+
+static void pc_teardown(void) { pc_cleanup(); }
+
+/* The test's private directory (0700), made on first use. */
+static const char *pc_tmpdir(void)
+{
+  if (!pc_dir) pc_dir = tf_test_tmpdir();
+  return pc_dir;
+}
+
+#define PC_TLS 0x1
+#define PC_LOOPBACK_PEERS 0x2
+
+/* A one-node inventory for @p addr. */
+static char *pc_nodes(const char *addr)
+{
+  char *json = NULL;
+  int n = asprintf(&json,
+                   "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"probe-node\","
+                   "\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},\"status\":{\"addresses\":"
+                   "[{\"type\":\"InternalIP\",\"address\":\"%s\"}],\"conditions\":[{\"type\":\"Ready\","
+                   "\"status\":\"True\"}]}}]}",
+                   addr);
+  ck_assert_int_gt(n, 0);
+  return json;
+}
+
+/* A pool of one relay: udp+tcp on @p port, tls on @p tls_port (0: none),
+ * relay range @p start-@p end; @p extra is appended to spec (YAML, 2-space indent). */
+static char *pc_pool(const char *name, const char *family, uint16_t port, uint16_t tls_port, unsigned start,
+                     unsigned end, const char *extra)
+{
+  char tls[160] = "";
+  if (tls_port)
+    snprintf(tls, sizeof(tls), "    - {name: turns, protocol: tls, port: %u, tlsSecretRef: {name: probe-tls}}\n",
+             tls_port);
+  char *yaml = NULL;
+  int n = asprintf(&yaml,
+                   "apiVersion: turnfleet.hzmi.dev/v1alpha1\n"
+                   "kind: TURNPool\n"
+                   "metadata: {name: %s}\n"
+                   "spec:\n"
+                   "  addressing: {mode: HostNetwork, family: %s}\n"
+                   "  relayPortRange: {start: %u, end: %u}\n"
+                   "  listeners:\n"
+                   "    - {name: turn, protocol: udp, port: %u}\n"
+                   "    - {name: turn-tcp, protocol: tcp, port: %u}\n"
+                   "%s"
+                   "  auth: {realm: " REALM ", secretRef: {name: probe-secret}}\n"
+                   "%s",
+                   name, family, start, end, port, port, tls, extra ? extra : "");
+  ck_assert_int_gt(n, 0);
+  return yaml;
+}
+
+/* Have all the relay's listeners appeared? */
+static int pc_ready(const pc_relay *r)
+{
+  tf_ts_sock socks[256];
+  int n = tf_ts_sockets(r->pid, socks, 256);
+  if (n <= 0) return 0;
+  for (size_t i = 0; i < r->addr_count; i++) {
+    if (r->udp && !tf_ts_has(socks, n, 0, &r->addrs[i], r->plain_port)) return 0;
+    if (r->tcp && !tf_ts_has(socks, n, 1, &r->addrs[i], r->plain_port)) return 0;
+    if (r->tls && !tf_ts_has(socks, n, 1, &r->addrs[i], r->tls_port)) return 0;
+  }
+  return 1;
+}
+
+/* Plan @p pool_yaml on a one-node inventory at @p node_addr, render every relay
+ * for the installed coturn, start it and wait for its listeners. @p extra_conf
+ * is appended to the rendered text (tests only: e.g. a short stale-nonce). */
+static void pc_start_conf(const char *pool_yaml, const char *node_addr, int flags, const char *extra_conf)
+{
+  tf_ts_require(pc_version_text, sizeof(pc_version_text), &pc_version);
+  tf_pool *pool = tf_test_pool(pool_yaml);
+  char *nodes_json = pc_nodes(node_addr);
+  tf_nodes *nodes = tf_test_nodes(nodes_json);
+  free(nodes_json);
+  tf_plan *plan = NULL;
+  TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, NULL));
+  tf_nodes_free(nodes);
+  ck_assert_uint_ge(tf_plan_relay_count(plan), 1);
+  ck_assert_uint_le(tf_plan_relay_count(plan), PC_MAX_RELAYS);
+  const char *dir = pc_tmpdir();
+
+  char state_dir[1100];
+  snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
+  PC_CHECK(mkdir(state_dir, 0700) == 0, "mkdir %s: %s", state_dir, strerror(errno));
+  if (flags & PC_TLS) {
+    /* the certificate names the relay's addresses, as the probe checks them */
+    const char *ips[4];
+    char texts[4][TF_ADDR_STRLEN];
+    size_t n = 0;
+    const tf_relay *r0 = tf_plan_relay(plan, 0);
+    for (size_t a = 0; a < tf_relay_address_count(r0) && n < 4; a++) {
+      tf_addr addr;
+      PC_OK(tf_relay_address(&addr, r0, a));
+      PC_OK(tf_addr_format(texts[n], sizeof(texts[n]), &addr));
+      ips[n] = texts[n];
+      n++;
+    }
+    snprintf(pc_cert, sizeof(pc_cert), "%s/cert.pem", dir);
+    snprintf(pc_key, sizeof(pc_key), "%s/pkey.pem", dir);
+    PC_CHECK(tf_ts_make_cert(pc_cert, pc_key, ips, n) == 0, "cannot write the test certificate");
+  }
+
+  const char *secrets[] = {SECRET};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.coturn_version = pc_version_text; /* render for the coturn that runs it */
+  o.secrets = secrets;
+  o.secrets_count = 1;
+  o.state_dir = state_dir;
+  o.cert_file = (flags & PC_TLS) ? pc_cert : NULL;
+  o.key_file = (flags & PC_TLS) ? pc_key : NULL;
+  o.allow_loopback_peers = (flags & PC_LOOPBACK_PEERS) ? 1 : 0;
+
+  for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    pc_relay *p = &pc_relays[pc_count];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", tf_relay_name(r));
+    snprintf(p->out_path, sizeof(p->out_path), "%s/%s.out", dir, tf_relay_name(r));
+    snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", dir, tf_relay_name(r));
+    p->addr_count = tf_relay_address_count(r);
+    for (size_t a = 0; a < p->addr_count && a < 2; a++) PC_OK(tf_relay_address(&p->addrs[a], r, a));
+    p->range = tf_relay_port_range(r);
+    for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
+      int proto = tf_pool_listener_protocol(pool, l);
+      uint16_t port = tf_relay_listener_port(r, l);
+      if (proto == TF_PROTOCOL_UDP) p->udp = 1;
+      if (proto == TF_PROTOCOL_TCP) p->tcp = 1;
+      if (proto == TF_PROTOCOL_TLS) p->tls = 1;
+      if (proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_TCP) p->plain_port = port;
+      else p->tls_port = port;
+    }
+    char relay_state[1200];
+    snprintf(relay_state, sizeof(relay_state), "%s/%s", state_dir, p->name);
+    PC_CHECK(mkdir(relay_state, 0700) == 0, "mkdir %s: %s", relay_state, strerror(errno));
+    o.log_file = p->log_path;
+    char *text = NULL;
+    PC_OK(tf_coturn_render(&text, pool, plan, p->name, &o));
+    if (extra_conf) {
+      char *more = tf_asprintf__("%s%s", text, extra_conf);
+      tf_crypto__wipe(text, strlen(text));
+      tf_free(text);
+      PC_CHECK(more != NULL, "out of memory");
+      text = more;
+    }
+    char conf[1200];
+    snprintf(conf, sizeof(conf), "%s/%s.conf", dir, p->name);
+    tf_test_write(conf, text, 0600);
+    tf_crypto__wipe(text, strlen(text));
+    free(text);
+    struct stat st;
+    PC_CHECK(stat(conf, &st) == 0 && (st.st_mode & 0777) == 0600, "%s is not mode 0600", conf);
+    pc_count++;
+    p->pid = tf_ts_spawn(conf, p->out_path);
+    PC_CHECK(p->pid > 0, "fork: %s", strerror(errno));
+  }
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+
+  for (size_t i = 0; i < pc_count; i++) {
+    pc_relay *p = &pc_relays[i];
+    int64_t deadline = tf_ts_now_ms() + PC_READY_MS;
+    while (!pc_ready(p)) {
+      int status;
+      if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+        char head[2048];
+        p->pid = 0;
+        tf_ts_file_head(p->out_path, head, sizeof(head));
+        PC_CHECK(0, "turnserver for %s exited early (status 0x%x):\n%s", p->name, status, head);
+      }
+      if (tf_ts_now_ms() > deadline) {
+        char head[2048];
+        tf_ts_file_head(p->log_path, head, sizeof(head));
+        PC_CHECK(0, "turnserver for %s did not open its listeners within %d ms; log:\n%s", p->name, PC_READY_MS,
+                 head);
+      }
+      tf_ts_sleep_ms(20);
+    }
+  }
+}
+
+static void pc_start(const char *pool_yaml, const char *node_addr, int flags)
+{
+  pc_start_conf(pool_yaml, node_addr, flags, NULL);
+}
+
+/* The usual case: one IPv4 relay at 127.0.0.<host>. */
+static void pc_start_v4(const char *name, int host, uint16_t port, uint16_t tls_port, unsigned start, unsigned end,
+                        const char *extra_spec, int flags)
+{
+  char *pool = pc_pool(name, "IPv4", port, tls_port, start, end, extra_spec);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.%d", host);
+  pc_start(pool, addr, flags);
+  free(pool);
+}
+
+/* Stop every relay by PID (SIGTERM; coturn 4.6.1 dies of it at once). */
+static void pc_stop_all(void)
+{
+  for (size_t i = 0; i < pc_count; i++)
+    if (pc_relays[i].pid > 0) kill(pc_relays[i].pid, SIGTERM);
+  int64_t deadline = tf_ts_now_ms() + 15000;
+  for (size_t i = 0; i < pc_count; i++) {
+    while (pc_relays[i].pid > 0) {
+      if (waitpid(pc_relays[i].pid, NULL, WNOHANG) == pc_relays[i].pid) {
+        pc_relays[i].pid = 0;
+        break;
+      }
+      PC_CHECK(tf_ts_now_ms() <= deadline, "turnserver %s did not stop within 15 s of SIGTERM", pc_relays[i].name);
+      tf_ts_sleep_ms(20);
+    }
+  }
+}
+
+/* ---- probe helpers ---- */
+
+static tf_probe_options pc_opts(const char *uri)
+{
+  tf_probe_options o;
+  ck_assert_int_eq(tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION), 0);
+  o.uri = uri;
+  o.secret = SECRET;
+  o.timeout_ms = 8000;
+  return o;
+}
+
+static tf_probe_result *pc_run(const tf_probe_options *o)
+{
+  tf_probe_result *r = NULL;
+  PC_OK(tf_probe_run(&r, o));
+  PC_CHECK(r != NULL, "no result");
+  return r;
+}
+
+static void pc_addr(tf_addr *a, const char *text) { PC_OK(tf_addr_parse(a, text)); }
+
+#define PC_EXPECT_OK(r)                                                                                        \
+  PC_CHECK(tf_probe_result_ok(r), "probe of %s failed: stage %s, status %s, code %d: %s", tf_probe_result_uri(r), \
+           tf_probe_stage_name(tf_probe_result_stage(r)), tf_error_name(tf_probe_result_status(r)),            \
+           tf_probe_result_error_code(r), tf_probe_result_message(r))
+
+/* The relayed address is @p want and its port inside the relay's range. */
+static void pc_expect_relayed(const tf_probe_result *r, const char *want, const pc_relay *relay)
+{
+  tf_addr a, w;
+  uint16_t port = 0;
+  PC_OK(tf_probe_result_relayed(r, &a, &port));
+  pc_addr(&w, want);
+  char got[TF_ADDR_STRLEN] = "?";
+  tf_addr_format(got, sizeof(got), &a);
+  PC_CHECK(tf_addr_compare(&a, &w) == 0, "relayed address %s, want %s", got, want);
+  PC_CHECK(port >= relay->range.start && port <= relay->range.end, "relayed port %u outside %u-%u", port,
+           relay->range.start, relay->range.end);
+}
+
+/* ---- log capture ---- */
+
+typedef struct logbuf {
+  tf_buf text;
+  int lines;
+} logbuf;
+
+static void pc_log(tf_log_level level, const char *message, void *payload)
+{
+  (void)level;
+  logbuf *lb = payload;
+  tf_buf__puts(&lb->text, message);
+  tf_buf__puts(&lb->text, "\n");
+  lb->lines++;
+}
+
+/* ---- tests: options and results, no server ---- */
+
+START_TEST(test_probe__options_init_gives_the_defaults)
+{
+  tf_probe_options o;
+  memset(&o, 0xa5, sizeof(o));
+  TF_OK_OR_FAIL(tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION));
+  ck_assert_uint_eq(o.version, TF_PROBE_OPTIONS_VERSION);
+  ck_assert_ptr_null(o.uri);
+  ck_assert_ptr_null(o.secret);
+  ck_assert_ptr_null(o.user);
+  ck_assert_int_eq(o.ttl_s, 600);
+  ck_assert_int_eq(o.separator, 0);
+  ck_assert_int_eq(o.family, 0);
+  ck_assert_ptr_null(o.expect_address);
+  ck_assert_uint_eq(o.expect_port_start, 0);
+  ck_assert_int_eq(o.peer_check, 0);
+  ck_assert_int_eq(o.timeout_ms, 5000);
+  ck_assert_int_eq(o.rto_ms, 500);
+  ck_assert_ptr_null(o.ca_file);
+  ck_assert_int_eq(o.insecure, 0);
+  ck_assert_int_eq(o.now, 0);
+  ck_assert_uint_eq(o.lifetime_s, 0);
+  ck_assert_int_eq(o.release, 1);
+  ck_assert_ptr_null(o.log_cb);
+  ck_assert_int_eq(o.log_level, TF_LOG_INFO);
+  ck_assert_int_eq(tf_probe_options_init(&o, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION + 1), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "version"));
+  ck_assert_int_eq(tf_probe_options_init(NULL, 1), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_probe__bad_options_name_the_field_never_the_secret)
+{
+  static const struct {
+    const char *field; /* the message starts with it */
+    const char *uri;
+    int ttl, family, timeout, rto, separator;
+    const char *expect;
+    uint16_t start, end;
+    int no_secret;
+  } cases[] = {
+      {"uri: ", NULL, 600, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"uri: ", "stun:127.0.0.1", 600, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"uri: ", "turn://127.0.0.1", 600, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"uri: ", "turns:127.0.0.1?transport=udp", 600, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"uri: ", "turn:127.0.0.1?transport=sctp", 600, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"secret: ", "turn:127.0.0.1", 600, 0, 5000, 500, 0, NULL, 0, 0, 1},
+      {"ttl_s: ", "turn:127.0.0.1", 0, 0, 5000, 500, 0, NULL, 0, 0, 0},
+      {"family: ", "turn:127.0.0.1", 600, 5, 5000, 500, 0, NULL, 0, 0, 0},
+      {"timeout_ms: ", "turn:127.0.0.1", 600, 0, 0, 500, 0, NULL, 0, 0, 0},
+      {"rto_ms: ", "turn:127.0.0.1", 600, 0, 5000, -1, 0, NULL, 0, 0, 0},
+      {"separator: ", "turn:127.0.0.1", 600, 0, 5000, 500, 1, NULL, 0, 0, 0},
+      {"expect_address: ", "turn:127.0.0.1", 600, 0, 5000, 500, 0, "127.0.0.300", 0, 0, 0},
+      {"expect_port_end: ", "turn:127.0.0.1", 600, 0, 5000, 500, 0, NULL, 49200, 49152, 0},
+      {"expect_port_start: ", "turn:127.0.0.1", 600, 0, 5000, 500, 0, NULL, 0, 49152, 0},
+  };
+  tf_probe_set *set = NULL;
+  TF_OK_OR_FAIL(tf_probe_set_new(&set, 4));
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tf_probe_options o;
+    TF_OK_OR_FAIL(tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION));
+    o.uri = cases[i].uri;
+    o.secret = cases[i].no_secret ? "" : SECRET;
+    o.ttl_s = cases[i].ttl;
+    o.family = cases[i].family;
+    o.timeout_ms = cases[i].timeout;
+    o.rto_ms = cases[i].rto;
+    o.separator = cases[i].separator;
+    o.expect_address = cases[i].expect;
+    o.expect_port_start = cases[i].start;
+    o.expect_port_end = cases[i].end;
+    tf_probe_result *r = (tf_probe_result *)0x1;
+    ck_assert_int_eq(tf_probe_run(&r, &o), TF_EINVALID);
+    const char *msg = tf_error_last()->message;
+    ck_assert_msg(strncmp(msg, cases[i].field, strlen(cases[i].field)) == 0, "case %zu: \"%s\" does not start with %s",
+                  i, msg, cases[i].field);
+    ck_assert_msg(!strstr(msg, SECRET), "case %zu: the secret is in \"%s\"", i, msg);
+    ck_assert_ptr_eq(r, (tf_probe_result *)0x1); /* untouched */
+    ck_assert_int_eq(tf_probe_set_add(set, &o), TF_EINVALID);
+    tf_allocation *a = (tf_allocation *)0x1;
+    tf_probe_result *ar = (tf_probe_result *)0x1;
+    ck_assert_int_eq(tf_allocation_new(&a, &ar, &o), TF_EINVALID);
+    ck_assert_ptr_null(a);
+    ck_assert_ptr_null(ar);
+  }
+  ck_assert_uint_eq(tf_probe_set_count(set), 0);
+  ck_assert_int_eq(tf_probe_run(NULL, NULL), TF_EINVALID);
+  tf_probe_options bad;
+  TF_OK_OR_FAIL(tf_probe_options_init(&bad, TF_PROBE_OPTIONS_VERSION));
+  bad.version = 99;
+  bad.uri = "turn:127.0.0.1";
+  bad.secret = SECRET;
+  tf_probe_result *r = NULL;
+  ck_assert_int_eq(tf_probe_run(&r, &bad), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "version"));
+  ck_assert_int_eq(tf_probe_set_run(NULL, NULL, NULL), TF_EINVALID);
+  ck_assert_int_eq(tf_probe_set_run(set, NULL, NULL), TF_OK); /* nothing queued */
+  tf_probe_set_free(set);
+  tf_probe_set *none = (tf_probe_set *)0x1;
+  ck_assert_int_eq(tf_probe_set_new(&none, 0), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_probe__results_are_null_safe_and_stages_named)
+{
+  static const char *const names[] = {"resolve",    "connect", "tls",  "allocate", "verify",
+                                      "permission", "channel", "data", "release",  "done"};
+  for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) ck_assert_str_eq(tf_probe_stage_name((tf_probe_stage)i), names[i]);
+  ck_assert_str_eq(tf_probe_stage_name((tf_probe_stage)TF_PROBE_STAGE_COUNT), "unknown");
+  ck_assert_str_eq(tf_probe_stage_name((tf_probe_stage)-1), "unknown");
+  ck_assert_int_eq(tf_probe_result_ok(NULL), 0);
+  ck_assert_int_eq(tf_probe_result_exit_code(NULL), 2);
+  ck_assert_double_eq(tf_probe_result_rtt_ms(NULL, TF_PROBE_STAGE_ALLOCATE), -1.0);
+  ck_assert_str_eq(tf_probe_result_message(NULL), "");
+  ck_assert_int_eq(tf_probe_result_relayed(NULL, NULL, NULL), TF_EINVALID);
+  char *json = NULL;
+  ck_assert_int_eq(tf_probe_result_to_json(&json, NULL), TF_EINVALID);
+  ck_assert_ptr_null(tf_probe_set_result(NULL, 0));
+  ck_assert_uint_eq(tf_probe_set_count(NULL), 0);
+  ck_assert_int_eq(tf_allocation_refresh(NULL), TF_EINVALID);
+  ck_assert_int_eq(tf_allocation_release(NULL), TF_EINVALID);
+  ck_assert_uint_eq(tf_allocation_lifetime(NULL), 0);
+  tf_probe_result_free(NULL);
+  tf_probe_set_free(NULL);
+  tf_allocation_free(NULL);
+}
+END_TEST
+
+/* ---- tests: against a real turnserver ---- */
+
+START_TEST(test_probe__allocates_over_udp)
+{
+  pc_start_v4("pudp", 41, 3501, 0, 56000, 56049, NULL, 0);
+  logbuf lb;
+  memset(&lb, 0, sizeof(lb));
+  tf_buf__init(&lb.text);
+  tf_probe_options o = pc_opts("turn:127.0.0.41:3501");
+  o.log_cb = pc_log;
+  o.log_payload = &lb;
+  o.log_level = TF_LOG_DEBUG;
+  tf_probe_result *r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_DONE, "stage %d", tf_probe_result_stage(r));
+  PC_CHECK(tf_probe_result_status(r) == TF_OK && tf_probe_result_error_code(r) == 0, "status/code");
+  PC_CHECK(tf_probe_result_exit_code(r) == 0, "exit code");
+  pc_expect_relayed(r, "127.0.0.41", &pc_relays[0]);
+  tf_addr mapped, loop1;
+  uint16_t mport = 0;
+  PC_OK(tf_probe_result_mapped(r, &mapped, &mport));
+  pc_addr(&loop1, "127.0.0.1");
+  PC_CHECK(tf_addr_compare(&mapped, &loop1) == 0 && mport != 0, "mapped address is not this host's 127.0.0.1");
+  PC_CHECK(tf_probe_result_lifetime(r) == 600, "lifetime %u (coturn grants 600 by default)",
+           tf_probe_result_lifetime(r));
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_CONNECT) >= 0, "connect ran");
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_ALLOCATE) > 0, "allocate ran");
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_RELEASE) > 0, "release ran");
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_TLS) == -1, "no TLS over udp");
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_DATA) == -1, "no data check without peer_check");
+  PC_CHECK(tf_probe_result_draining(r) == 0 && *tf_probe_result_message(r) == '\0', "draining or message");
+  /* the JSON object: exactly the fields of DESIGN §5 plus message */
+  char *json = NULL;
+  PC_OK(tf_probe_result_to_json(&json, r));
+  cJSON *j = cJSON_Parse(json);
+  PC_CHECK(j != NULL, "not JSON: %s", json);
+  static const char *const keys[] = {"uri",           "ok",          "stage",    "errorCode", "errorReason",
+                                     "relayedAddress", "relayedPort", "mappedAddress", "lifetime",  "rttMs",
+                                     "draining",      "message"};
+  PC_CHECK(cJSON_GetArraySize(j) == 12, "%d fields in %s", cJSON_GetArraySize(j), json);
+  for (size_t i = 0; i < 12; i++) PC_CHECK(cJSON_GetObjectItemCaseSensitive(j, keys[i]), "no %s in %s", keys[i], json);
+  PC_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok")), "ok");
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "stage")->valuestring, "done"), "stage");
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "relayedAddress")->valuestring, "127.0.0.41"), "address");
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "mappedAddress")->valuestring, "127.0.0.1"), "mapped");
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "uri")->valuestring, "turn:127.0.0.41:3501"), "uri");
+  cJSON *rtt = cJSON_GetObjectItemCaseSensitive(j, "rttMs");
+  PC_CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rtt, "allocate")), "rttMs.allocate in %s", json);
+  PC_CHECK(!cJSON_GetObjectItemCaseSensitive(rtt, "tls"), "rttMs.tls did not run: %s", json);
+  PC_CHECK(!strstr(json, SECRET), "secret in the JSON");
+  cJSON_Delete(j);
+  tf_free(json);
+  /* the log: debug lines, never the secret */
+  PC_CHECK(lb.lines > 0 && lb.text.ptr && strstr(lb.text.ptr, "allocated 127.0.0.41:"), "log: %s",
+           lb.text.ptr ? lb.text.ptr : "(none)");
+  PC_CHECK(!strstr(lb.text.ptr, SECRET), "secret in the log");
+  tf_buf__dispose(&lb.text, 0);
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__allocates_over_tcp)
+{
+  pc_start_v4("ptcp", 42, 3502, 0, 56050, 56099, NULL, 0);
+  tf_probe_options o = pc_opts("turn:127.0.0.42:3502?transport=tcp");
+  tf_probe_result *r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  pc_expect_relayed(r, "127.0.0.42", &pc_relays[0]);
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_CONNECT) > 0, "connect ran");
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_RELEASE) > 0, "release ran");
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__allocates_over_tls_verifying_the_certificate)
+{
+  pc_start_v4("ptls", 43, 3503, 3553, 56100, 56149, NULL, PC_TLS);
+  /* verified against the relay's own (self-signed) certificate, IP checked */
+  tf_probe_options o = pc_opts("turns:127.0.0.43:3553");
+  o.ca_file = pc_cert;
+  tf_probe_result *r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  pc_expect_relayed(r, "127.0.0.43", &pc_relays[0]);
+  PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_TLS) > 0, "tls ran");
+  tf_probe_result_free(r);
+  /* insecure: no verification */
+  o = pc_opts("turns:127.0.0.43:3553?transport=tcp");
+  o.insecure = 1;
+  r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  tf_probe_result_free(r);
+  /* another CA: refused at the TLS stage; the relay answered wrongly (exit 1) */
+  char other_cert[1200], other_key[1200];
+  snprintf(other_cert, sizeof(other_cert), "%s/other.pem", pc_tmpdir());
+  snprintf(other_key, sizeof(other_key), "%s/other-key.pem", pc_tmpdir());
+  const char *ips[] = {"127.0.0.43"};
+  PC_CHECK(tf_ts_make_cert(other_cert, other_key, ips, 1) == 0, "cannot make a second certificate");
+  o = pc_opts("turns:127.0.0.43:3553");
+  o.ca_file = other_cert;
+  r = pc_run(&o);
+  PC_CHECK(!tf_probe_result_ok(r) && tf_probe_result_stage(r) == TF_PROBE_STAGE_TLS, "stage %s: %s",
+           tf_probe_stage_name(tf_probe_result_stage(r)), tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_status(r) == TF_ERROR && tf_probe_result_exit_code(r) == 1, "status %s",
+           tf_error_name(tf_probe_result_status(r)));
+  PC_CHECK(strstr(tf_probe_result_message(r), "certificate") != NULL, "message: %s", tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_relayed(r, NULL, NULL) == TF_ENOTFOUND, "no allocation after a failed handshake");
+  tf_probe_result_free(r);
+  /* the system store does not know a self-signed test certificate */
+  o = pc_opts("turns:127.0.0.43:3553");
+  r = pc_run(&o);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_TLS && tf_probe_result_exit_code(r) == 1, "system store: %s",
+           tf_probe_result_message(r));
+  tf_probe_result_free(r);
+  /* a CA file that does not exist is bad input */
+  o = pc_opts("turns:127.0.0.43:3553");
+  o.ca_file = "/nonexistent/ca.pem";
+  r = NULL;
+  PC_CHECK(tf_probe_run(&r, &o) == TF_EINVALID && r == NULL, "missing CA file accepted");
+  PC_CHECK(!strncmp(tf_error_last()->message, "ca_file: ", 9), "message: %s", tf_error_last()->message);
+  /* a CA file that is not PEM fails at the TLS stage */
+  char junk[1200];
+  snprintf(junk, sizeof(junk), "%s/junk.pem", pc_tmpdir());
+  tf_test_write(junk, "not a certificate\n", 0600);
+  o.ca_file = junk;
+  r = pc_run(&o);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_TLS && tf_probe_result_exit_code(r) == 1, "junk CA: %s",
+           tf_probe_result_message(r));
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__ipv6_relay_on_loopback)
+{
+  char *pool = pc_pool("pv6", "IPv6", 3504, 0, 56150, 56199, NULL);
+  pc_start(pool, "::1", 0);
+  free(pool);
+  const char *uris[] = {"turn:[::1]:3504", "turn:[::1]:3504?transport=tcp"};
+  for (size_t i = 0; i < 2; i++) {
+    tf_probe_options o = pc_opts(uris[i]);
+    o.family = TF_AF_INET6; /* REQUESTED-ADDRESS-FAMILY: coturn defaults to IPv4 */
+    o.expect_address = "::1";
+    tf_probe_result *r = pc_run(&o);
+    PC_EXPECT_OK(r);
+    pc_expect_relayed(r, "::1", &pc_relays[0]);
+    tf_addr mapped, v6;
+    PC_OK(tf_probe_result_mapped(r, &mapped, NULL));
+    pc_addr(&v6, "::1");
+    PC_CHECK(tf_addr_compare(&mapped, &v6) == 0, "mapped address is not ::1");
+    tf_probe_result_free(r);
+  }
+  /* the relay has no IPv4 address: 440, not retried */
+  tf_probe_options o = pc_opts("turn:[::1]:3504");
+  o.family = TF_AF_INET;
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_error_code(r) == 440 && tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE,
+           "code %d: %s", tf_probe_result_error_code(r), tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_status(r) == TF_ERROR && tf_probe_result_exit_code(r) == 1, "status");
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__peer_check_passes_over_udp_tcp_and_tls)
+{
+  pc_start_v4("ppeer", 44, 3505, 3555, 56200, 56249, "  peerPolicy: {denyPrivate: false}\n",
+              PC_TLS | PC_LOOPBACK_PEERS);
+  const char *uris[] = {"turn:127.0.0.44:3505", "turn:127.0.0.44:3505?transport=tcp", "turns:127.0.0.44:3555"};
+  for (size_t i = 0; i < 3; i++) {
+    tf_probe_options o = pc_opts(uris[i]);
+    o.peer_check = 1;
+    o.ca_file = pc_cert;
+    tf_probe_result *r = pc_run(&o);
+    PC_EXPECT_OK(r);
+    pc_expect_relayed(r, "127.0.0.44", &pc_relays[0]);
+    PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_PERMISSION) > 0, "%s: permission ran", uris[i]);
+    PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_CHANNEL) > 0, "%s: channel ran", uris[i]);
+    PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_DATA) > 0, "%s: data ran", uris[i]);
+    tf_probe_result_free(r);
+  }
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__peer_check_fails_when_the_relay_forbids_the_peer)
+{
+  /* loopback peers are denied (coturn's default and the pool's denyPrivate):
+   * CreatePermission gets 403, which is not "draining" */
+  pc_start_v4("pdeny", 45, 3506, 0, 56250, 56299, NULL, 0);
+  tf_probe_options o = pc_opts("turn:127.0.0.45:3506");
+  o.peer_check = 1;
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_PERMISSION, "stage %s: %s",
+           tf_probe_stage_name(tf_probe_result_stage(r)), tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_error_code(r) == 403 && tf_probe_result_draining(r) == 0, "code %d draining %d",
+           tf_probe_result_error_code(r), tf_probe_result_draining(r));
+  PC_CHECK(tf_probe_result_exit_code(r) == 1, "exit code");
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__wrong_secret_gets_401)
+{
+  pc_start_v4("pauth", 46, 3507, 0, 56300, 56349, NULL, 0);
+  const char *uris[] = {"turn:127.0.0.46:3507", "turn:127.0.0.46:3507?transport=tcp"};
+  for (size_t i = 0; i < 2; i++) {
+    tf_probe_options o = pc_opts(uris[i]);
+    o.secret = WRONG_SECRET;
+    tf_probe_result *r = pc_run(&o);
+    PC_CHECK(tf_probe_result_error_code(r) == 401 && tf_probe_result_status(r) == TF_EAUTH, "%s: code %d status %s",
+             uris[i], tf_probe_result_error_code(r), tf_error_name(tf_probe_result_status(r)));
+    PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE && tf_probe_result_exit_code(r) == 1, "stage/exit");
+    PC_CHECK(!strstr(tf_probe_result_message(r), WRONG_SECRET) && !strstr(tf_probe_result_message(r), SECRET),
+             "a secret in the message");
+    tf_probe_result_free(r);
+  }
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__expired_username_gets_401)
+{
+  pc_start_v4("pexp", 47, 3508, 0, 56350, 56399, NULL, 0);
+  tf_probe_options o = pc_opts("turn:127.0.0.47:3508");
+  o.now = (int64_t)time(NULL) - 7200; /* expired an hour and fifty minutes ago */
+  o.ttl_s = 600;
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_error_code(r) == 401 && tf_probe_result_status(r) == TF_EAUTH, "code %d: %s",
+           tf_probe_result_error_code(r), tf_probe_result_message(r));
+  tf_probe_result_free(r);
+  /* the same clock with a long enough lifetime still works: now is what decides */
+  o.ttl_s = 86400;
+  r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* Probe until an allocation succeeds (a released port comes back ~1 s after
+ * Refresh(0); an allocation never released would hold it for 600 s). */
+static void pc_expect_ports_come_back(const char *uri)
+{
+  int64_t deadline = tf_ts_now_ms() + 10000;
+  for (;;) {
+    tf_probe_options o = pc_opts(uri);
+    tf_probe_result *r = pc_run(&o);
+    int ok = tf_probe_result_ok(r);
+    int code = tf_probe_result_error_code(r);
+    tf_probe_result_free(r);
+    if (ok) return;
+    PC_CHECK(code == 508, "expected 508 while the ports are held, got %d", code);
+    PC_CHECK(tf_ts_now_ms() < deadline, "the released ports did not come back within 10 s");
+    tf_ts_sleep_ms(250);
+  }
+}
+
+START_TEST(test_probe__full_port_range_gets_508)
+{
+  pc_start_v4("pfull", 48, 3509, 0, 56400, 56403, NULL, 0);
+  const char *uri = "turn:127.0.0.48:3509";
+  tf_allocation *held[4] = {NULL};
+  unsigned seen = 0;
+  for (int i = 0; i < 4; i++) {
+    tf_probe_options o = pc_opts(uri);
+    tf_probe_result *r = NULL;
+    PC_OK(tf_allocation_new(&held[i], &r, &o));
+    PC_EXPECT_OK(r);
+    tf_addr a;
+    uint16_t port = 0;
+    PC_OK(tf_allocation_relayed(held[i], &a, &port));
+    PC_CHECK(port >= 56400 && port <= 56403 && !(seen & (1u << (port - 56400))), "port %u", port);
+    seen |= 1u << (port - 56400);
+    tf_probe_result_free(r);
+  }
+  PC_CHECK(seen == 0xf, "the four allocations hold the four ports");
+  /* the fifth: 508, from a new allocation and from a plain probe */
+  tf_probe_options o = pc_opts(uri);
+  tf_allocation *fifth = (tf_allocation *)0x1;
+  tf_probe_result *r = NULL;
+  tf_err rc = tf_allocation_new(&fifth, &r, &o);
+  PC_CHECK(rc == TF_ERROR && fifth == NULL && r != NULL, "tf_allocation_new -> %d", rc);
+  PC_CHECK(tf_probe_result_error_code(r) == 508 && tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE,
+           "code %d", tf_probe_result_error_code(r));
+  tf_probe_result_free(r);
+  r = pc_run(&o);
+  PC_CHECK(tf_probe_result_error_code(r) == 508 && tf_probe_result_status(r) == TF_ERROR, "code %d",
+           tf_probe_result_error_code(r));
+  PC_CHECK(tf_probe_result_exit_code(r) == 1 && !tf_probe_result_draining(r), "exit/draining");
+  tf_probe_result_free(r);
+  /* released by tf_allocation_free: the ports come back */
+  for (int i = 0; i < 4; i++) tf_allocation_free(held[i]);
+  pc_expect_ports_come_back(uri);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__user_quota_gets_486)
+{
+  pc_start_v4("pquota", 49, 3510, 0, 56450, 56499, "  quota: {userQuota: 1}\n", 0);
+  const char *uri = "turn:127.0.0.49:3510";
+  tf_probe_options o = pc_opts(uri);
+  tf_allocation *a = NULL;
+  PC_OK(tf_allocation_new(&a, NULL, &o));
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_error_code(r) == 486 && tf_probe_result_status(r) == TF_ERROR, "code %d: %s",
+           tf_probe_result_error_code(r), tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_exit_code(r) == 1, "exit");
+  tf_probe_result_free(r);
+  /* the quota is per user */
+  o.user = "another-user";
+  r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  tf_probe_result_free(r);
+  PC_OK(tf_allocation_release(a));
+  tf_allocation_free(a);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
+{
+  /* nothing listens on 127.0.0.50:3511 (UDP: ICMP port unreachable; TCP: RST) */
+  const char *uris[] = {"turn:127.0.0.50:3511", "turn:127.0.0.50:3511?transport=tcp", "turns:127.0.0.50:3511"};
+  for (size_t i = 0; i < 3; i++) {
+    tf_probe_options o = pc_opts(uris[i]);
+    o.timeout_ms = 2000;
+    tf_probe_result *r = pc_run(&o); /* returning at all is the point: bounded by the timeout */
+    tf_err st = tf_probe_result_status(r);
+    PC_CHECK(st == TF_ENET || st == TF_ETIMEOUT, "%s: status %s", uris[i], tf_error_name(st));
+    PC_CHECK(tf_probe_result_exit_code(r) == 3 && !tf_probe_result_ok(r), "%s: exit code", uris[i]);
+    PC_CHECK(tf_probe_result_relayed(r, NULL, NULL) == TF_ENOTFOUND, "no relayed address");
+    char *json = NULL;
+    PC_OK(tf_probe_result_to_json(&json, r));
+    cJSON *j = cJSON_Parse(json);
+    PC_CHECK(j && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "ok")) &&
+                 cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "relayedAddress")) &&
+                 cJSON_GetArraySize(j) == 12,
+             "JSON of a failure: %s", json);
+    cJSON_Delete(j);
+    tf_free(json);
+    tf_probe_result_free(r);
+  }
+  /* a UDP port that takes datagrams and never answers: retransmissions, then a timeout */
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(3512);
+  inet_pton(AF_INET, "127.0.0.50", &sa.sin_addr);
+  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+  tf_probe_options o = pc_opts("turn:127.0.0.50:3512");
+  o.timeout_ms = 1000;
+  o.rto_ms = 100; /* sends at 0, 100, 300, 700 ms */
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_status(r) == TF_ETIMEOUT && tf_probe_result_exit_code(r) == 3, "status %s: %s",
+           tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
+  PC_CHECK(strstr(tf_probe_result_message(r), "timed out after 4 sends") != NULL, "message: %s",
+           tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, "stage");
+  tf_probe_result_free(r);
+  /* the four Allocates arrived, each one the same bytes (a retransmission keeps its tid) */
+  uint8_t first[2048], buf[2048];
+  ssize_t n0 = recv(fd, first, sizeof(first), MSG_DONTWAIT);
+  PC_CHECK(n0 >= 20, "no Allocate arrived");
+  int same = 1;
+  for (int i = 1; i < 4; i++) {
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    PC_CHECK(n > 0, "only %d datagrams arrived", i);
+    same &= n == n0 && memcmp(buf, first, (size_t)n) == 0;
+  }
+  PC_CHECK(same, "a retransmission differs from the first send");
+  close(fd);
+}
+END_TEST
+
+/* A fake server that answers every datagram with a copy of it: same
+ * transaction id, but a request where a response is due. */
+static pid_t pc_echo_server(const char *ip, uint16_t port)
+{
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  PC_CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    for (;;) {
+      uint8_t buf[2048];
+      struct sockaddr_storage from;
+      socklen_t fl = sizeof(from);
+      ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+      if (n > 0) sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+    }
+  }
+  close(fd);
+  return pid;
+}
+
+START_TEST(test_probe__malformed_answers_are_dropped_and_reported)
+{
+  pc_children[0] = pc_echo_server("127.0.0.59", 3599);
+  logbuf lb;
+  memset(&lb, 0, sizeof(lb));
+  tf_buf__init(&lb.text);
+  tf_probe_options o = pc_opts("turn:127.0.0.59:3599");
+  o.timeout_ms = 800;
+  o.rto_ms = 100;
+  o.log_cb = pc_log;
+  o.log_payload = &lb;
+  o.log_level = TF_LOG_DEBUG;
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_status(r) == TF_EPROTO && tf_probe_result_exit_code(r) == 1, "status %s: %s",
+           tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
+  PC_CHECK(strstr(tf_probe_result_message(r), "NOT_A_RESPONSE") != NULL, "message: %s", tf_probe_result_message(r));
+  PC_CHECK(lb.text.ptr && strstr(lb.text.ptr, "dropped an answer to Allocate"), "log: %s",
+           lb.text.ptr ? lb.text.ptr : "(none)");
+  tf_buf__dispose(&lb.text, 0);
+  tf_probe_result_free(r);
+  pc_kill_all();
+}
+END_TEST
+
+START_TEST(test_probe__wrong_address_or_range_fails_verify)
+{
+  pc_start_v4("pverify", 51, 3513, 0, 56500, 56549, NULL, 0);
+  tf_probe_options o = pc_opts("turn:127.0.0.51:3513");
+  o.expect_address = "127.0.0.52";
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_VERIFY && tf_probe_result_status(r) == TF_ERROR, "stage %s",
+           tf_probe_stage_name(tf_probe_result_stage(r)));
+  PC_CHECK(!strcmp(tf_probe_result_message(r), "relayed address 127.0.0.51 is not the expected 127.0.0.52"),
+           "message: %s", tf_probe_result_message(r));
+  PC_CHECK(tf_probe_result_exit_code(r) == 1 && tf_probe_result_error_code(r) == 0, "exit/code");
+  PC_CHECK(tf_probe_result_relayed(r, NULL, NULL) == 0, "the relayed address is still reported");
+  tf_probe_result_free(r);
+  o = pc_opts("turn:127.0.0.51:3513");
+  o.expect_port_start = 49152;
+  o.expect_port_end = 49200;
+  r = pc_run(&o);
+  uint16_t port = 0;
+  PC_OK(tf_probe_result_relayed(r, NULL, &port));
+  char want[128];
+  snprintf(want, sizeof(want), "relayed port %u is outside 49152-49200", port);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_VERIFY && !strcmp(tf_probe_result_message(r), want),
+           "message: %s", tf_probe_result_message(r));
+  tf_probe_result_free(r);
+  /* the right expectations pass; an IPv4-mapped spelling is not the same address */
+  o = pc_opts("turn:127.0.0.51:3513");
+  o.expect_address = "127.0.0.51";
+  o.expect_port_start = 56500;
+  o.expect_port_end = 56549;
+  r = pc_run(&o);
+  PC_EXPECT_OK(r);
+  tf_probe_result_free(r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__allocation_refresh_and_release)
+{
+  /* a 2 s nonce lifetime (appended to the rendered config) makes the refresh meet 438 */
+  char *pool = pc_pool("palloc", "IPv4", 3519, 0, 56800, 56849, NULL);
+  pc_start_conf(pool, "127.0.0.57", 0, "stale-nonce=2\n");
+  free(pool);
+  const char *uris[] = {"turn:127.0.0.57:3519", "turn:127.0.0.57:3519?transport=tcp"};
+  for (size_t i = 0; i < 2; i++) {
+    tf_probe_options o = pc_opts(uris[i]);
+    o.lifetime_s = 1200;
+    tf_allocation *a = NULL;
+    tf_probe_result *r = NULL;
+    PC_OK(tf_allocation_new(&a, &r, &o));
+    PC_EXPECT_OK(r);
+    PC_CHECK(tf_probe_result_lifetime(r) == 1200 && tf_allocation_lifetime(a) == 1200, "lifetime %u",
+             tf_allocation_lifetime(a));
+    PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_RELEASE) == -1, "a held allocation is not released");
+    tf_probe_result_free(r);
+    tf_addr addr, want;
+    uint16_t port = 0;
+    PC_OK(tf_allocation_relayed(a, &addr, &port));
+    pc_addr(&want, "127.0.0.57");
+    PC_CHECK(tf_addr_compare(&addr, &want) == 0 && port >= 56800 && port <= 56849, "relayed");
+    PC_OK(tf_allocation_refresh(a));
+    PC_CHECK(tf_allocation_lifetime(a) == 1200, "lifetime after refresh %u", tf_allocation_lifetime(a));
+    tf_ts_sleep_ms(3000); /* the nonce goes stale: 438, retried with the new one */
+    PC_OK(tf_allocation_refresh(a));
+    PC_CHECK(tf_allocation_lifetime(a) == 1200, "lifetime after the 438 retry %u", tf_allocation_lifetime(a));
+    PC_OK(tf_allocation_release(a));
+    PC_OK(tf_allocation_release(a)); /* twice is fine */
+    PC_CHECK(tf_allocation_refresh(a) == TF_ENOTFOUND, "refresh after release");
+    tf_allocation_free(a);
+  }
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+typedef struct stopper {
+  size_t calls;
+  size_t stop_after;
+} stopper;
+
+static int pc_stop_cb(size_t index, const tf_probe_result *r, void *payload)
+{
+  (void)index;
+  (void)r;
+  stopper *s = payload;
+  return ++s->calls >= s->stop_after;
+}
+
+START_TEST(test_probe__set_callback_can_stop_the_set)
+{
+  pc_start_v4("pstop", 58, 3520, 0, 56850, 56899, NULL, 0);
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 2));
+  tf_probe_options o = pc_opts("turn:127.0.0.58:3520");
+  for (int i = 0; i < 10; i++) PC_OK(tf_probe_set_add(set, &o));
+  PC_CHECK(tf_probe_set_count(set) == 10, "count");
+  PC_CHECK(tf_probe_set_result(set, 0) == NULL, "no result before the run");
+  stopper s = {0, 3};
+  tf_err rc = tf_probe_set_run(set, pc_stop_cb, &s);
+  PC_CHECK(rc == TF_EUSER, "run -> %d", rc);
+  PC_CHECK(s.calls == 3, "the callback ran %zu times", s.calls);
+  size_t done = 0;
+  for (size_t i = 0; i < 10; i++) {
+    const tf_probe_result *r = tf_probe_set_result(set, i);
+    if (!r) continue;
+    done++;
+    PC_EXPECT_OK(r);
+  }
+  PC_CHECK(done >= 3 && done < 10, "%zu results", done);
+  PC_CHECK(tf_probe_set_result(set, 10) == NULL, "out of range");
+  tf_probe_set_free(set);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+typedef struct counter {
+  size_t ok, failed, calls;
+  char first_failure[512];
+} counter;
+
+static int pc_count_cb(size_t index, const tf_probe_result *r, void *payload)
+{
+  (void)index;
+  counter *c = payload;
+  c->calls++;
+  if (tf_probe_result_ok(r)) {
+    c->ok++;
+  } else if (c->failed++ == 0) {
+    snprintf(c->first_failure, sizeof(c->first_failure), "stage %s code %d: %s",
+             tf_probe_stage_name(tf_probe_result_stage(r)), tf_probe_result_error_code(r), tf_probe_result_message(r));
+  }
+  return 0;
+}
+
+START_TEST(test_probe__two_thousand_cycles_at_concurrency_64)
+{
+  pc_start_v4("pload", 52, 3514, 0, 57000, 58999, NULL, 0);
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 64));
+  tf_probe_options o = pc_opts("turn:127.0.0.52:3514");
+  o.timeout_ms = 20000;
+  for (int i = 0; i < 2000; i++) PC_OK(tf_probe_set_add(set, &o));
+  counter c;
+  memset(&c, 0, sizeof(c));
+  PC_OK(tf_probe_set_run(set, pc_count_cb, &c));
+  PC_CHECK(c.calls == 2000 && c.ok == 2000 && c.failed == 0, "%zu ok, %zu failed; first: %s", c.ok, c.failed,
+           c.first_failure);
+  for (size_t i = 0; i < 2000; i++) {
+    const tf_probe_result *r = tf_probe_set_result(set, i);
+    PC_CHECK(r && tf_probe_result_ok(r), "result %zu", i);
+    uint16_t port = 0;
+    PC_OK(tf_probe_result_relayed(r, NULL, &port));
+    PC_CHECK(port >= 57000 && port <= 58999, "port %u", port);
+  }
+  tf_probe_set_free(set);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* ---- the CLI ---- */
+
+static const char *pc_cli_path(void)
+{
+  static char path[4096];
+  const char *build = getenv("TF_BUILD_DIR");
+  PC_CHECK(build != NULL, "TF_BUILD_DIR is not set (run through ctest)");
+  snprintf(path, sizeof(path), "%s/tools/turnfleet-probe/turnfleet-probe", build);
+  PC_CHECK(access(path, X_OK) == 0, "%s is not built (TF_BUILD_TOOLS=ON)", path);
+  return path;
+}
+
+static const char *pc_write_secret(const char *secret)
+{
+  snprintf(pc_secret_file, sizeof(pc_secret_file), "%s/secret", pc_tmpdir());
+  char text[256];
+  snprintf(text, sizeof(text), "%s\n", secret);
+  tf_test_write(pc_secret_file, text, 0600);
+  return pc_secret_file;
+}
+
+/* Start the CLI with @p args (NULL-terminated); stdout on *out_fd (if not NULL),
+ * else both outputs into files of the test dir. */
+static pid_t pc_cli_spawn(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
+                          int *err_fd)
+{
+  const char *bin = pc_cli_path();
+  char *argv[32];
+  size_t n = 0;
+  argv[n++] = (char *)"turnfleet-probe";
+  for (size_t i = 0; args[i] && n < 31; i++) argv[n++] = (char *)args[i];
+  argv[n] = NULL;
+  int op[2], ep[2];
+  PC_CHECK(pipe(op) == 0 && pipe(ep) == 0, "pipe");
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  PC_CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(op[1], 1);
+    dup2(ep[1], 2);
+    close(op[0]);
+    close(op[1]);
+    close(ep[0]);
+    close(ep[1]);
+    if (env_name) setenv(env_name, env_value, 1);
+    execv(bin, argv);
+    _exit(127);
+  }
+  close(op[1]);
+  close(ep[1]);
+  *out_fd = op[0];
+  *err_fd = ep[0];
+  for (size_t i = 0; i < PC_MAX_CHILDREN; i++) {
+    if (pc_children[i] == 0) {
+      pc_children[i] = pid;
+      break;
+    }
+  }
+  return pid;
+}
+
+static void pc_forget_child(pid_t pid)
+{
+  for (size_t i = 0; i < PC_MAX_CHILDREN; i++)
+    if (pc_children[i] == pid) pc_children[i] = 0;
+}
+
+typedef struct cli_out {
+  int code;
+  tf_buf out, err;
+} cli_out;
+
+/* Read both pipes to EOF (60 s at most), reap the child; the exit code in r->code. */
+static void pc_cli_collect(cli_out *r, pid_t pid, int ofd, int efd)
+{
+  tf_buf__init(&r->out);
+  tf_buf__init(&r->err);
+  int64_t deadline = tf_ts_now_ms() + 60000;
+  int open_fds = 2;
+  struct pollfd p[2] = {{ofd, POLLIN, 0}, {efd, POLLIN, 0}};
+  while (open_fds > 0) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "turnfleet-probe did not finish within 60 s");
+    if (poll(p, 2, 200) <= 0) continue;
+    for (int i = 0; i < 2; i++) {
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t n = read(p[i].fd, buf, sizeof(buf));
+      if (n <= 0) {
+        close(p[i].fd);
+        p[i].fd = -1;
+        open_fds--;
+        continue;
+      }
+      tf_buf__putn(i == 0 ? &r->out : &r->err, buf, (size_t)n);
+    }
+  }
+  int status = 0;
+  PC_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  pc_forget_child(pid);
+  r->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!r->out.ptr) tf_buf__puts(&r->out, "");
+  if (!r->err.ptr) tf_buf__puts(&r->err, "");
+}
+
+static void pc_cli(cli_out *r, const char *env_name, const char *env_value, const char *const *args)
+{
+  int ofd, efd;
+  pid_t pid = pc_cli_spawn(args, env_name, env_value, &ofd, &efd);
+  pc_cli_collect(r, pid, ofd, efd);
+  /* whatever happened, the secrets never reach the output */
+  PC_CHECK(!strstr(r->out.ptr, SECRET) && !strstr(r->err.ptr, SECRET), "the secret reached the output");
+  PC_CHECK(!strstr(r->out.ptr, WRONG_SECRET) && !strstr(r->err.ptr, WRONG_SECRET), "a secret reached the output");
+}
+
+static void pc_cli_free(cli_out *r)
+{
+  tf_buf__dispose(&r->out, 0);
+  tf_buf__dispose(&r->err, 0);
+}
+
+#define CLI(r, ...)                                             \
+  do {                                                          \
+    const char *cli__args[] = {__VA_ARGS__, NULL};              \
+    pc_cli((r), NULL, NULL, cli__args);                         \
+  } while (0)
+
+/* The JSON object of a one-line output. */
+static cJSON *pc_json_line(const char *text)
+{
+  cJSON *j = cJSON_Parse(text);
+  PC_CHECK(j != NULL && cJSON_IsObject(j), "not one JSON object: %s", text);
+  return j;
+}
+
+START_TEST(test_probe__cli_usage_errors_exit_2)
+{
+  const char *secret = pc_write_secret(SECRET);
+  static const char *const empty_env = "TF_PROBE_EMPTY_SECRET";
+  const struct {
+    const char *args[10];
+    const char *what; /* "turnfleet-probe: <what>: " */
+  } cases[] = {
+      {{"--secret-file", NULL}, "--secret-file"},
+      {{"--uri", "turn:127.0.0.53:3515", NULL}, "--secret-file/--secret-env"},
+      {{"--uri", "turn:127.0.0.53:3515", "--secret-file", "x", "--secret-env", "Y", NULL},
+       "--secret-file/--secret-env"},
+      {{"--secret-file", "x", NULL}, "--uri"},
+      {{"--uri", "stun:127.0.0.53", "--secret-file", "x", NULL}, "--uri"},
+      {{"--uri", "turn:127.0.0.53", "--secret=" SECRET, NULL}, "--secret"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", SECRET, NULL}, "arguments"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "/nonexistent/secret", NULL}, "--secret-file"},
+      {{"--uri", "turn:127.0.0.53", "--secret-env", "TF_PROBE_EMPTY_SECRET", NULL}, "--secret-env"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--ca-file", "c", "--insecure", NULL},
+       "--ca-file/--insecure"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--family", "ipv5", NULL}, "--family"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--expect-address", "nope", NULL}, "--expect-address"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--expect-port-range", "9-1", NULL}, "--expect-port-range"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--concurrency", "4", NULL}, "--concurrency"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--hold", "0", NULL}, "--hold"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--count", "2", "--hold", "1", NULL}, "--hold/--count"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--timeout-ms", "-5", NULL}, "--timeout-ms"},
+      {{"--uri", "turn:127.0.0.53", "--secret-file", "x", "--bogus", NULL}, "--bogus"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *args[11];
+    size_t n = 0;
+    for (; cases[i].args[n]; n++) args[n] = !strcmp(cases[i].args[n], "x") ? secret : cases[i].args[n];
+    args[n] = NULL;
+    cli_out r;
+    pc_cli(&r, empty_env, "", args);
+    char want[128];
+    snprintf(want, sizeof(want), "turnfleet-probe: %s: ", cases[i].what);
+    PC_CHECK(r.code == 2, "case %zu: exit %d, stderr: %s", i, r.code, r.err.ptr);
+    PC_CHECK(!strncmp(r.err.ptr, want, strlen(want)), "case %zu: stderr \"%s\" does not start with \"%s\"", i,
+             r.err.ptr, want);
+    PC_CHECK(r.out.ptr[0] == '\0', "case %zu: stdout: %s", i, r.out.ptr);
+    pc_cli_free(&r);
+  }
+  cli_out r;
+  CLI(&r, "--help");
+  PC_CHECK(r.code == 0 && strstr(r.out.ptr, "--secret-file F | --secret-env VAR"), "--help: %s", r.out.ptr);
+  pc_cli_free(&r);
+}
+END_TEST
+
+START_TEST(test_probe__cli_exit_codes_json_and_secret_sources)
+{
+  pc_start_v4("pcli", 53, 3515, 0, 56550, 56599, NULL, 0);
+  const char *secret = pc_write_secret(SECRET);
+  char wrong[1200];
+  snprintf(wrong, sizeof(wrong), "%s/wrong", pc_tmpdir());
+  tf_test_write(wrong, WRONG_SECRET "\n", 0600);
+  const char *uri = "turn:127.0.0.53:3515";
+  cli_out r;
+
+  /* 0: human output, one line */
+  CLI(&r, "--uri", uri, "--secret-file", secret);
+  PC_CHECK(r.code == 0, "exit %d: %s %s", r.code, r.out.ptr, r.err.ptr);
+  PC_CHECK(!strncmp(r.out.ptr, "ok turn:127.0.0.53:3515 stage=done code=0 relayed=127.0.0.53:", 61), "out: %s",
+           r.out.ptr);
+  PC_CHECK(strchr(r.out.ptr, '\n') == r.out.ptr + strlen(r.out.ptr) - 1, "one line: %s", r.out.ptr);
+  pc_cli_free(&r);
+
+  /* 0: --json, the secret from the environment */
+  const char *args_env[] = {"--uri", uri, "--secret-env", "TF_PROBE_TEST_SECRET", "--json", NULL};
+  pc_cli(&r, "TF_PROBE_TEST_SECRET", SECRET, args_env);
+  PC_CHECK(r.code == 0, "exit %d: %s %s", r.code, r.out.ptr, r.err.ptr);
+  cJSON *j = pc_json_line(r.out.ptr);
+  static const char *const keys[] = {"uri",           "ok",          "stage",    "errorCode", "errorReason",
+                                     "relayedAddress", "relayedPort", "mappedAddress", "lifetime",  "rttMs",
+                                     "draining",      "message"};
+  for (size_t i = 0; i < 12; i++)
+    PC_CHECK(cJSON_GetObjectItemCaseSensitive(j, keys[i]), "no %s: %s", keys[i], r.out.ptr);
+  PC_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok")), "ok");
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "relayedAddress")->valuestring, "127.0.0.53"), "address");
+  double port = cJSON_GetObjectItemCaseSensitive(j, "relayedPort")->valuedouble;
+  PC_CHECK(port >= 56550 && port <= 56599, "port %g", port);
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(j, "errorCode")->valuedouble == 0, "errorCode");
+  PC_CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "rttMs")), "rttMs");
+  PC_CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "draining")), "draining");
+  cJSON_Delete(j);
+  pc_cli_free(&r);
+
+  /* 1: wrong secret (401) */
+  CLI(&r, "--uri", uri, "--secret-file", wrong, "--json");
+  PC_CHECK(r.code == 1, "exit %d", r.code);
+  j = pc_json_line(r.out.ptr);
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(j, "errorCode")->valuedouble == 401, "code: %s", r.out.ptr);
+  PC_CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(j, "stage")->valuestring, "allocate"), "stage: %s", r.out.ptr);
+  cJSON_Delete(j);
+  pc_cli_free(&r);
+
+  /* 1: the checks, named */
+  CLI(&r, "--uri", uri, "--secret-file", secret, "--expect-address", "127.0.0.54");
+  PC_CHECK(r.code == 1 && strstr(r.out.ptr, "stage=verify") &&
+               strstr(r.out.ptr, "relayed address 127.0.0.53 is not the expected 127.0.0.54"),
+           "exit %d: %s", r.code, r.out.ptr);
+  pc_cli_free(&r);
+  CLI(&r, "--uri", uri, "--secret-file", secret, "--expect-port-range", "49152-49200", "--json");
+  PC_CHECK(r.code == 1 && strstr(r.out.ptr, "is outside 49152-49200"), "exit %d: %s", r.code, r.out.ptr);
+  pc_cli_free(&r);
+  CLI(&r, "--uri", uri, "--secret-file", secret, "--expect-address", "127.0.0.53", "--expect-port-range",
+      "56550-56599", "--family", "ipv4");
+  PC_CHECK(r.code == 0, "exit %d: %s", r.code, r.out.ptr);
+  pc_cli_free(&r);
+
+  /* 3: nobody listens there */
+  CLI(&r, "--uri", "turn:127.0.0.53:3599?transport=tcp", "--secret-file", secret, "--json", "--timeout-ms", "2000");
+  PC_CHECK(r.code == 3, "exit %d: %s", r.code, r.out.ptr);
+  j = pc_json_line(r.out.ptr);
+  PC_CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "ok")), "ok: %s", r.out.ptr);
+  cJSON_Delete(j);
+  pc_cli_free(&r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* Read lines from @p fd until @p want of them arrived (15 s at most). */
+static void pc_read_lines(int fd, tf_buf *out, int want)
+{
+  int64_t deadline = tf_ts_now_ms() + 15000;
+  int lines = 0;
+  while (lines < want) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "only %d of %d lines within 15 s: %s", lines, want,
+             out->ptr ? out->ptr : "");
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    PC_CHECK(n > 0, "turnfleet-probe closed its output after %d lines: %s", lines, out->ptr ? out->ptr : "");
+    tf_buf__putn(out, buf, (size_t)n);
+    for (ssize_t i = 0; i < n; i++) lines += buf[i] == '\n';
+  }
+}
+
+/* Hold N allocations with the CLI, stop it with SIGTERM, check it released them. */
+static void pc_cli_hold(const char *uri, const char *hold, int n, const char *other_uri)
+{
+  const char *secret = pc_write_secret(SECRET);
+  const char *args[] = {"--uri", uri, "--secret-file", secret, "--hold", hold, "--json", NULL};
+  int ofd, efd;
+  pid_t pid = pc_cli_spawn(args, NULL, NULL, &ofd, &efd);
+  tf_buf lines;
+  tf_buf__init(&lines);
+  pc_read_lines(ofd, &lines, n);
+  /* each line an allocation, each on its own port */
+  int ports[8] = {0};
+  const char *line = lines.ptr;
+  for (int i = 0; i < n; i++) {
+    const char *nl = strchr(line, '\n');
+    char *one = tf_strndup__(line, (size_t)(nl - line));
+    cJSON *j = pc_json_line(one);
+    PC_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok")), "allocation %d: %s", i, one);
+    ports[i] = (int)cJSON_GetObjectItemCaseSensitive(j, "relayedPort")->valuedouble;
+    for (int k = 0; k < i; k++) PC_CHECK(ports[k] != ports[i], "port %d twice", ports[i]);
+    cJSON_Delete(j);
+    free(one);
+    line = nl + 1;
+  }
+  tf_buf__dispose(&lines, 0);
+  /* the range is full while they are held: the next Allocate gets 508 (the CLI exits 1) */
+  cli_out r;
+  CLI(&r, "--uri", other_uri, "--secret-file", secret, "--json");
+  PC_CHECK(r.code == 1, "exit %d: %s", r.code, r.out.ptr);
+  cJSON *j = pc_json_line(r.out.ptr);
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(j, "errorCode")->valuedouble == 508, "code: %s", r.out.ptr);
+  cJSON_Delete(j);
+  pc_cli_free(&r);
+  /* SIGTERM: release, exit 0 */
+  PC_CHECK(kill(pid, SIGTERM) == 0, "kill");
+  cli_out rest;
+  pc_cli_collect(&rest, pid, ofd, efd);
+  PC_CHECK(rest.code == 0, "exit %d after SIGTERM: %s", rest.code, rest.err.ptr);
+  PC_CHECK(!strstr(rest.out.ptr, SECRET) && !strstr(rest.err.ptr, SECRET), "secret in the output");
+  pc_cli_free(&rest);
+  pc_expect_ports_come_back(other_uri);
+}
+
+START_TEST(test_probe__cli_hold_two_then_sigterm_releases)
+{
+  pc_start_v4("phold", 54, 3516, 0, 56600, 56601, NULL, 0);
+  pc_cli_hold("turn:127.0.0.54:3516", "2", 2, "turn:127.0.0.54:3516");
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__cli_hold_fills_a_four_port_range_then_508)
+{
+  pc_start_v4("phold4", 56, 3518, 0, 56750, 56753, NULL, 0);
+  pc_cli_hold("turn:127.0.0.56:3518?transport=tcp", "4", 4, "turn:127.0.0.56:3518");
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__cli_count_prints_a_summary)
+{
+  pc_start_v4("pcount", 55, 3517, 0, 56650, 56749, NULL, 0);
+  const char *secret = pc_write_secret(SECRET);
+  cli_out r;
+  CLI(&r, "--uri", "turn:127.0.0.55:3517", "--secret-file", secret, "--count", "50", "--concurrency", "8", "--json");
+  PC_CHECK(r.code == 0, "exit %d: %s", r.code, r.err.ptr);
+  int lines = 0;
+  cJSON *summary = NULL;
+  for (char *line = r.out.ptr; *line;) {
+    char *nl = strchr(line, '\n');
+    PC_CHECK(nl != NULL, "unterminated line");
+    *nl = '\0';
+    cJSON *j = pc_json_line(line);
+    if (cJSON_GetObjectItemCaseSensitive(j, "summary")) {
+      summary = j;
+    } else {
+      PC_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok")), "line %d: %s", lines, line);
+      cJSON_Delete(j);
+      lines++;
+    }
+    line = nl + 1;
+  }
+  PC_CHECK(lines == 50 && summary != NULL, "%d probe lines, summary %p", lines, (void *)summary);
+  cJSON *s = cJSON_GetObjectItemCaseSensitive(summary, "summary");
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(s, "allocations")->valuedouble == 50, "allocations");
+  cJSON *failures = cJSON_GetObjectItemCaseSensitive(s, "failures");
+  PC_CHECK(cJSON_IsObject(failures) && cJSON_GetArraySize(failures) == 0, "failures");
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(s, "elapsedS")->valuedouble > 0, "elapsedS");
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(s, "allocationsPerSecond")->valuedouble > 0, "allocationsPerSecond");
+  cJSON_Delete(summary);
+  pc_cli_free(&r);
+  /* human summary */
+  CLI(&r, "--uri", "turn:127.0.0.55:3517?transport=tcp", "--secret-file", secret, "--count", "5", "--concurrency",
+      "2");
+  PC_CHECK(r.code == 0 && strstr(r.out.ptr, "summary: 5 probes, 5 allocations, 0 failures, "), "exit %d: %s",
+           r.code, r.out.ptr);
+  pc_cli_free(&r);
+  /* failures by kind, and the worst exit code */
+  CLI(&r, "--uri", "turn:127.0.0.55:3599?transport=tcp", "--secret-file", secret, "--count", "3", "--concurrency",
+      "2", "--json");
+  PC_CHECK(r.code == 3, "exit %d: %s", r.code, r.out.ptr);
+  PC_CHECK(strstr(r.out.ptr, "\"allocations\":0,\"failures\":{\"unreachable\":3}"), "summary: %s", r.out.ptr);
+  pc_cli_free(&r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+Suite *tf_test_probe_suite(void)
+{
+  Suite *s = suite_create("probe");
+  TCase *tc = tcase_create("api");
+  tcase_set_tags(tc, "normal");
+  tcase_add_test(tc, test_probe__options_init_gives_the_defaults);
+  tcase_add_test(tc, test_probe__bad_options_name_the_field_never_the_secret);
+  tcase_add_test(tc, test_probe__results_are_null_safe_and_stages_named);
+  suite_add_tcase(s, tc);
+
+  /* real turnserver processes on loopback */
+  TCase *ts = tcase_create("turnserver");
+  tcase_set_tags(ts, "normal");
+  tcase_set_timeout(ts, 120);
+  tcase_add_checked_fixture(ts, pc_setup, pc_teardown);
+  tcase_add_test(ts, test_probe__allocates_over_udp);
+  tcase_add_test(ts, test_probe__allocates_over_tcp);
+  tcase_add_test(ts, test_probe__allocates_over_tls_verifying_the_certificate);
+  tcase_add_test(ts, test_probe__ipv6_relay_on_loopback);
+  tcase_add_test(ts, test_probe__peer_check_passes_over_udp_tcp_and_tls);
+  tcase_add_test(ts, test_probe__peer_check_fails_when_the_relay_forbids_the_peer);
+  tcase_add_test(ts, test_probe__wrong_secret_gets_401);
+  tcase_add_test(ts, test_probe__expired_username_gets_401);
+  tcase_add_test(ts, test_probe__full_port_range_gets_508);
+  tcase_add_test(ts, test_probe__user_quota_gets_486);
+  tcase_add_test(ts, test_probe__nobody_listening_is_unreachable_or_timeout);
+  tcase_add_test(ts, test_probe__malformed_answers_are_dropped_and_reported);
+  tcase_add_test(ts, test_probe__wrong_address_or_range_fails_verify);
+  tcase_add_test(ts, test_probe__allocation_refresh_and_release);
+  tcase_add_test(ts, test_probe__set_callback_can_stop_the_set);
+  tcase_add_test(ts, test_probe__two_thousand_cycles_at_concurrency_64);
+  suite_add_tcase(s, ts);
+
+  TCase *cli = tcase_create("cli");
+  tcase_set_tags(cli, "normal");
+  tcase_set_timeout(cli, 120);
+  tcase_add_checked_fixture(cli, pc_setup, pc_teardown);
+  tcase_add_test(cli, test_probe__cli_usage_errors_exit_2);
+  tcase_add_test(cli, test_probe__cli_exit_codes_json_and_secret_sources);
+  tcase_add_test(cli, test_probe__cli_hold_two_then_sigterm_releases);
+  tcase_add_test(cli, test_probe__cli_hold_fills_a_four_port_range_then_508);
+  tcase_add_test(cli, test_probe__cli_count_prints_a_summary);
+  suite_add_tcase(s, cli);
+  return s;
+}

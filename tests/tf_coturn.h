@@ -1,0 +1,50 @@
+/* Real turnserver processes for the check suites (check_coturn, check_probe):
+ * find coturn, start a rendered config, see its sockets, make a test
+ * certificate. The helpers that can fail after a server started return an
+ * error instead of failing the test, so callers can stop their servers first. */
+#ifndef TF_COTURN_TEST_H
+#define TF_COTURN_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "turnfleet.h"
+
+/* turnserver on PATH and its version (text and tf_coturn_version_parse() form).
+ * Fails the test loudly when coturn is missing:
+ * "turnserver not found: install coturn (tools/dev/install-deps.sh)". */
+void tf_ts_require(char *version_text, size_t size, uint32_t *version);
+
+/* Start `turnserver -c CONF`, stdout and stderr into OUT_PATH. The server is
+ * killed when the test process dies (PR_SET_PDEATHSIG), but callers stop it by
+ * PID. Returns the PID, or -1 (errno set). */
+pid_t tf_ts_spawn(const char *conf, const char *out_path);
+
+/* One socket of a process, from /proc/net/{udp,tcp}{,6}. */
+typedef struct tf_ts_sock {
+  int tcp;
+  tf_addr addr;
+  uint16_t port;
+  int state; /* 0x0A = TCP LISTEN; 0x07 = UDP unconnected */
+} tf_ts_sock;
+
+/* The sockets of process PID (its socket inodes matched against /proc/net).
+ * Returns the count, -1 if the process is gone. */
+int tf_ts_sockets(pid_t pid, tf_ts_sock *out, int max);
+/* 1 when SOCKS holds (tcp, addr, port), in LISTEN state for TCP. */
+int tf_ts_has(const tf_ts_sock *socks, int n, int tcp, const tf_addr *addr, uint16_t port);
+/* "udp 127.0.0.1:3478 state 07" */
+void tf_ts_fmt_sock(char *buf, size_t size, const tf_ts_sock *s);
+
+/* A self-signed certificate (EC P-256, valid 2 days, CN relay-test) with the
+ * given IP subjectAltNames, written with the OpenSSL C API (key mode 0600).
+ * Returns 0, or -1. */
+int tf_ts_make_cert(const char *cert_path, const char *key_path, const char *const *ips, size_t n_ips);
+
+int64_t tf_ts_now_ms(void);
+void tf_ts_sleep_ms(long ms);
+/* The first SIZE-1 bytes of a file (empty when unreadable), for failure messages. */
+void tf_ts_file_head(const char *path, char *buf, size_t size);
+
+#endif
