@@ -48,6 +48,8 @@ def children_cpu():
 
 
 def measure(name, argv, server_pid, allocations_of):
+    # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
+    time.sleep(2.5)
     c0, s0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - t0
@@ -116,7 +118,7 @@ def main():
 
         def ref_allocations(out):
             r = json.loads(out.stdout)
-            return r["allocations"] if r["failures"] == 0 else 0
+            return r["allocations"] if not r["failures"] else 0
 
         # uclient paces itself (about 25 s for 200 clients, coturn.md §6): keep it bounded
         clients = max(1, min(count // 2, 200))
@@ -143,7 +145,8 @@ def main():
 
     ref_row = rows[1]
     print(f"one coturn {subprocess.check_output(['turnserver', '--version'], text=True).strip()} on {ADDR}:{PORT}; "
-          f"{count} allocate+release cycles per client, turnfleet-probe at concurrency {concurrency}")
+          f"{count} allocate+release cycles for turnfleet-probe (concurrency {concurrency}) and the "
+          f"Python reference (sequential); turnutils_uclient -m {clients} ({2 * clients} allocations)")
     print(f"{'client':<20}{'allocs':>8}{'wall s':>9}{'allocs/s':>10}{'x ref':>7}"
           f"{'client CPU ms/alloc':>21}{'x ref':>7}{'coturn CPU ms/alloc':>21}{'client/coturn CPU':>19}")
     for r in rows:

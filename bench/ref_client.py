@@ -5,7 +5,7 @@ bench/probe as the baseline: N sequential cycles of unauthenticated Allocate
 UDP socket, with TURN REST credentials.
 
 usage: ref_client.py HOST PORT SECRET_FILE COUNT
-prints: a JSON object {"allocations": n, "failures": n, "elapsedS": s}
+prints: a JSON object {"allocations": n, "failures": {code: n}, "elapsedS": s}
 """
 import base64
 import hashlib
@@ -76,48 +76,56 @@ def transact(sock, addr, method, attrs, key=None):
 
 def cycle(host, port, secret, user="ref-client"):
     # 437: the kernel handed out a source port whose previous allocation coturn
-    # still remembers (about 1 s after Refresh(0)); start again on a new socket.
-    for _ in range(3):
-        code = cycle_once(host, port, secret, user)
-        if code != 437:
-            return code
-    return code
-
-
-def cycle_once(host, port, secret, user):
+    # still remembers (about 1 s after Refresh(0)); start again on a new socket,
+    # keeping the refused one open so that the next socket gets another port.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as sock:
-        addr = (host, port)
-        transport = [(0x0019, struct.pack("!B3x", 17))]
-        code, attrs = transact(sock, addr, ALLOCATE, transport)
-        if code != 401:
-            return code
-        realm, nonce = attrs[0x0014], attrs[0x0015]
-        username = f"{int(time.time()) + 600}:{user}".encode()
-        password = base64.b64encode(hmac.new(secret, username, hashlib.sha1).digest())
-        key = hashlib.md5(username + b":" + realm + b":" + password).digest()
-        auth = [(0x0006, username), (0x0014, realm), (0x0015, nonce)]
-        code, _ = transact(sock, addr, ALLOCATE, transport + auth, key)
-        if code != 0:
-            return code
-        code, _ = transact(sock, addr, REFRESH, [(0x000D, struct.pack("!I", 0))] + auth, key)
+    refused = []
+    try:
+        for _ in range(5):
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+            code = cycle_on(sock, (host, port), secret, user)
+            if code != 437:
+                sock.close()
+                return code
+            refused.append(sock)
         return code
+    finally:
+        for sock in refused:
+            sock.close()
+
+
+def cycle_on(sock, addr, secret, user):
+    transport = [(0x0019, struct.pack("!B3x", 17))]
+    code, attrs = transact(sock, addr, ALLOCATE, transport)
+    if code != 401:
+        return code
+    realm, nonce = attrs[0x0014], attrs[0x0015]
+    username = f"{int(time.time()) + 600}:{user}".encode()
+    password = base64.b64encode(hmac.new(secret, username, hashlib.sha1).digest())
+    key = hashlib.md5(username + b":" + realm + b":" + password).digest()
+    auth = [(0x0006, username), (0x0014, realm), (0x0015, nonce)]
+    code, _ = transact(sock, addr, ALLOCATE, transport + auth, key)
+    if code != 0:
+        return code
+    code, _ = transact(sock, addr, REFRESH, [(0x000D, struct.pack("!I", 0))] + auth, key)
+    return code
 
 
 def main():
     host, port, secret_file, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     with open(secret_file, "rb") as f:
         secret = f.read().rstrip(b"\r\n")
-    failures = 0
+    failures = {}
     start = time.monotonic()
     for _ in range(count):
         try:
-            if cycle(host, port, secret) != 0:
-                failures += 1
+            code = cycle(host, port, secret)
         except TimeoutError:
-            failures += 1
+            code = "timeout"
+        if code != 0:
+            failures[str(code)] = failures.get(str(code), 0) + 1
     elapsed = time.monotonic() - start
-    print(json.dumps({"allocations": count - failures, "failures": failures, "elapsedS": round(elapsed, 3)}))
+    print(json.dumps({"allocations": count - sum(failures.values()), "failures": failures, "elapsedS": round(elapsed, 3)}))
 
 
 if __name__ == "__main__":
