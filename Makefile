@@ -34,6 +34,7 @@ demo: build
 
 bench: build
 	bench/plan $(BUILD)
+	bench/probe $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
