@@ -1,4 +1,5 @@
 /* cred: TURN REST credentials against the reference vectors; verify as coturn does. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,51 @@ START_TEST(test_cred__bad_arguments_name_the_argument)
 }
 END_TEST
 
+START_TEST(test_cred__secret_read_one_line)
+{
+  char *dir = tf_test_tmpdir();
+  char path[4200];
+  char *secret = NULL;
+  snprintf(path, sizeof(path), "%s/secret", dir);
+
+  tf_test_write(path, "s3cr3t with spaces\r\n", 0600);
+  TF_OK_OR_FAIL(tf_cred_secret_read(&secret, path));
+  ck_assert_str_eq(secret, "s3cr3t with spaces");
+  tf_cred_secret_free(secret);
+
+  tf_test_write(path, "no-newline", 0600);
+  TF_OK_OR_FAIL(tf_cred_secret_read(&secret, path));
+  ck_assert_str_eq(secret, "no-newline");
+  tf_cred_secret_free(secret);
+
+  secret = NULL;
+  tf_test_write(path, "line-one\nline-two\n", 0600);
+  ck_assert_int_eq(tf_cred_secret_read(&secret, path), TF_EINVALID);
+  ck_assert_ptr_null(secret);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "holds more than one line"));
+  ck_assert_ptr_null(strstr(tf_error_last()->message, "line-one"));
+
+  tf_test_write(path, "\n", 0600);
+  ck_assert_int_eq(tf_cred_secret_read(&secret, path), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "is empty"));
+
+  char big[TF_CRED_SECRET_MAX + 2];
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  tf_test_write(path, big, 0600);
+  ck_assert_int_eq(tf_cred_secret_read(&secret, path), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "longer than 4096 bytes"));
+
+  snprintf(path, sizeof(path), "%s/missing", dir);
+  ck_assert_int_eq(tf_cred_secret_read(&secret, path), TF_EIO);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "No such file or directory"));
+  ck_assert_ptr_null(secret);
+  tf_cred_secret_free(NULL);
+  tf_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
 Suite *tf_test_cred_suite(void)
 {
   Suite *s = suite_create("cred");
@@ -149,6 +195,7 @@ Suite *tf_test_cred_suite(void)
   tcase_add_test(tc, test_cred__username_forms_like_coturn);
   tcase_add_test(tc, test_cred__dash_separator);
   tcase_add_test(tc, test_cred__bad_arguments_name_the_argument);
+  tcase_add_test(tc, test_cred__secret_read_one_line);
   suite_add_tcase(s, tc);
   return s;
 }

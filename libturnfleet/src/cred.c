@@ -1,7 +1,9 @@
 /* cred: TURN REST API credentials (coturn use-auth-secret). The secret is
  * never copied by this module; every HMAC output is wiped after use. */
+#include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,4 +123,47 @@ tf_err tf_cred_verify(const char *secret, const char *username, const char *pass
   if (expiry < now)
     return tf_error__set(TF_EAUTH, "username: expired at %lld (now %lld)", (long long)expiry, (long long)now);
   return TF_OK;
+}
+
+tf_err tf_cred_secret_read(char **out, const char *path)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(path);
+  FILE *f = fopen(path, "rb");
+  if (!f) return tf_error__set(TF_EIO, "%.200s: %s", path, strerror(errno));
+  char *buf = malloc(TF_CRED_SECRET_MAX + 2);
+  size_t n = buf ? fread(buf, 1, TF_CRED_SECRET_MAX + 1, f) : 0;
+  int failed = ferror(f);
+  fclose(f);
+  if (!buf) return tf_error__nomem();
+  tf_err rc = TF_OK;
+  buf[n] = '\0';
+  /* one line: a trailing LF or CRLF is not part of the secret */
+  size_t len = strcspn(buf, "\r\n");
+  if (failed)
+    rc = tf_error__set(TF_EIO, "%.200s: cannot read", path);
+  else if (n > TF_CRED_SECRET_MAX)
+    rc = tf_error__set(TF_EINVALID, "%.200s: longer than %d bytes", path, TF_CRED_SECRET_MAX);
+  else if (memchr(buf, '\0', n))
+    rc = tf_error__set(TF_EINVALID, "%.200s: holds a NUL byte", path);
+  else if (buf[len] && buf[len + strspn(buf + len, "\r\n")])
+    rc = tf_error__set(TF_EINVALID, "%.200s: holds more than one line", path);
+  else if (len == 0)
+    rc = tf_error__set(TF_EINVALID, "%.200s: is empty", path);
+  if (rc < 0) {
+    tf_crypto__wipe(buf, TF_CRED_SECRET_MAX + 2);
+    free(buf);
+    return rc;
+  }
+  tf_crypto__wipe(buf + len, n - len);
+  buf[len] = '\0';
+  *out = buf;
+  return TF_OK;
+}
+
+void tf_cred_secret_free(char *secret)
+{
+  if (!secret) return;
+  tf_crypto__wipe(secret, strlen(secret));
+  free(secret);
 }

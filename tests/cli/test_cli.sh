@@ -98,7 +98,7 @@ run render-unknown-relay 2 render -f "$pool" --nodes "$nodes" --relay demo-relay
 run render-no-secret 2 render -f "$pool" --nodes "$nodes" --relay "$relay" && grep -q 'secret-file F is required' "$tmp/err" && ok || fail "render without secret"
 : > "$tmp/empty"
 run render-empty-secret 2 render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/empty" &&
-  grep -q 'the secret file is empty' "$tmp/err" && ok || fail "render empty secret"
+  grep -q "^turnfleet: --secret-file: $tmp/empty: is empty$" "$tmp/err" && ok || fail "render empty secret"
 run render-old-coturn 2 render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/secret" --coturn-version 4.5.2 && ok || fail "render old coturn"
 
 printf 'replicas: 1\nauth: {realm: r.test, secretRef: {name: s}}\n' > "$tmp/spec.yaml"

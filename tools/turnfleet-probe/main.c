@@ -83,51 +83,17 @@ static int load_secret(cli *c)
     }
     return 0;
   }
-  FILE *f = fopen(c->secret_file, "rb");
-  if (!f) {
-    complain("--secret-file", "%s: %s", c->secret_file, strerror(errno));
+  if (tf_cred_secret_read(&c->secret, c->secret_file) < 0) {
+    complain("--secret-file", "%s", tf_error_last()->message);
     return -1;
   }
-  char *buf = malloc(SECRET_MAX + 1);
-  size_t n = buf ? fread(buf, 1, SECRET_MAX + 1, f) : 0;
-  int err = ferror(f);
-  fclose(f);
-  if (!buf || err) {
-    complain("--secret-file", "%s: cannot read", c->secret_file);
-    free(buf);
-    return -1;
-  }
-  if (n > SECRET_MAX) {
-    explicit_bzero(buf, SECRET_MAX + 1);
-    free(buf);
-    complain("--secret-file", "%s: longer than %d bytes", c->secret_file, SECRET_MAX);
-    return -1;
-  }
-  buf[n] = '\0';
-  /* one line: a trailing newline (LF or CRLF) is not part of the secret */
-  size_t len = strcspn(buf, "\r\n");
-  if (buf[len] && buf[len + strspn(buf + len, "\r\n")]) {
-    explicit_bzero(buf, n);
-    free(buf);
-    complain("--secret-file", "%s: holds more than one line", c->secret_file);
-    return -1;
-  }
-  explicit_bzero(buf + len, n - len);
-  buf[len] = '\0';
-  if (len == 0) {
-    free(buf);
-    complain("--secret-file", "%s: is empty", c->secret_file);
-    return -1;
-  }
-  c->secret = buf;
-  c->secret_len = len;
+  c->secret_len = strlen(c->secret);
   return 0;
 }
 
 static void wipe_secret(cli *c)
 {
-  if (c->secret) explicit_bzero(c->secret, c->secret_len);
-  free(c->secret);
+  tf_cred_secret_free(c->secret);
   c->secret = NULL;
 }
 

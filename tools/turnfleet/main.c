@@ -316,28 +316,12 @@ static int cmd_capacity(cli *c)
   return 0;
 }
 
-/* Read a secret file: its content less one trailing newline. Wiped by the caller. */
-static char *read_secret(const char *path)
+/* A secret file (one line); NULL after a message. Release with tf_cred_secret_free(). */
+static char *read_secret(const char *flag, const char *path)
 {
-  size_t len;
-  char *s = read_file(path, &len);
-  if (!s) return NULL;
-  if (len && s[len - 1] == '\n') s[--len] = '\0';
-  if (len && s[len - 1] == '\r') s[--len] = '\0';
-  if (len == 0) {
-    complain(path, "the secret file is empty");
-    free(s);
-    return NULL;
-  }
-  return s;
-}
-
-static void wipe_free(char *s)
-{
-  if (!s) return;
-  volatile char *p = s;
-  while (*p) *p++ = 0;
-  free(s);
+  char *secret = NULL;
+  if (tf_cred_secret_read(&secret, path) < 0) complain(flag, "%s", tf_error_last()->message);
+  return secret;
 }
 
 /* coturn resolves relative names through its own search path: hand the
@@ -362,8 +346,8 @@ static int cmd_render(cli *c)
   char *secrets[2] = {NULL, NULL};
   size_t n = 0;
   st = EXIT_BAD_INPUT;
-  if (!(secrets[n++] = read_secret(c->secret_file))) goto done;
-  if (c->previous_secret_file && !(secrets[n++] = read_secret(c->previous_secret_file))) goto done;
+  if (!(secrets[n++] = read_secret("--secret-file", c->secret_file))) goto done;
+  if (c->previous_secret_file && !(secrets[n++] = read_secret("--previous-secret-file", c->previous_secret_file))) goto done;
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
   opts.coturn_version = c->coturn_version;
@@ -395,9 +379,9 @@ static int cmd_render(cli *c)
   } else {
     fputs(conf, stdout);
   }
-  wipe_free(conf);
+  tf_cred_secret_free(conf); /* the config holds the secret: wipe it too */
 done:
-  for (size_t i = 0; i < n; i++) wipe_free(secrets[i]);
+  for (size_t i = 0; i < n; i++) tf_cred_secret_free(secrets[i]);
   return st;
 }
 

@@ -42,6 +42,23 @@ TF_EXTERN(tf_err) tf_cred_password(char **password, const char *secret, const ch
 TF_EXTERN(tf_err) tf_cred_verify(const char *secret, const char *username, const char *password, int64_t now,
                                  int separator);
 
+/** Longest secret tf_cred_secret_read() accepts (bytes). */
+#define TF_CRED_SECRET_MAX 4096
+
+/**
+ * Read a shared secret from a file: its one line, without the line ending
+ * (LF or CRLF). Tools use it so that a secret never comes from argv.
+ * @param[out] out the secret, release with tf_cred_secret_free()
+ * @param path the file
+ * @return 0; TF_EIO naming the path when it cannot be read; TF_EINVALID when
+ *         the file is empty, holds more than one line or more than
+ *         TF_CRED_SECRET_MAX bytes (the message never quotes the content); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_cred_secret_read(char **out, const char *path);
+
+/** Wipe and release a secret from tf_cred_secret_read() (or any string). NULL does nothing. */
+TF_EXTERN(void) tf_cred_secret_free(char *secret);
+
 TF_END_DECL
 
 #endif
