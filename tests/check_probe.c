@@ -1457,6 +1457,29 @@ START_TEST(test_probe__cli_hold_fills_a_four_port_range_then_508)
 }
 END_TEST
 
+/* The acceptance run itself, through the CLI: --count 2000 --concurrency 64, zero failures. */
+START_TEST(test_probe__cli_count_2000_at_concurrency_64)
+{
+  pc_start_v4("pcload", 56, 3518, 0, 57000, 58999, NULL, 0);
+  const char *secret = pc_write_secret(SECRET);
+  cli_out r;
+  CLI(&r, "--uri", "turn:127.0.0.56:3518", "--secret-file", secret, "--count", "2000", "--concurrency", "64",
+      "--timeout-ms", "20000", "--json");
+  PC_CHECK(r.code == 0, "exit %d: %s", r.code, r.err.ptr);
+  const char *last = strstr(r.out.ptr, "{\"summary\"");
+  PC_CHECK(last != NULL, "no summary line");
+  cJSON *j = pc_json_line(last);
+  cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "summary");
+  PC_CHECK(cJSON_GetObjectItemCaseSensitive(s, "allocations")->valuedouble == 2000, "allocations: %s", last);
+  cJSON *failures = cJSON_GetObjectItemCaseSensitive(s, "failures");
+  PC_CHECK(cJSON_IsObject(failures) && cJSON_GetArraySize(failures) == 0, "failures: %s", last);
+  cJSON_Delete(j);
+  pc_cli_free(&r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
 START_TEST(test_probe__cli_count_prints_a_summary)
 {
   pc_start_v4("pcount", 55, 3517, 0, 56650, 56749, NULL, 0);
@@ -1548,6 +1571,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(cli, test_probe__cli_hold_two_then_sigterm_releases);
   tcase_add_test(cli, test_probe__cli_hold_fills_a_four_port_range_then_508);
   tcase_add_test(cli, test_probe__cli_count_prints_a_summary);
+  tcase_add_test(cli, test_probe__cli_count_2000_at_concurrency_64);
   suite_add_tcase(s, cli);
   return s;
 }
