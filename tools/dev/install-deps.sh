@@ -10,6 +10,7 @@ pkgs=(
   coturn
   python3 python3-dev swig
   clang iproute2
+  abigail-tools
 )
 
 missing=()

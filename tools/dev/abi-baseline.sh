@@ -1,0 +1,11 @@
+#!/bin/sh
+# Record the public ABI of a built libturnfleet as the baseline (abi/libturnfleet.abi).
+# Run it when a release adds to the API (a compatible change) or bumps the SONAME;
+# commit the result with the change. usage: tools/dev/abi-baseline.sh [BUILD_DIR]
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+lib=$(ls "$build"/libturnfleet/libturnfleet.so.*.*.* | head -n 1)
+abidw --headers-dir "$root/libturnfleet/include/turnfleet" --headers-dir "$root/libturnfleet/include" \
+  --no-corpus-path --no-comp-dir-path --out-file "$root/abi/libturnfleet.abi" "$lib"
+echo "abi-baseline: wrote abi/libturnfleet.abi from $(basename "$lib")"
