@@ -7,5 +7,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 lib=$(ls "$build"/libturnfleet/libturnfleet.so.*.*.* | head -n 1)
 abidw --headers-dir "$root/libturnfleet/include/turnfleet" --headers-dir "$root/libturnfleet/include" \
-  --no-corpus-path --no-comp-dir-path --out-file "$root/abi/libturnfleet.abi" "$lib"
+  --no-corpus-path --no-comp-dir-path --out-file "$root/abi/libturnfleet.abi.tmp" "$lib"
+# the baseline is committed: keep the source tree's location out of it (paths relative to the tree)
+sed "s#$root/##g" "$root/abi/libturnfleet.abi.tmp" > "$root/abi/libturnfleet.abi"
+rm -f "$root/abi/libturnfleet.abi.tmp"
 echo "abi-baseline: wrote abi/libturnfleet.abi from $(basename "$lib")"
