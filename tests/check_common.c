@@ -19,6 +19,19 @@ START_TEST(test_common__error_names_and_text)
 }
 END_TEST
 
+/* Callers prefix the last message with a field. Formatting it into its own
+ * buffer was undefined and garbled it ("uri: uri: ORT at byte 12: ..."). */
+START_TEST(test_common__error_message_may_quote_the_last_one)
+{
+  tf_error__set(TF_EINVALID, "BAD_PORT at byte %d: not a number", 12);
+  ck_assert_int_eq(tf_error__set(TF_EINVALID, "uri: %s", tf_error_last()->message), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "uri: BAD_PORT at byte 12: not a number");
+  ck_assert_int_eq(tf_error__set(TF_EPROTO, "%s; %s", tf_error_last()->message, tf_error_last()->message), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "uri: BAD_PORT at byte 12: not a number; uri: BAD_PORT at byte 12: not a number");
+}
+END_TEST
+
 START_TEST(test_common__version)
 {
   int ma, mi, pa;
@@ -142,6 +155,7 @@ Suite *tf_test_common_suite(void)
   Suite *s = suite_create("common");
   TCase *tc = tcase_create("common");
   tcase_add_test(tc, test_common__error_names_and_text);
+  tcase_add_test(tc, test_common__error_message_may_quote_the_last_one);
   tcase_add_test(tc, test_common__version);
   tcase_add_test(tc, test_addr__parse_and_format_canonical);
   tcase_add_test(tc, test_addr__prefixes);

@@ -13,10 +13,14 @@ static _Thread_local tf_error tf__err = {0, NULL};
 
 tf_err tf_error__set(tf_err code, const char *fmt, ...)
 {
+  /* callers prefix the last message ("uri: %s", tf_error_last()->message):
+   * format aside, since vsnprintf into its own argument is undefined */
+  char msg[TF__ERRMSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tf__errmsg, sizeof(tf__errmsg), fmt, ap);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  memcpy(tf__errmsg, msg, strlen(msg) + 1);
   tf__err.code = code;
   tf__err.message = tf__errmsg;
   return code;

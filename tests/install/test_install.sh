@@ -9,7 +9,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
-cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
+# the library only: component python goes to the interpreter's site-packages (python_install tests it)
+cmake --install "$build" --prefix "$prefix" --component Unspecified > "$tmp/install.log"
 libdir=$(dirname "$(find "$prefix" -name 'libturnfleet.so' | head -n 1)")
 test -f "$libdir/libturnfleet.a" || { echo "static library not installed"; exit 1; }
 test -f "$libdir/pkgconfig/turnfleet.pc" || { echo "turnfleet.pc not installed"; exit 1; }

@@ -8,7 +8,7 @@ pkgs=(
   libssl-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev
   check
   coturn
-  python3 python3-dev swig
+  python3 python3-dev swig valgrind
   clang iproute2
   abigail-tools
 )
