@@ -6,8 +6,11 @@ Usage: python3 fuzz/make_corpora.py   (from anywhere; standard library only)
 fuzz/corpora/stun_decode/: every STUN message and ChannelData frame of the vector
 files (RFC 5769, the coturn 4.6.1 captures, each message of a captured stream, the
 malformed responses). fuzz/corpora/uri_parse/: every URI of turn_uris.jsonl plus a
-few more shapes. Files are named by the SHA-1 of their content, so re-running only
-adds files; crash reproducers added by hand (same naming) are kept.
+few more shapes. fuzz/corpora/metrics_parse/: the coturn scrapes of tests/data/metrics
+and a few malformed shapes. fuzz/corpora/coturn_cli/: the captured coturn 4.6.1 CLI
+session of tests/data/coturn and telnet negotiation shapes. Files are named by the
+SHA-1 of their content, so re-running only adds files; crash reproducers added by
+hand (same naming) are kept.
 """
 import hashlib
 import json
@@ -16,6 +19,18 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, '..', 'tests', 'data', 'vectors')
+
+EXTRA_METRICS = [
+    b'turn_total_allocations 3\n', b'# TYPE a gauge\na{b="c\\"d",e="\\n"} -Inf 123\n',
+    b'a{b="c"} 1\na{b="c"} 2\n', b'a{b="unterminated} 1\n', b'a 1e999\r\n', b'# HELP a x\\ny\n# TYPE a counter\n',
+    b'a{} NaN\n', b'x_bucket{le="+Inf"} 1\n# TYPE x histogram\n',
+]
+
+EXTRA_CLI = [
+    b'\xff\xfb\x01\xff\xfb\x03\xff\xfd\x1f\xff\xfa\x1f\x00\x50\x00\x18\xff\xf0Enter password: ',
+    b'  total-current-allocs: 3\r\n> ', b'total-current-allocs: 1\xff\xf9' b'2\r\n', b'total-current-allocs: x\n',
+    b'total-current-allocs: 99999999999999999999\n', b'\xff', b'\xff\xfa', b'total-current-allocs: 4',
+]
 
 EXTRA_URIS = [
     'turn:host:0', 'turn:host?transport=', 'stun:host', 'turn', 'turn:[]', 'turn:[::1]:',
@@ -71,9 +86,21 @@ def main():
         stun.append(bytes.fromhex(v['hex']))
     uris = [v['uri'].encode('utf-8') for v in load('turn_uris.jsonl')]
     uris += [u.encode('utf-8') for u in EXTRA_URIS]
+    data = os.path.join(HERE, '..', 'tests', 'data')
+    metrics = list(EXTRA_METRICS)
+    for name in sorted(os.listdir(os.path.join(data, 'metrics'))):
+        with open(os.path.join(data, 'metrics', name), 'rb') as f:
+            metrics.append(f.read())
+    cli = list(EXTRA_CLI)
+    with open(os.path.join(data, 'coturn', 'cli-pc-4.6.1.session'), 'rb') as f:
+        cli.append(f.read())
     a = write(os.path.join(HERE, 'corpora', 'stun_decode'), set(stun))
     b = write(os.path.join(HERE, 'corpora', 'uri_parse'), set(uris))
-    print('stun_decode: %d seeds (%d new); uri_parse: %d seeds (%d new)' % (len(set(stun)), a, len(set(uris)), b))
+    c = write(os.path.join(HERE, 'corpora', 'metrics_parse'), set(metrics))
+    d = write(os.path.join(HERE, 'corpora', 'coturn_cli'), set(cli))
+    print('stun_decode: %d seeds (%d new); uri_parse: %d seeds (%d new); metrics_parse: %d seeds (%d new); '
+          'coturn_cli: %d seeds (%d new)' % (len(set(stun)), a, len(set(uris)), b, len(set(metrics)), c,
+                                            len(set(cli)), d))
 
 
 if __name__ == '__main__':

@@ -1081,13 +1081,147 @@ START_TEST(test_coturn__turnserver_cli_only_on_127_0_0_1)
            strerror(errno));
   char buf[8192];
   TS_CHECK(ts_read_until(fd, "Enter password:", buf, sizeof(buf)), "no CLI password prompt: %s", buf);
-  TS_CHECK(write(fd, "cli pass 26\r\n", 13) == 13, "write");
+  char *line = NULL;
+  TS_CHECK(tf_coturn_cli_command(&line, TF_COTURN_CLI_LOGIN, "cli pass 26", 0) == 0, "login line");
+  TS_CHECK(write(fd, line, strlen(line)) == (ssize_t)strlen(line), "write");
+  tf_crypto__wipe(line, strlen(line));
+  tf_free(line);
   TS_CHECK(ts_read_until(fd, "> ", buf, sizeof(buf)), "CLI login failed: %s", buf);
-  TS_CHECK(write(fd, "pc\r\n", 4) == 4, "write");
-  TS_CHECK(ts_read_until(fd, "total-current-allocs: 0", buf, sizeof(buf)), "no allocation count: %s", buf);
+  TS_CHECK(tf_coturn_cli_command(&line, TF_COTURN_CLI_PRINT_CONFIG, NULL, 0) == 0, "pc line");
+  TS_CHECK(write(fd, line, strlen(line)) == (ssize_t)strlen(line), "write");
+  tf_free(line);
+  TS_CHECK(ts_read_until(fd, "total-current-allocs: 0\r\n", buf, sizeof(buf)), "no allocation count: %s", buf);
+  int64_t allocs = -1;
+  TS_CHECK(tf_coturn_allocations_from_cli(&allocs, buf, strlen(buf)) == 0 && allocs == 0, "pc parser: %s",
+           tf_error_last()->message);
   close(fd);
   ts_stop_all();
   ts_cleanup();
+}
+END_TEST
+
+/* ---- allocation counts and CLI lines ---- */
+
+/* A real coturn 4.6.1 telnet session (login, `pc`) with two allocations held,
+ * captured byte for byte (paths replaced by /var/lib/turnfleet/relay-a). */
+START_TEST(test_coturn__allocations_from_cli_real_4_6_1_session)
+{
+  size_t len = 0;
+  char *text = tf_test_read(tf_test_data("coturn/cli-pc-4.6.1.session"), &len);
+  char *buf = malloc(len);
+  ck_assert_ptr_nonnull(buf);
+  memcpy(buf, text, len); /* exactly len bytes: the sanitizer sees any overread */
+  int64_t allocs = -1;
+  TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, buf, len));
+  ck_assert_int_eq(allocs, 2);
+  free(buf);
+  free(text);
+}
+END_TEST
+
+/* The excerpt of coturn.md §5, preceded and interleaved by telnet negotiation. */
+START_TEST(test_coturn__allocations_from_cli_skips_telnet_iac)
+{
+  static const char excerpt[] = "  stale-nonce: ON (*)\r\n"
+                                "  Default realm: r\r\n"
+                                "  CLI session realm: r\r\n"
+                                "  Long-term authorization mechanism: ON\r\n"
+                                "  TURN REST API support: ON\r\n"
+                                "  TURN REST API separator ASCII number: 58\r\n"
+                                "  total-current-allocs: 3\r\n"
+                                "  Default total-quota: 1 (**)\r\n"
+                                "  Default user-quota: 0 (**)\r\n> ";
+  int64_t allocs = -1;
+  TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, excerpt, sizeof(excerpt) - 1));
+  ck_assert_int_eq(allocs, 3);
+
+  /* IAC WILL ECHO, IAC WILL SGA, IAC DO NAWS, a subnegotiation, IAC NOP in the
+   * middle of the key and IAC GA in the middle of the number */
+  static const char iac[] = "\xff\xfb\x01\xff\xfb\x03\xff\xfd\x1f\xff\xfa\x1f\x00\x50\x00\x18\xff\xf0"
+                            "TURN Server\r\nEnter password: \xff\xfc\x01\r\n> \r\n"
+                            "  total-curr\xff\xf1" "ent-allocs: 1\xff\xf9" "2\r\n> ";
+  char *buf = malloc(sizeof(iac) - 1);
+  ck_assert_ptr_nonnull(buf);
+  memcpy(buf, iac, sizeof(iac) - 1);
+  TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, buf, sizeof(iac) - 1));
+  ck_assert_int_eq(allocs, 12);
+  /* every prefix: found, not found yet, never a read past the length */
+  for (size_t n = 0; n < sizeof(iac) - 1; n++) {
+    char *part = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(part);
+    memcpy(part, iac, n);
+    int64_t v = -1;
+    tf_err rc = tf_coturn_allocations_from_cli(&v, part, n);
+    ck_assert_msg(rc == TF_ENOTFOUND || (rc == TF_OK && v == 12), "prefix %zu: %d %lld", n, rc, (long long)v);
+    free(part);
+  }
+  free(buf);
+
+  /* two replies in one buffer: the last one counts */
+  static const char two[] = "total-current-allocs: 5\r\n> pc\r\ntotal-current-allocs: 4\r\n> ";
+  TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, two, sizeof(two) - 1));
+  ck_assert_int_eq(allocs, 4);
+}
+END_TEST
+
+START_TEST(test_coturn__allocations_from_cli_rejects)
+{
+  int64_t allocs = 77;
+  static const char none[] = "TURN Server\r\nEnter password: \r\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, none, sizeof(none) - 1), TF_ENOTFOUND);
+  ck_assert_str_eq(tf_error_last()->message, "total-current-allocs: not in the CLI output");
+  /* the line has not ended: "3" may be the start of "30" */
+  static const char unfinished[] = "  total-current-allocs: 3";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, unfinished, sizeof(unfinished) - 1), TF_ENOTFOUND);
+  static const char word[] = "a\r\nb\r\n  total-current-allocs: many\r\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, word, sizeof(word) - 1), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 3: total-current-allocs: the value is not a count");
+  static const char negative[] = "total-current-allocs: -1\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, negative, sizeof(negative) - 1), TF_EPROTO);
+  static const char trailing[] = "total-current-allocs: 3 (**)\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, trailing, sizeof(trailing) - 1), TF_EPROTO);
+  static const char huge[] = "total-current-allocs: 1234567890123456789012\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, huge, sizeof(huge) - 1), TF_EPROTO);
+  ck_assert_int_eq(allocs, 77);
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, "", 0), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(NULL, "", 0), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, NULL, 4), TF_EINVALID);
+}
+END_TEST
+
+START_TEST(test_coturn__cli_command_lines)
+{
+  static const struct {
+    tf_coturn_cli_op op;
+    const char *password;
+    int64_t quota;
+    const char *line;
+  } ok[] = {
+      {TF_COTURN_CLI_LOGIN, "s3cr3t pw", 0, "s3cr3t pw\r\n"},
+      {TF_COTURN_CLI_PRINT_CONFIG, NULL, 0, "pc\r\n"},
+      {TF_COTURN_CLI_REFUSE_ALLOCATIONS, NULL, 0, "cc total-quota -1\r\n"},
+      {TF_COTURN_CLI_SET_TOTAL_QUOTA, NULL, 0, "cc total-quota 0\r\n"},
+      {TF_COTURN_CLI_SET_TOTAL_QUOTA, NULL, 2147483647, "cc total-quota 2147483647\r\n"},
+      {TF_COTURN_CLI_DRAIN, NULL, 0, "drain\r\n"},
+      {TF_COTURN_CLI_STOP, NULL, 0, "stop\r\n"},
+  };
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    char *line = NULL;
+    TF_OK_OR_FAIL(tf_coturn_cli_command(&line, ok[i].op, ok[i].password, ok[i].quota));
+    ck_assert_str_eq(line, ok[i].line);
+    tf_free(line);
+  }
+  char *line = (char *)"untouched";
+  ck_assert_int_eq(tf_coturn_cli_command(&line, TF_COTURN_CLI_LOGIN, "", 0), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_cli_command(&line, TF_COTURN_CLI_LOGIN, NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_cli_command(&line, TF_COTURN_CLI_LOGIN, "pw\r\npc", 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "password: must not contain a line break");
+  ck_assert_int_eq(tf_coturn_cli_command(&line, TF_COTURN_CLI_SET_TOTAL_QUOTA, NULL, -1), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "quota: -1 is not 0-2147483647");
+  ck_assert_int_eq(tf_coturn_cli_command(&line, TF_COTURN_CLI_SET_TOTAL_QUOTA, NULL, 2147483648LL), TF_EINVALID);
+  ck_assert_int_eq(tf_coturn_cli_command(&line, (tf_coturn_cli_op)42, NULL, 0), TF_EINVALID);
+  ck_assert_str_eq(line, "untouched");
+  ck_assert_int_eq(tf_coturn_cli_command(NULL, TF_COTURN_CLI_STOP, NULL, 0), TF_EINVALID);
 }
 END_TEST
 
@@ -1108,6 +1242,14 @@ Suite *tf_test_coturn_suite(void)
   tcase_add_test(tc, test_coturn__render_rules);
   tcase_add_test(tc, test_coturn__render_rejects_bad_options);
   suite_add_tcase(s, tc);
+
+  TCase *tn = tcase_create("counts");
+  tcase_set_tags(tn, "normal");
+  tcase_add_test(tn, test_coturn__allocations_from_cli_real_4_6_1_session);
+  tcase_add_test(tn, test_coturn__allocations_from_cli_skips_telnet_iac);
+  tcase_add_test(tn, test_coturn__allocations_from_cli_rejects);
+  tcase_add_test(tn, test_coturn__cli_command_lines);
+  suite_add_tcase(s, tn);
 
   /* real turnserver processes on loopback: tagged normal, so CI runs them */
   TCase *ts = tcase_create("turnserver");

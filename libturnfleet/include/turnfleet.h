@@ -10,6 +10,7 @@
 #include "turnfleet/version.h"
 #include "turnfleet/log.h"
 #include "turnfleet/addr.h"
+#include "turnfleet/metrics.h"
 #include "turnfleet/pool.h"
 #include "turnfleet/inventory.h"
 #include "turnfleet/plan.h"
@@ -19,5 +20,6 @@
 #include "turnfleet/stun.h"
 #include "turnfleet/uri.h"
 #include "turnfleet/probe.h"
+#include "turnfleet/reconcile.h"
 
 #endif

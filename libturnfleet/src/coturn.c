@@ -393,3 +393,131 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
   }
   return tf_buf__detach(&b, out);
 }
+
+/* ---- allocation counts and the CLI ---- */
+
+tf_err tf_coturn_allocations_from_metrics(int64_t *out, const char *text, size_t len)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(text || len == 0);
+  tf_metrics *m = NULL;
+  tf_err rc = tf_metrics_parse(&m, text, len);
+  if (rc < 0) return rc;
+  double sum = 0;
+  rc = tf_metrics_sum(&sum, m, "turn_total_allocations");
+  tf_metrics_free(m);
+  if (rc == TF_ENOTFOUND)
+    return tf_error__set(TF_ENOTFOUND, "turn_total_allocations: not in the scrape (is this coturn's /metrics?)");
+  if (rc < 0) return rc;
+  /* a gauge of counts: anything but a non-negative integer means a broken exporter */
+  if (!(sum >= 0 && sum <= 9007199254740992.0) || sum != (double)(int64_t)sum)
+    return tf_error__set(TF_EPROTO, "turn_total_allocations: %g is not a count", sum);
+  *out = (int64_t)sum;
+  return TF_OK;
+}
+
+/* Copy @p text without telnet IAC sequences (RFC 854) into @p dst (len bytes). */
+static size_t tf_coturn__strip_telnet(char *dst, const unsigned char *src, size_t len)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < len;) {
+    if (src[i] != 0xFF) {
+      dst[n++] = (char)src[i++];
+      continue;
+    }
+    if (i + 1 >= len) break; /* a lone IAC at the end: the rest has not arrived */
+    unsigned char cmd = src[i + 1];
+    if (cmd == 0xFF) { /* an escaped data byte 255 */
+      dst[n++] = (char)0xFF;
+      i += 2;
+    } else if (cmd >= 0xFB) { /* WILL, WONT, DO, DONT + option */
+      i += 3;
+    } else if (cmd == 0xFA) { /* SB ... IAC SE */
+      i += 2;
+      while (i < len && !(src[i] == 0xFF && i + 1 < len && src[i + 1] == 0xF0)) i++;
+      i += 2;
+    } else { /* a two-byte command (NOP, GA, ...) */
+      i += 2;
+    }
+  }
+  return n;
+}
+
+tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(text || len == 0);
+  static const char key[] = "total-current-allocs:";
+  char *clean = malloc(len ? len : 1);
+  if (!clean) return tf_error__nomem();
+  size_t n = tf_coturn__strip_telnet(clean, (const unsigned char *)text, len);
+  tf_err rc = TF_ENOTFOUND;
+  int64_t value = 0;
+  size_t line = 0;
+  for (size_t pos = 0; pos < n;) {
+    const char *nl = memchr(clean + pos, '\n', n - pos);
+    size_t end = nl ? (size_t)(nl - clean) : n;
+    size_t i = pos;
+    line++;
+    pos = nl ? end + 1 : n;
+    if (!nl) break; /* an unfinished line: its number may still be growing */
+    while (i < end && (clean[i] == ' ' || clean[i] == '\t')) i++;
+    if (end - i < sizeof(key) - 1 || memcmp(clean + i, key, sizeof(key) - 1) != 0) continue;
+    i += sizeof(key) - 1;
+    while (i < end && (clean[i] == ' ' || clean[i] == '\t')) i++;
+    size_t a = i;
+    int64_t v = 0;
+    while (i < end && clean[i] >= '0' && clean[i] <= '9' && i - a < 18) v = v * 10 + (clean[i++] - '0');
+    size_t digits = i - a;
+    while (i < end && (clean[i] == ' ' || clean[i] == '\t' || clean[i] == '\r' || clean[i] == '\0')) i++;
+    if (digits == 0 || i != end) {
+      rc = tf_error__set(TF_EPROTO, "line %zu: total-current-allocs: the value is not a count", line);
+      break;
+    }
+    value = v;
+    rc = TF_OK;
+  }
+  tf_crypto__wipe(clean, len ? len : 1); /* a session may echo what was typed */
+  free(clean);
+  if (rc == TF_ENOTFOUND) return tf_error__set(TF_ENOTFOUND, "total-current-allocs: not in the CLI output");
+  if (rc < 0) return rc;
+  *out = value;
+  return TF_OK;
+}
+
+tf_err tf_coturn_cli_command(char **out, tf_coturn_cli_op op, const char *password, int64_t quota)
+{
+  TF_ASSERT_ARG(out);
+  char *line = NULL;
+  switch (op) {
+  case TF_COTURN_CLI_LOGIN:
+    if (!password || !*password) return tf_error__set(TF_EINVALID, "password: required (coturn disables an empty one)");
+    if (strpbrk(password, "\r\n")) return tf_error__set(TF_EINVALID, "password: must not contain a line break");
+    line = tf_asprintf__("%s\r\n", password);
+    break;
+  case TF_COTURN_CLI_PRINT_CONFIG:
+    line = strdup("pc\r\n");
+    break;
+  case TF_COTURN_CLI_REFUSE_ALLOCATIONS:
+    /* total_quota is an int: -1 makes `current >= quota` true for every new
+     * Allocate (486), while refreshes of existing allocations still succeed */
+    line = strdup("cc total-quota -1\r\n");
+    break;
+  case TF_COTURN_CLI_SET_TOTAL_QUOTA:
+    if (quota < 0 || quota > TF_COTURN__QUOTA_MAX)
+      return tf_error__set(TF_EINVALID, "quota: %lld is not 0-%d", (long long)quota, TF_COTURN__QUOTA_MAX);
+    line = tf_asprintf__("cc total-quota %lld\r\n", (long long)quota);
+    break;
+  case TF_COTURN_CLI_DRAIN:
+    line = strdup("drain\r\n");
+    break;
+  case TF_COTURN_CLI_STOP:
+    line = strdup("stop\r\n");
+    break;
+  default:
+    return tf_error__set(TF_EINVALID, "op: %d is not a tf_coturn_cli_op", (int)op);
+  }
+  if (!line) return tf_error__nomem();
+  *out = line;
+  return TF_OK;
+}

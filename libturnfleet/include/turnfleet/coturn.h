@@ -1,6 +1,8 @@
 /**
  * @file turnfleet/coturn.h
- * @brief Render one coturn `turnserver.conf` per relay, gated by coturn version.
+ * @brief Render one coturn `turnserver.conf` per relay, gated by coturn version;
+ * read a relay's allocation count from its `/metrics` or its telnet CLI; the
+ * CLI lines a runtime sends. All pure functions, no I/O.
  *
  * A rendered config contains the shared secrets (coturn cannot read them from
  * a file): callers must treat it as secret material (0600 file, Kubernetes
@@ -81,6 +83,59 @@ TF_EXTERN(tf_err) tf_coturn_render(char **out, const tf_pool *pool, const tf_pla
  * @return 0, TF_EINVALID, TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_coturn_config_hash(char **out, const char *text);
+
+/**
+ * Current allocations from a coturn `/metrics` scrape: the sum of
+ * `turn_total_allocations` over its `type` label (coturn >= 4.6.2) or its one
+ * unlabelled sample (4.6.1 builds with Prometheus). A family with no sample
+ * yet (a fresh relay) counts 0. Both serializers (libprom <= 4.13, the
+ * vendored client >= 4.14) are read; see tf_metrics_parse().
+ * @param[out] out the count
+ * @param text the exposition, borrowed (need not be NUL-terminated)
+ * @param len bytes in @p text
+ * @return 0; TF_EPROTO for malformed text (line and column in the message) or
+ *         a negative or fractional count; TF_ENOTFOUND when the scrape has no
+ *         `turn_total_allocations` at all; TF_EINVALID; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_coturn_allocations_from_metrics(int64_t *out, const char *text, size_t len);
+
+/**
+ * Current allocations from the telnet CLI's `pc` output: the line
+ * `total-current-allocs: N` (the default realm's quota counter, exact and
+ * synchronous). Telnet IAC sequences are skipped (negotiation `FF FB..FE x`,
+ * two-byte commands, subnegotiation `FF FA .. FF F0`, escaped `FF FF`), so
+ * the raw bytes of the session can be given as they came. When the text holds
+ * several `pc` replies the last complete line counts; give the bytes up to the
+ * `> ` prompt that follows the reply, so the number is not cut short.
+ * @param[out] out the count
+ * @param text the bytes read from the CLI, borrowed (need not be NUL-terminated)
+ * @param len bytes in @p text
+ * @return 0; TF_ENOTFOUND when no `total-current-allocs:` line is there (yet);
+ *         TF_EPROTO naming the line when its value is not a count; TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len);
+
+/** Lines a runtime sends to coturn's telnet CLI (tf_coturn_cli_command()). */
+typedef enum tf_coturn_cli_op {
+  TF_COTURN_CLI_LOGIN = 0,           /**< `<password>`: the answer to `Enter password: ` */
+  TF_COTURN_CLI_PRINT_CONFIG = 1,    /**< `pc`: prints `total-current-allocs: N` */
+  TF_COTURN_CLI_REFUSE_ALLOCATIONS = 2, /**< `cc total-quota -1`: the drain of coturn < 4.6.3 (every
+                                          new Allocate gets 486, refreshes still work; takes up to 5 s) */
+  TF_COTURN_CLI_SET_TOTAL_QUOTA = 3, /**< `cc total-quota <quota>`: undo the above (0 = unlimited) */
+  TF_COTURN_CLI_DRAIN = 4,           /**< `drain` (coturn >= 4.6.3, like SIGUSR1; irreversible) */
+  TF_COTURN_CLI_STOP = 5             /**< `stop`: shut the server down */
+} tf_coturn_cli_op;
+
+/**
+ * One CLI line, terminated by CR LF.
+ * @param[out] out the line; for TF_COTURN_CLI_LOGIN it holds the password
+ *        (secret): wipe and release with tf_free()
+ * @param op what to send
+ * @param password TF_COTURN_CLI_LOGIN only (borrowed): not empty, no CR, LF or NUL
+ * @param quota TF_COTURN_CLI_SET_TOTAL_QUOTA only: 0-2147483647 (coturn's int)
+ * @return 0; TF_EINVALID naming the bad argument (never the password); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_coturn_cli_command(char **out, tf_coturn_cli_op op, const char *password, int64_t quota);
 
 TF_END_DECL
 
