@@ -205,6 +205,28 @@ void tf_buf__printf(tf_buf *b, const char *fmt, ...)
   b->len += (size_t)n;
 }
 
+void tf_buf__json_str(tf_buf *b, const char *s)
+{
+  tf_buf__putn(b, "\"", 1);
+  const char *run = s;
+  for (const char *p = s; *p; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+    tf_buf__putn(b, run, (size_t)(p - run));
+    run = p + 1;
+    switch (ch) {
+    case '"': tf_buf__puts(b, "\\\""); break;
+    case '\\': tf_buf__puts(b, "\\\\"); break;
+    case '\n': tf_buf__puts(b, "\\n"); break;
+    case '\t': tf_buf__puts(b, "\\t"); break;
+    case '\r': tf_buf__puts(b, "\\r"); break;
+    default: tf_buf__printf(b, "\\u%04x", ch); break;
+    }
+  }
+  tf_buf__puts(b, run);
+  tf_buf__putn(b, "\"", 1);
+}
+
 tf_err tf_buf__detach(tf_buf *b, char **out)
 {
   if (b->failed || tf_buf__grow(b, 0) < 0) {

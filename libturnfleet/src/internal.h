@@ -39,6 +39,8 @@ void tf_buf__init(tf_buf *b);
 void tf_buf__puts(tf_buf *b, const char *s);
 void tf_buf__putn(tf_buf *b, const char *s, size_t n);
 void tf_buf__printf(tf_buf *b, const char *fmt, ...) TF__PRINTF(2, 3);
+/* Append @p s as a JSON string literal (quoted, escaped). */
+void tf_buf__json_str(tf_buf *b, const char *s);
 /* Hand the text to *out (caller frees with tf_free); returns TF_ENOMEM if any append failed. */
 tf_err tf_buf__detach(tf_buf *b, char **out);
 /* Release, wiping the contents first when @p secret. */

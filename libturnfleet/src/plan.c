@@ -1066,27 +1066,6 @@ tf_err tf_plan_condition(const tf_plan *plan, size_t i, const char **type, const
 
 /* ---- JSON ---- */
 
-static void tf_plan__json_str(tf_buf *b, const char *s)
-{
-  tf_buf__putn(b, "\"", 1);
-  const char *run = s;
-  for (const char *p = s; *p; p++) {
-    unsigned char ch = (unsigned char)*p;
-    if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-    tf_buf__putn(b, run, (size_t)(p - run));
-    run = p + 1;
-    switch (ch) {
-    case '"': tf_buf__puts(b, "\\\""); break;
-    case '\\': tf_buf__puts(b, "\\\\"); break;
-    case '\n': tf_buf__puts(b, "\\n"); break;
-    case '\t': tf_buf__puts(b, "\\t"); break;
-    case '\r': tf_buf__puts(b, "\\r"); break;
-    default: tf_buf__printf(b, "\\u%04x", ch); break;
-    }
-  }
-  tf_buf__puts(b, run);
-  tf_buf__putn(b, "\"", 1);
-}
 
 tf_err tf_plan_to_json(char **out, const tf_plan *plan)
 {
@@ -1096,19 +1075,19 @@ tf_err tf_plan_to_json(char **out, const tf_plan *plan)
   tf_buf b;
   tf_buf__init(&b);
   tf_buf__puts(&b, "{\n  \"pool\": ");
-  tf_plan__json_str(&b, plan->pool_name);
+  tf_buf__json_str(&b, plan->pool_name);
   tf_buf__puts(&b, ",\n  \"namespace\": ");
-  tf_plan__json_str(&b, plan->ns);
+  tf_buf__json_str(&b, plan->ns);
   tf_buf__printf(&b, ",\n  \"replicas\": %lld,\n  \"placeable\": %zu,\n  \"relays\": [", (long long)plan->replicas,
                  plan->placeable);
   for (size_t i = 0; i < plan->relay_count; i++) {
     const tf_relay *r = &plan->relays[i];
     tf_buf__puts(&b, i ? ",\n    {\n      \"name\": " : "\n    {\n      \"name\": ");
-    tf_plan__json_str(&b, r->name);
+    tf_buf__json_str(&b, r->name);
     tf_buf__puts(&b, ",\n      \"identity\": ");
-    tf_plan__json_str(&b, r->identity);
+    tf_buf__json_str(&b, r->identity);
     tf_buf__puts(&b, ",\n      \"node\": ");
-    tf_plan__json_str(&b, r->node);
+    tf_buf__json_str(&b, r->node);
     tf_buf__puts(&b, ",\n      \"addresses\": [");
     for (size_t k = 0; k < r->addr_count; k++) {
       char a[TF_ADDR_STRLEN];
@@ -1120,7 +1099,7 @@ tf_err tf_plan_to_json(char **out, const tf_plan *plan)
                    r->range.start, r->range.end, tf_relay_ports_total(r));
     for (size_t l = 0; l < plan->listener_count; l++) {
       tf_buf__puts(&b, l ? ",\n        {\"name\": " : "\n        {\"name\": ");
-      tf_plan__json_str(&b, plan->listener_names[l]);
+      tf_buf__json_str(&b, plan->listener_names[l]);
       const char *proto = tf_protocol_name(plan->listener_protocols[l]);
       tf_buf__printf(&b, ", \"protocol\": \"%s\", \"port\": %u}", proto ? proto : "", tf_relay_listener_port(r, l));
     }
@@ -1130,13 +1109,13 @@ tf_err tf_plan_to_json(char **out, const tf_plan *plan)
   for (size_t i = 0; i < plan->condition_count; i++) {
     const tf_condition *c = &plan->conditions[i];
     tf_buf__puts(&b, i ? ",\n    {\"type\": " : "\n    {\"type\": ");
-    tf_plan__json_str(&b, c->type);
+    tf_buf__json_str(&b, c->type);
     tf_buf__puts(&b, ", \"status\": ");
-    tf_plan__json_str(&b, c->status);
+    tf_buf__json_str(&b, c->status);
     tf_buf__puts(&b, ", \"reason\": ");
-    tf_plan__json_str(&b, c->reason);
+    tf_buf__json_str(&b, c->reason);
     tf_buf__puts(&b, ", \"message\": ");
-    tf_plan__json_str(&b, c->message);
+    tf_buf__json_str(&b, c->message);
     tf_buf__puts(&b, "}");
   }
   tf_buf__puts(&b, plan->condition_count ? "\n  ]\n}" : "]\n}");

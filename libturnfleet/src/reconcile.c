@@ -1307,27 +1307,6 @@ typedef struct tf_rec__jw {
   size_t count[TF_REC__JSON_DEPTH];
 } tf_rec__jw;
 
-static void tf_rec__json_str(tf_buf *b, const char *s)
-{
-  tf_buf__putn(b, "\"", 1);
-  const char *run = s;
-  for (const char *p = s; *p; p++) {
-    unsigned char ch = (unsigned char)*p;
-    if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-    tf_buf__putn(b, run, (size_t)(p - run));
-    run = p + 1;
-    switch (ch) {
-    case '"': tf_buf__puts(b, "\\\""); break;
-    case '\\': tf_buf__puts(b, "\\\\"); break;
-    case '\n': tf_buf__puts(b, "\\n"); break;
-    case '\t': tf_buf__puts(b, "\\t"); break;
-    case '\r': tf_buf__puts(b, "\\r"); break;
-    default: tf_buf__printf(b, "\\u%04x", ch); break;
-    }
-  }
-  tf_buf__puts(b, run);
-  tf_buf__putn(b, "\"", 1);
-}
 
 static void tf_rec__jw_key(tf_rec__jw *w, const char *key)
 {
@@ -1336,7 +1315,7 @@ static void tf_rec__jw_key(tf_rec__jw *w, const char *key)
     for (int i = 0; i < w->depth; i++) tf_buf__puts(w->b, "  ");
   }
   if (key) {
-    tf_rec__json_str(w->b, key);
+    tf_buf__json_str(w->b, key);
     tf_buf__puts(w->b, ": ");
   }
 }
@@ -1362,7 +1341,7 @@ static void tf_rec__jw_close(tf_rec__jw *w, const char *bracket)
 static void tf_rec__jw_str(tf_rec__jw *w, const char *key, const char *v)
 {
   tf_rec__jw_key(w, key);
-  if (v) tf_rec__json_str(w->b, v);
+  if (v) tf_buf__json_str(w->b, v);
   else tf_buf__puts(w->b, "null");
 }
 
