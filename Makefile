@@ -28,7 +28,7 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
-# For now the demo runs the CLI on examples/: validate, plan, capacity, render.
+# The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
 

@@ -1,63 +1,113 @@
 #!/usr/bin/env bash
-# `make demo`: plan the loopback example pool, render each relay's coturn config,
-# run one real turnserver per relay on its own 127.0.0.x address, show that each
-# binds only its own address and ports, then stop every process by PID.
+# `make demo`: run the loopback example pool with `turnfleet up` (3 relays on
+# 127.0.0.11-13, one real turnserver each), prove every relay with a TURN
+# Allocate, hold allocations, scale to 2 and watch the drain, then stop it all.
+# Every process is stopped by PID; bounded by `timeout`; exits 0 on success.
 # usage: demo.sh BUILD_DIR
 set -euo pipefail
 build=${1:-build}
 tf="$build/tools/turnfleet/turnfleet"
-pool=examples/pools/loopback.yaml
-nodes=examples/nodes/loopback.json
+probe="$build/tools/turnfleet-probe/turnfleet-probe"
 work=$(mktemp -d)
-pids=()
+state="$work/state"
+pool="$work/pool.yaml"
+up_pid=""
+holds=()
+declare -A hold_of
 cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${holds[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -TERM "$up_pid" 2>/dev/null || true
+    sleep 1
+    kill -KILL "$up_pid" 2>/dev/null || true # its turnservers die with it
+  fi
+  wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+status() { cat "$state/status.json" 2>/dev/null || echo '{}'; }
+jq_ready() { python3 -c 'import json,sys; print(json.load(sys.stdin).get("readyRelays", 0))'; }
+table() { # the relays of status.json, as the live table shows them
+  python3 - "$state/status.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("%-18s %-12s %-12s %-6s %-9s %-11s %s" % ("RELAY", "ADDRESS", "PORTS", "READY", "DRAINING", "PORTS USED", "LAST PROBE"))
+for r in s["relays"]:
+    p = r["lastProbe"] or {}
+    print("%-18s %-12s %-12s %-6s %-9s %-11s %s" % (r["name"], r["relayAddress"], "%d-%d" % (r["portRange"]["start"], r["portRange"]["end"]),
+          r["ready"], r["draining"], "%s/%s" % (r["portsInUse"], r["portsTotal"]), "ok" if p.get("ok") else p.get("message", "-")))
+print("readyRelays %d   conditions: %s" % (s["readyRelays"], ", ".join("%s=%s" % (c["type"], c["status"]) for c in s["conditions"])))
+PY
+}
+wait_until() { # wait_until SECONDS DESCRIPTION COMMAND...
+  local limit=$1 what=$2
+  shift 2
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    if [ $SECONDS -ge $end ]; then echo "demo: timed out waiting for $what" >&2; tail -5 "$work/up.err" >&2; exit 1; fi
+    sleep 0.3
+  done
+}
 
-step "validate $pool"
-"$tf" validate -f "$pool"
-
-step "plan it on $nodes (3 nodes, addresses 127.0.0.11-13)"
-"$tf" plan -f "$pool" --nodes "$nodes"
-
-step "capacity, and what 5000 concurrent allocations would need at 20% headroom"
-"$tf" capacity -f "$pool" --nodes "$nodes" --target-allocations 5000 --headroom 0.2
-
-step "render one coturn config per relay (0600: it holds the shared secret) and start turnserver"
-command -v turnserver >/dev/null || { echo "turnserver not found: run tools/dev/install-deps.sh" >&2; exit 1; }
-head -c 24 /dev/urandom | base64 | tr -d '\n' > "$work/secret"
+# the example pool (examples/pools/loopback.yaml) with a short drain for the demo
+sed -e 's/drainTimeout: .*/drainTimeout: 20s/' examples/pools/loopback.yaml > "$pool"
+head -c 24 /dev/urandom | base64 > "$work/secret"
 chmod 600 "$work/secret"
-mapfile -t relays < <("$tf" plan -f "$pool" --nodes "$nodes" -o json |
-  python3 -c 'import json,sys; [print(r["name"]) for r in json.load(sys.stdin)["relays"]]')
-for relay in "${relays[@]}"; do
-  mkdir -p "$work/$relay"
-  "$tf" render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$work/secret" \
-    --state-dir "$work" --log-file "$work/$relay/turn.log" --out "$work/$relay/turnserver.conf"
-  turnserver -c "$work/$relay/turnserver.conf" > "$work/$relay/stdout.log" 2>&1 &
-  pids+=("$!")
-  printf '%s: turnserver pid %s, config %s\n' "$relay" "$!" "$(grep -E '^(listening-ip|min-port|max-port)=' "$work/$relay/turnserver.conf" | tr '\n' ' ')"
-done
 
-step "what each relay process listens on"
-sleep 2
-for i in "${!relays[@]}"; do
-  pid=${pids[$i]}
-  kill -0 "$pid" 2>/dev/null || { echo "${relays[$i]}: turnserver exited; log:"; cat "$work/${relays[$i]}/stdout.log"; exit 1; }
-  socks=$(ss -H -lnup 2>/dev/null | grep "pid=$pid," | awk '{print "udp " $4}'; ss -H -lntp 2>/dev/null | grep "pid=$pid," | awk '{print "tcp " $4}')
-  printf '%s (pid %s):\n%s\n' "${relays[$i]}" "$pid" "$(printf '%s\n' "$socks" | sort -u | sed 's/^/  /')"
-done
+step "turnfleet up -f pool.yaml --addresses 127.0.0.11-13 (3 relays, probe every 1 s)"
+timeout 100 "$tf" up -f "$pool" --secret-file "$work/secret" --addresses 127.0.0.11-13 --state-dir "$state" \
+  --metrics-addr 127.0.0.1:9650 --probe-interval 1 --json > "$work/up.log" 2> "$work/up.err" &
+up_pid=$!
 
-step "stop every relay by PID"
-for i in "${!relays[@]}"; do
-  kill -TERM "${pids[$i]}"
-  wait "${pids[$i]}" 2>/dev/null || true
-  echo "${relays[$i]}: stopped"
+ready3() { [ "$(status | jq_ready)" = 3 ]; }
+wait_until 30 "3 ready relays" ready3
+echo "every relay passed a real TURN Allocate (its probe) before it was marked ready:"
+table
+step "turn-uris (published: ready relays only)"
+cat "$state/turn-uris"
+
+step "hold allocations with turnfleet-probe --hold 2 on every relay"
+for addr in 127.0.0.11 127.0.0.12 127.0.0.13; do
+  "$probe" --uri "turn:$addr:3478?transport=udp" --secret-file "$work/secret" --hold 2 > "$work/hold-$addr.log" 2>&1 &
+  holds+=($!)
+  hold_of[$addr]=$!
 done
-pids=()
-echo
-echo "demo done: 3 relays planned, rendered, run on their own addresses and stopped."
+held() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if all((r["portsInUse"] or 0) >= 2 for r in s["relays"]) else 1)' "$state/status.json"; }
+wait_until 15 "held allocations counted" held
+table
+step "/metrics (served by turnfleet up)"
+curl -s http://127.0.0.1:9650/metrics | grep -v '^#' | grep ports_in_use || true
+
+step "scale the pool to 2 replicas (edit the file)"
+sed -i 's/replicas: 3/replicas: 2/' "$pool"
+draining() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); d=[r for r in s["relays"] if r["draining"]]; print(d[0]["relayAddress"]) if d else sys.exit(1)' "$state/status.json"; }
+wait_until 15 "a draining relay" eval "draining > /dev/null"
+gone=$(draining)
+echo "draining: the relay on $gone — out of turn-uris first, still serving its held allocations:"
+table
+cat "$state/turn-uris"
+if grep -q "$gone:" "$state/turn-uris"; then echo "demo: $gone still published" >&2; exit 1; fi
+
+step "release the held allocations on $gone: the relay leaves"
+kill -TERM "${hold_of[$gone]}"
+wait "${hold_of[$gone]}" 2>/dev/null || true
+two() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if len(s["relays"]) == 2 else 1)' "$state/status.json"; }
+wait_until 25 "the drained relay to leave" two
+table
+step "final turn-uris"
+cat "$state/turn-uris"
+
+step "SIGTERM turnfleet up: drain every relay, stop every turnserver"
+for pid in "${holds[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+holds=()
+kill -TERM "$up_pid"
+rc=0
+wait "$up_pid" || rc=$?
+up_pid=""
+if [ "$rc" != 0 ]; then echo "demo: turnfleet up exited $rc" >&2; exit 1; fi
+if pgrep -f "$state" > /dev/null; then echo "demo: a turnserver is left" >&2; exit 1; fi
+echo "turnfleet up exited 0; no turnserver left; status.json kept:"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("readyRelays", s["readyRelays"], "relays", len(s["relays"]))' "$state/status.json"
+step "demo done"

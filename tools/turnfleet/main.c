@@ -13,6 +13,8 @@
 
 #include <turnfleet.h>
 
+#include "up.h"
+
 #define PROG "turnfleet"
 #define EXIT_BAD_INPUT 2
 
@@ -27,6 +29,8 @@ static const char usage_text[] =
   "  render   -f POOL --nodes NODES --relay NAME --secret-file F [--previous-secret-file F]\n"
   "           [--coturn-version V] [--existing RELAYS.json] [--state-dir DIR] [--log-file F]\n"
   "           [--cert F --key F] [--name NAME] [--out FILE]\n"
+  "  up       -f POOL --secret-file F (--addresses LIST | --nodes NODES) [--state-dir DIR]\n"
+  "           [--metrics-addr ADDR:PORT] [--probe-interval S] [--json]   (run the pool here; see up --help)\n"
   "  version\n"
   "\n"
   "POOL is a TURNPool (YAML or JSON, whole object or spec); NODES is `kubectl get nodes -o json`.\n"
@@ -444,6 +448,7 @@ int main(int argc, char **argv)
     printf("turnfleet %s\n", tf_version_string());
     return 0;
   }
+  if (!strcmp(cmd, "up")) return tf_up_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
                       : !strcmp(cmd, "plan")   ? cmd_plan
                       : !strcmp(cmd, "capacity") ? cmd_capacity

@@ -1,0 +1,305 @@
+"""End-to-end tests of `turnfleet up` with real coturn on loopback.
+
+Addresses 127.0.0.81-83, listener port 3701, CLI ports from 3710, metrics on
+3790, relay ranges 60000-60007. Every process is stopped by its PID.
+usage: python3 test_up.py TURNFLEET TURNFLEET_PROBE   (unittest; steps run in order)
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+TURNFLEET = TURNFLEET_PROBE = None
+INTERVAL = 0.5
+SECRET = "e2e-secret-7f3a9c1d55"
+POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
+kind: TURNPool
+metadata: {{name: e2e}}
+spec:
+  replicas: {replicas}
+  relayPortRange: {{start: 60000, end: 60007}}
+  listeners:
+    - {{name: turn, protocol: udp, port: 3701}}
+    - {{name: turn-tcp, protocol: tcp, port: 3701}}
+  auth: {{realm: e2e.test, secretRef: {{name: s}}}}
+  drainTimeout: {drain}
+"""
+METRICS = "http://127.0.0.1:3790"
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of ours is not alive
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(what, cond, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class TestUp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tf-up-")
+        cls.state = os.path.join(cls.dir, "state")
+        cls.pool = os.path.join(cls.dir, "pool.yaml")
+        cls.secret = os.path.join(cls.dir, "secret")
+        with open(cls.secret, "w") as f:
+            f.write(SECRET + "\n")
+        os.chmod(cls.secret, 0o600)
+        cls.write_pool(3)
+        cls.out = open(os.path.join(cls.dir, "out.log"), "w+")
+        cls.err = open(os.path.join(cls.dir, "err.log"), "w+")
+        cls.holds = []
+        cls.pids_seen = set()
+        cls.proc = subprocess.Popen(
+            [TURNFLEET, "up", "-f", cls.pool, "--secret-file", cls.secret, "--addresses", "127.0.0.81-83",
+             "--state-dir", cls.state, "--metrics-addr", "127.0.0.1:3790", "--probe-interval", str(INTERVAL),
+             "--cli-port", "3710", "--json"],
+            stdout=cls.out, stderr=cls.err)
+
+    @classmethod
+    def tearDownClass(cls):
+        for h in cls.holds:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+            h.stdout.close()
+        if cls.proc.poll() is None:
+            cls.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)
+            cls.proc.wait()
+        for pid in cls.pids_seen:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        cls.out.close()
+        cls.err.close()
+        if os.environ.get("TF_KEEP_TMP"):
+            print("kept", cls.dir, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @classmethod
+    def write_pool(cls, replicas, drain="5s", text=None):
+        tmp = cls.pool + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text if text is not None else POOL.format(replicas=replicas, drain=drain))
+        os.replace(tmp, cls.pool)
+        # a new mtime even within the same clock tick
+        st = os.stat(cls.pool)
+        os.utime(cls.pool, ns=(st.st_atime_ns, st.st_mtime_ns + 1000000))
+
+    def status(self):
+        try:
+            with open(os.path.join(self.state, "status.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def uris(self):
+        with open(os.path.join(self.state, "turn-uris")) as f:
+            return [line for line in f.read().splitlines() if line]
+
+    def lines(self):
+        with open(self.out.name) as f:
+            out = [json.loads(line) for line in f if line.startswith("{")]
+        for ev in out:
+            for r in ev.get("relays", []):
+                if r["pid"]:
+                    self.pids_seen.add(r["pid"])
+        return out
+
+    def last(self):
+        evs = [e for e in self.lines() if e["event"] == "reconcile"]
+        return evs[-1] if evs else None
+
+    def metrics(self):
+        with urllib.request.urlopen(METRICS + "/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def hold(self, uri, n, tries=1):
+        """Hold n allocations; retry on 508 (a probe's released allocation keeps its port a moment)."""
+        for attempt in range(tries):
+            p = subprocess.Popen([TURNFLEET_PROBE, "--uri", uri, "--secret-file", self.secret, "--hold", str(n),
+                                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.holds.append(p)
+            results = [json.loads(p.stdout.readline() or "{}") for _ in range(n)]
+            if all(r.get("ok") for r in results):
+                return p
+            p.wait(timeout=10)
+            p.stdout.close()
+            self.assertEqual(results[-1].get("errorCode"), 508, results)
+            time.sleep(0.3)
+        self.fail("could not hold %d allocations on %s" % (n, uri))
+
+    def test_1_ready_after_allocate_and_outputs_agree(self):
+        st = wait_for("3 ready relays", lambda: (s := self.status()) and s["readyRelays"] == 3 and s, 30)
+        self.assertEqual(len(st["relays"]), 3)
+        addrs = sorted(r["relayAddress"] for r in st["relays"])
+        self.assertEqual(addrs, ["127.0.0.81", "127.0.0.82", "127.0.0.83"])
+        for r in st["relays"]:
+            # ready only with a passed probe (a real Allocate) made after the process started
+            self.assertTrue(r["ready"])
+            self.assertTrue(r["lastProbe"]["ok"], r)
+            self.assertEqual(r["portsTotal"], 8)
+        # before any probe passed, no relay was ready
+        first = self.lines()[0]
+        self.assertEqual(first["readyRelays"], 0)
+        uris = self.uris()
+        want = sorted("turn:%s:3701?transport=%s" % (a, t) for a in addrs for t in ("udp", "tcp"))
+        self.assertEqual(sorted(uris), want)
+        with open(os.path.join(self.state, "iceServers.json")) as f:
+            ice = json.load(f)
+        self.assertEqual(sorted(u for s in ice for u in s["urls"]), want)
+        text = self.metrics()
+        for r in st["relays"]:
+            labels = '{namespace="default",pool="e2e",relay="%s"}' % r["name"]
+            self.assertIn("turnfleet_relay_ports_total%s 8\n" % labels, text)
+            self.assertIn("turnfleet_probe_success%s 1\n" % labels, text)
+            self.assertRegex(text, re.escape("turnfleet_relay_ports_in_use" + labels) + r" \d+\n")
+        self.assertIn("# TYPE turnfleet_allocation_failures_total counter", text)
+        with urllib.request.urlopen(METRICS + "/healthz", timeout=5) as r:
+            self.assertEqual((r.status, r.read()), (200, b"ok\n"))
+
+    def test_2_invalid_pool_edit_changes_nothing(self):
+        before = self.last()
+        uris = self.uris()
+        with open(self.pool) as f:
+            self.write_pool(3, text=f.read().replace("replicas: 3", "replicas: -1"))
+        wait_for("the invalid pool reported", lambda: any(e["event"] == "poolInvalid" for e in self.lines()), 10)
+        time.sleep(3 * INTERVAL)
+        after = self.last()
+        self.assertEqual(self.uris(), uris)
+        self.assertEqual([r["pid"] for r in after["relays"]], [r["pid"] for r in before["relays"]])
+        self.assertEqual(after["readyRelays"], 3)
+        self.assertEqual(after["actions"], [])
+        with open(self.err.name) as f:
+            self.assertIn("spec.replicas", f.read())
+        self.write_pool(3)  # valid again, unchanged fleet
+
+    def test_3_killed_relay_restarted(self):
+        ev = wait_for("a ready fleet", lambda: (e := self.last()) and e["readyRelays"] == 3 and e, 10)
+        victim = ev["relays"][0]
+        os.kill(victim["pid"], signal.SIGKILL)
+
+        def restarted():
+            e = self.last()
+            r = [r for r in e["relays"] if r["name"] == victim["name"]]
+            return r and r[0]["pid"] not in (0, victim["pid"]) and r[0]["state"] == "ready" and r[0]
+
+        r = wait_for("the relay restarted and ready", restarted, 20)
+        self.assertEqual(r["restarts"], 1)
+        self.assertFalse(alive(victim["pid"]))
+
+    def test_4_held_allocations_counted(self):
+        wait_for("3 ready relays", lambda: (s := self.status()) and s["readyRelays"] == 3 and s, 20)
+        t0 = time.monotonic()
+        for a in ("127.0.0.81", "127.0.0.82", "127.0.0.83"):
+            self.hold("turn:%s:3701?transport=udp" % a, 2, tries=5)
+
+        def counted():
+            s = self.status()
+            return all((r["allocations"] or 0) >= 2 for r in s["relays"]) and s
+
+        s = wait_for("held allocations counted", counted, 10)
+        self.assertLessEqual(time.monotonic() - t0, 2 * INTERVAL + 3.0)  # two probe rounds (+ the holds, timeouts)
+        for r in s["relays"]:
+            self.assertEqual(r["portsInUse"], r["allocations"])
+        text = self.metrics()
+        for r in s["relays"]:
+            m = re.search(r'turnfleet_relay_ports_in_use\{namespace="default",pool="e2e",relay="%s"\} (\d+)' % r["name"],
+                          text)
+            self.assertTrue(m and int(m.group(1)) >= 2, r["name"])
+
+    def test_5_scale_down_drains_uri_first_then_deadline(self):
+        before = self.last()
+        pids = {r["name"]: r["pid"] for r in before["relays"]}
+        uris_before = set(self.uris())
+        self.write_pool(2, drain="4s")
+        ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "draining"], 10)
+        gone = ev[0]["name"]
+        t_drain = time.monotonic()
+        st = self.status()
+        r = [r for r in st["relays"] if r["name"] == gone][0]
+        self.assertTrue(r["draining"])
+        addr = r["relayAddress"]
+        # URI first: out of turn-uris while its process still runs with the held allocations
+        self.assertFalse([u for u in self.uris() if ":%s:" % addr in u or "turn:%s:" % addr in u])
+        self.assertTrue(uris_before > set(self.uris()))
+        self.assertTrue(alive(pids[gone]))
+        self.assertGreaterEqual(r["allocations"] or 0, 2)
+        # never cut before drainTimeout (4 s), gone soon after it
+        wait_for("the drain deadline", lambda: not alive(pids[gone]), 15)
+        self.assertGreaterEqual(time.monotonic() - t_drain, 3.0)
+        st = wait_for("2 relays", lambda: (s := self.status()) and len(s["relays"]) == 2 and s, 10)
+        self.assertNotIn(gone, [r["name"] for r in st["relays"]])
+        for name, pid in pids.items():
+            if name != gone:
+                self.assertTrue(alive(pid), name)
+
+    def test_6_no_secret_in_argv_output_or_files(self):
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        self.assertNotIn(SECRET.encode(), f.read(), pid)
+                except OSError:
+                    pass
+        confs = 0
+        for root, _, files in os.walk(self.state):
+            for name in files:
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                if name == "turnserver.conf":
+                    confs += 1
+                    self.assertIn(SECRET.encode(), data)
+                    self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+                else:
+                    self.assertNotIn(SECRET.encode(), data, path)
+                    self.assertNotIn(b"cli-password", data, path)
+        self.assertEqual(confs, 2)
+        for f in (self.out.name, self.err.name):
+            with open(f, "rb") as fh:
+                self.assertNotIn(SECRET.encode(), fh.read())
+
+    def test_7_sigterm_drains_and_leaves_no_turnserver(self):
+        pids = [r["pid"] for r in self.last()["relays"] if r["pid"]]
+        self.assertEqual(len(pids), 2)
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        wait_for("URIs emptied", lambda: self.uris() == [], 5)
+        self.assertTrue(all(alive(p) for p in pids))  # emptied before the relays stop
+        rc = self.proc.wait(timeout=30)
+        self.assertEqual(rc, 0)
+        self.assertGreaterEqual(time.monotonic() - t0, 3.0)  # held allocations: waited for drainTimeout
+        self.lines()
+        for pid in self.pids_seen:
+            self.assertFalse(alive(pid), pid)
+        out = subprocess.run(["pgrep", "-f", self.state], capture_output=True, text=True).stdout
+        self.assertEqual(out.strip(), "")
+        st = self.status()
+        self.assertEqual((st["readyRelays"], st["relays"]), (0, []))
+
+
+if __name__ == "__main__":
+    TURNFLEET, TURNFLEET_PROBE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
