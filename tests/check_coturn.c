@@ -1094,6 +1094,13 @@ START_TEST(test_coturn__turnserver_cli_only_on_127_0_0_1)
   int64_t allocs = -1;
   TS_CHECK(tf_coturn_allocations_from_cli(&allocs, buf, strlen(buf)) == 0 && allocs == 0, "pc parser: %s",
            tf_error_last()->message);
+  TS_CHECK(tf_coturn_cli_command(&line, TF_COTURN_CLI_PRINT_USERS, NULL, 0) == 0, "pu line");
+  TS_CHECK(write(fd, line, strlen(line)) == (ssize_t)strlen(line), "write");
+  tf_free(line);
+  TS_CHECK(ts_read_until(fd, "Total sessions: 0\r\n", buf, sizeof(buf)), "no session count: %s", buf);
+  allocs = -1;
+  TS_CHECK(tf_coturn_allocations_from_cli(&allocs, buf, strlen(buf)) == 0 && allocs == 0, "pu parser: %s",
+           tf_error_last()->message);
   close(fd);
   ts_stop_all();
   ts_cleanup();
@@ -1161,6 +1168,15 @@ START_TEST(test_coturn__allocations_from_cli_skips_telnet_iac)
   static const char two[] = "total-current-allocs: 5\r\n> pc\r\ntotal-current-allocs: 4\r\n> ";
   TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, two, sizeof(two) - 1));
   ck_assert_int_eq(allocs, 4);
+
+  /* `pu` (what the runtime sends): the tail of coturn.md §5's capture */
+  static const char pu[] = "\r\n    user: <1795954056:alice>, 1 sessions\r\n    user: <1795954056:bob>, 1 sessions\r\n"
+                           "    user: <1795954056:carol>, 1 sessions\r\n\r\n  Total sessions: 3\r\n\r\n> ";
+  TF_OK_OR_FAIL(tf_coturn_allocations_from_cli(&allocs, pu, sizeof(pu) - 1));
+  ck_assert_int_eq(allocs, 3);
+  static const char bad_pu[] = "  Total sessions: lots\r\n";
+  ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, bad_pu, sizeof(bad_pu) - 1), TF_EPROTO);
+  ck_assert_str_eq(tf_error_last()->message, "line 1: Total sessions: the value is not a count");
 }
 END_TEST
 
@@ -1169,7 +1185,7 @@ START_TEST(test_coturn__allocations_from_cli_rejects)
   int64_t allocs = 77;
   static const char none[] = "TURN Server\r\nEnter password: \r\n";
   ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, none, sizeof(none) - 1), TF_ENOTFOUND);
-  ck_assert_str_eq(tf_error_last()->message, "total-current-allocs: not in the CLI output");
+  ck_assert_str_eq(tf_error_last()->message, "neither Total sessions: nor total-current-allocs: is in the CLI output");
   /* the line has not ended: "3" may be the start of "30" */
   static const char unfinished[] = "  total-current-allocs: 3";
   ck_assert_int_eq(tf_coturn_allocations_from_cli(&allocs, unfinished, sizeof(unfinished) - 1), TF_ENOTFOUND);
@@ -1204,6 +1220,7 @@ START_TEST(test_coturn__cli_command_lines)
       {TF_COTURN_CLI_SET_TOTAL_QUOTA, NULL, 2147483647, "cc total-quota 2147483647\r\n"},
       {TF_COTURN_CLI_DRAIN, NULL, 0, "drain\r\n"},
       {TF_COTURN_CLI_STOP, NULL, 0, "stop\r\n"},
+      {TF_COTURN_CLI_PRINT_USERS, NULL, 0, "pu\r\n"},
   };
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
     char *line = NULL;

@@ -447,7 +447,7 @@ tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(text || len == 0);
-  static const char key[] = "total-current-allocs:";
+  static const char *const keys[] = {"Total sessions:", "total-current-allocs:"};
   char *clean = malloc(len ? len : 1);
   if (!clean) return tf_error__nomem();
   size_t n = tf_coturn__strip_telnet(clean, (const unsigned char *)text, len);
@@ -462,8 +462,11 @@ tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len
     pos = nl ? end + 1 : n;
     if (!nl) break; /* an unfinished line: its number may still be growing */
     while (i < end && (clean[i] == ' ' || clean[i] == '\t')) i++;
-    if (end - i < sizeof(key) - 1 || memcmp(clean + i, key, sizeof(key) - 1) != 0) continue;
-    i += sizeof(key) - 1;
+    const char *key = NULL;
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]) && !key; k++)
+      if (end - i >= strlen(keys[k]) && memcmp(clean + i, keys[k], strlen(keys[k])) == 0) key = keys[k];
+    if (!key) continue;
+    i += strlen(key);
     while (i < end && (clean[i] == ' ' || clean[i] == '\t')) i++;
     size_t a = i;
     int64_t v = 0;
@@ -471,7 +474,7 @@ tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len
     size_t digits = i - a;
     while (i < end && (clean[i] == ' ' || clean[i] == '\t' || clean[i] == '\r' || clean[i] == '\0')) i++;
     if (digits == 0 || i != end) {
-      rc = tf_error__set(TF_EPROTO, "line %zu: total-current-allocs: the value is not a count", line);
+      rc = tf_error__set(TF_EPROTO, "line %zu: %s the value is not a count", line, key);
       break;
     }
     value = v;
@@ -479,7 +482,8 @@ tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len
   }
   tf_crypto__wipe(clean, len ? len : 1); /* a session may echo what was typed */
   free(clean);
-  if (rc == TF_ENOTFOUND) return tf_error__set(TF_ENOTFOUND, "total-current-allocs: not in the CLI output");
+  if (rc == TF_ENOTFOUND)
+    return tf_error__set(TF_ENOTFOUND, "neither Total sessions: nor total-current-allocs: is in the CLI output");
   if (rc < 0) return rc;
   *out = value;
   return TF_OK;
@@ -513,6 +517,9 @@ tf_err tf_coturn_cli_command(char **out, tf_coturn_cli_op op, const char *passwo
     break;
   case TF_COTURN_CLI_STOP:
     line = strdup("stop\r\n");
+    break;
+  case TF_COTURN_CLI_PRINT_USERS:
+    line = strdup("pu\r\n");
     break;
   default:
     return tf_error__set(TF_EINVALID, "op: %d is not a tf_coturn_cli_op", (int)op);

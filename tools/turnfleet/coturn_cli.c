@@ -150,7 +150,8 @@ int tf_up_cli_allocations(int64_t *out, uint16_t port, const char *password, int
   c->fd = -1;
   size_t from = 0;
   int rc = cli_login(c, port, password, timeout_ms);
-  if (rc == 0) rc = cli_run(c, TF_COTURN_CLI_PRINT_CONFIG, &from);
+  /* `pu`, not `pc`: 4.6.1's total-current-allocs also counts refused (508) Allocates */
+  if (rc == 0) rc = cli_run(c, TF_COTURN_CLI_PRINT_USERS, &from);
   if (rc == 0 && tf_coturn_allocations_from_cli(out, c->buf + from, c->len - from) < 0) rc = -1;
   if (c->fd >= 0) (void)conn_send(c, "quit\r\n", 6);
   conn_close(c);

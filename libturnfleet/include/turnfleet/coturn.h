@@ -100,9 +100,11 @@ TF_EXTERN(tf_err) tf_coturn_config_hash(char **out, const char *text);
 TF_EXTERN(tf_err) tf_coturn_allocations_from_metrics(int64_t *out, const char *text, size_t len);
 
 /**
- * Current allocations from the telnet CLI's `pc` output: the line
- * `total-current-allocs: N` (the default realm's quota counter, exact and
- * synchronous). Telnet IAC sequences are skipped (negotiation `FF FB..FE x`,
+ * Current allocations from the telnet CLI's output: the line `Total sessions: N`
+ * of `pu` or `ps` (the sessions that hold an allocation: exact), or the line
+ * `total-current-allocs: N` of `pc` (the realm's quota counter; coturn 4.6.1 also
+ * counts every Allocate it refused with 508 there and never takes it back, so
+ * prefer `pu`). Telnet IAC sequences are skipped (negotiation `FF FB..FE x`,
  * two-byte commands, subnegotiation `FF FA .. FF F0`, escaped `FF FF`), so
  * the raw bytes of the session can be given as they came. When the text holds
  * several `pc` replies the last complete line counts; give the bytes up to the
@@ -110,7 +112,7 @@ TF_EXTERN(tf_err) tf_coturn_allocations_from_metrics(int64_t *out, const char *t
  * @param[out] out the count
  * @param text the bytes read from the CLI, borrowed (need not be NUL-terminated)
  * @param len bytes in @p text
- * @return 0; TF_ENOTFOUND when no `total-current-allocs:` line is there (yet);
+ * @return 0; TF_ENOTFOUND when no `Total sessions:` or `total-current-allocs:` line is there (yet);
  *         TF_EPROTO naming the line when its value is not a count; TF_EINVALID
  */
 TF_EXTERN(tf_err) tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len);
@@ -123,7 +125,8 @@ typedef enum tf_coturn_cli_op {
                                           new Allocate gets 486, refreshes still work; takes up to 5 s) */
   TF_COTURN_CLI_SET_TOTAL_QUOTA = 3, /**< `cc total-quota <quota>`: undo the above (0 = unlimited) */
   TF_COTURN_CLI_DRAIN = 4,           /**< `drain` (coturn >= 4.6.3, like SIGUSR1; irreversible) */
-  TF_COTURN_CLI_STOP = 5             /**< `stop`: shut the server down */
+  TF_COTURN_CLI_STOP = 5,            /**< `stop`: shut the server down */
+  TF_COTURN_CLI_PRINT_USERS = 6      /**< `pu`: sessions per user and `Total sessions: N`, the exact count */
 } tf_coturn_cli_op;
 
 /**
