@@ -255,7 +255,10 @@ class TestUp(unittest.TestCase):
             c = {c["type"]: c for c in s["conditions"]}["CapacityPressure"]
             return c["status"] == "True" and (s, c)
 
-        s, c = wait_for("CapacityPressure", top_up_and_check, 15)
+        try:
+            s, c = wait_for("CapacityPressure", top_up_and_check, 25)
+        except AssertionError:
+            raise AssertionError("no CapacityPressure with %d fillers held: %s" % (len(fillers), json.dumps(self.status())))
         self.assertIn(c["reason"], ("PortsNearlyExhausted", "InsufficientCapacity"))
         r = [r for r in s["relays"] if r["relayAddress"] == "127.0.0.81"][0]
         self.assertEqual(r["portsTotal"], 8)
@@ -282,7 +285,7 @@ class TestUp(unittest.TestCase):
         before = self.last()
         pids = {r["name"]: r["pid"] for r in before["relays"]}
         uris_before = set(self.uris())
-        self.write_pool(2, drain="4s")
+        self.write_pool(2, drain="8s")
         ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "draining"], 10)
         gone = ev[0]["name"]
         t_drain = time.monotonic()
@@ -295,9 +298,21 @@ class TestUp(unittest.TestCase):
         self.assertTrue(uris_before > set(self.uris()))
         self.assertTrue(alive(pids[gone]))
         self.assertGreaterEqual(r["allocations"] or 0, 2)
-        # never cut before drainTimeout (4 s), gone soon after it
+
+        # then new allocations are refused (coturn 4.6.1: the CLI's total-quota -1, so 486;
+        # it takes effect within 5 s), while the held ones stay
+        def refused():
+            out = subprocess.run([TURNFLEET_PROBE, "--uri", "turn:%s:3701?transport=udp" % addr, "--secret-file",
+                                  self.secret, "--json"], capture_output=True, text=True, timeout=10)
+            res = json.loads(out.stdout or "{}")
+            return res.get("errorCode") == 486 and res
+
+        res = wait_for("new Allocates refused on the draining relay", refused, 7)
+        self.assertFalse(res["ok"])
+        self.assertTrue(alive(pids[gone]))
+        # never cut before drainTimeout (8 s), gone soon after it
         wait_for("the drain deadline", lambda: not alive(pids[gone]), 15)
-        self.assertGreaterEqual(time.monotonic() - t_drain, 3.0)
+        self.assertGreaterEqual(time.monotonic() - t_drain, 7.0)
         st = wait_for("2 relays", lambda: (s := self.status()) and len(s["relays"]) == 2 and s, 10)
         self.assertNotIn(gone, [r["name"] for r in st["relays"]])
         for name, pid in pids.items():
