@@ -59,7 +59,7 @@ class RenderTest(unittest.TestCase):
             h.source("examples/nodes/loopback.json")
         ) as nodes, turnfleet.plan(pool, nodes) as plan:
             r = plan.relays[0].name
-            old = turnfleet.render_coturn(pool, plan, r, "s", state_dir="/s")  # the pool's 4.6.1
+            old = turnfleet.render_coturn(pool, plan, r, "s", state_dir="/s")  # the default, 4.6.1
             self.assertEqual(old, turnfleet.render_coturn(pool, plan, r, "s", "4.6.1", state_dir="/s"))
             new = turnfleet.render_coturn(pool, plan, r, "s", "4.18.0", state_dir="/s")
             self.assertNotIn("prometheus-address", old)

@@ -22,7 +22,7 @@ def render_coturn(
     plan,
     relay_name,
     secret,
-    coturn_version=None,
+    coturn_version="4.6.1",
     *,
     previous_secret=None,
     state_dir=None,
@@ -39,8 +39,9 @@ def render_coturn(
     The text holds the shared secret(s): write it 0600 and never log it.
     ``secret`` is the current shared secret (or a sequence of secrets, current
     first); ``previous_secret`` adds the one being rotated out. ``relay_name`` is
-    a name from the plan or a :class:`Relay`. ``coturn_version`` None renders for
-    the pool's ``spec.dataplane.coturnVersion`` (default "4.6.1"). Paths must be
+    a name from the plan or a :class:`Relay`. ``coturn_version`` is the coturn
+    the config is for (default "4.6.1", Debian 12's); None renders for the pool's
+    ``spec.dataplane.coturnVersion``. Paths must be
     absolute. ``allow_loopback_peers`` is for tests on loopback only.
     Raises NotFound for an unknown relay, InvalidArgument naming a bad option.
     """
