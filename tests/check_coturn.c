@@ -687,39 +687,14 @@ static char *ts_dir;
 static char ts_version_text[64];
 static uint32_t ts_version;
 
-static void ts_kill_all(void)
-{
-  for (size_t i = 0; i < ts_count; i++) {
-    if (ts_procs[i].pid > 0) {
-      kill(ts_procs[i].pid, SIGKILL);
-      waitpid(ts_procs[i].pid, NULL, 0);
-      ts_procs[i].pid = 0;
-    }
-  }
-}
-
 static void ts_cleanup(void)
 {
-  ts_kill_all();
-  if (ts_dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(ts_dir);
-  free(ts_dir);
-  ts_dir = NULL;
+  for (size_t i = 0; i < ts_count; i++) tf_ts_reap(&ts_procs[i].pid);
+  tf_ts_remove_dir(&ts_dir);
 }
 
-/* Fail the test, but first stop every turnserver by PID (check exits the
- * forked test process at once on failure; no teardown runs then). */
-#define TS_CHECK(cond, ...)      \
-  do {                           \
-    if (!(cond)) {               \
-      ts_cleanup();              \
-      ck_abort_msg(__VA_ARGS__); \
-    }                            \
-  } while (0)
-#define TS_OK(call)                                                                          \
-  do {                                                                                       \
-    tf_err ts__rc = (call);                                                                  \
-    TS_CHECK(ts__rc == 0, "%s -> %d (%s)", #call, ts__rc, tf_error_last()->message);         \
-  } while (0)
+#define TS_CHECK(cond, ...) TF_TS_CHECK(ts_cleanup, cond, __VA_ARGS__)
+#define TS_OK(call) TF_TS_OK(ts_cleanup, call)
 
 static void ts_setup(void)
 {

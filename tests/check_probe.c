@@ -60,46 +60,15 @@ static char pc_cert[1200], pc_key[1200], pc_secret_file[1200];
 static char pc_version_text[64];
 static uint32_t pc_version;
 
-static void pc_kill_all(void)
-{
-  for (size_t i = 0; i < PC_MAX_CHILDREN; i++) {
-    if (pc_children[i] > 0) {
-      kill(pc_children[i], SIGKILL);
-      waitpid(pc_children[i], NULL, 0);
-      pc_children[i] = 0;
-    }
-  }
-  for (size_t i = 0; i < pc_count; i++) {
-    if (pc_relays[i].pid > 0) {
-      kill(pc_relays[i].pid, SIGKILL);
-      waitpid(pc_relays[i].pid, NULL, 0);
-      pc_relays[i].pid = 0;
-    }
-  }
-}
-
 static void pc_cleanup(void)
 {
-  pc_kill_all();
-  if (pc_dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(pc_dir);
-  free(pc_dir);
-  pc_dir = NULL;
+  for (size_t i = 0; i < PC_MAX_CHILDREN; i++) tf_ts_reap(&pc_children[i]);
+  for (size_t i = 0; i < pc_count; i++) tf_ts_reap(&pc_relays[i].pid);
+  tf_ts_remove_dir(&pc_dir);
 }
 
-/* Fail the test, but first stop every process by PID (check ends the forked
- * test process at once on failure; no teardown runs then). */
-#define PC_CHECK(cond, ...)      \
-  do {                           \
-    if (!(cond)) {               \
-      pc_cleanup();              \
-      ck_abort_msg(__VA_ARGS__); \
-    }                            \
-  } while (0)
-#define PC_OK(call)                                                                  \
-  do {                                                                               \
-    tf_err pc__rc = (call);                                                          \
-    PC_CHECK(pc__rc == 0, "%s -> %d (%s)", #call, pc__rc, tf_error_last()->message); \
-  } while (0)
+#define PC_CHECK(cond, ...) TF_TS_CHECK(pc_cleanup, cond, __VA_ARGS__)
+#define PC_OK(call) TF_TS_OK(pc_cleanup, call)
 
 static void pc_setup(void)
 {
@@ -953,7 +922,7 @@ START_TEST(test_probe__malformed_answers_are_dropped_and_reported)
            lb.text.ptr ? lb.text.ptr : "(none)");
   tf_buf__dispose(&lb.text, 0);
   tf_probe_result_free(r);
-  pc_kill_all();
+  pc_cleanup();
 }
 END_TEST
 

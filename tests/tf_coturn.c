@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -212,4 +213,19 @@ void tf_ts_file_head(const char *path, char *buf, size_t size)
   size_t n = fread(buf, 1, size - 1, f);
   buf[n] = '\0';
   fclose(f);
+}
+
+void tf_ts_reap(pid_t *pid)
+{
+  if (*pid <= 0) return;
+  kill(*pid, SIGKILL);
+  waitpid(*pid, NULL, 0);
+  *pid = 0;
+}
+
+void tf_ts_remove_dir(char **dir)
+{
+  if (*dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(*dir);
+  free(*dir);
+  *dir = NULL;
 }

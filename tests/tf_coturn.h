@@ -42,6 +42,26 @@ void tf_ts_fmt_sock(char *buf, size_t size, const tf_ts_sock *s);
  * Returns 0, or -1. */
 int tf_ts_make_cert(const char *cert_path, const char *key_path, const char *const *ips, size_t n_ips);
 
+/* Stop a test's process by PID at once (SIGKILL, reaped) and zero *pid; no-op when <= 0. */
+void tf_ts_reap(pid_t *pid);
+/* Remove a test's private directory (kept with TF_TEST_KEEP=1), free and clear *dir. */
+void tf_ts_remove_dir(char **dir);
+
+/* Fail the test, but first run CLEANUP, which stops every process the test started by PID
+ * (check ends the forked test process at once on failure; no teardown runs then). */
+#define TF_TS_CHECK(cleanup, cond, ...) \
+  do {                                  \
+    if (!(cond)) {                      \
+      cleanup();                        \
+      ck_abort_msg(__VA_ARGS__);        \
+    }                                   \
+  } while (0)
+#define TF_TS_OK(cleanup, call)                                                                      \
+  do {                                                                                               \
+    tf_err tf_ts__rc = (call);                                                                       \
+    TF_TS_CHECK(cleanup, tf_ts__rc == 0, "%s -> %d (%s)", #call, tf_ts__rc, tf_error_last()->message); \
+  } while (0)
+
 int64_t tf_ts_now_ms(void);
 void tf_ts_sleep_ms(long ms);
 /* The first SIZE-1 bytes of a file (empty when unreadable), for failure messages. */
