@@ -566,7 +566,7 @@ tf_err tf_py_coturn_render(char **secret_out, const tf_pool *pool, const tf_plan
                            const char *const *secrets, size_t secrets_count, const char *coturn_version,
                            const char *state_dir, const char *log_file, uint16_t cli_port,
                            const char *cli_password, uint16_t prometheus_port, const char *cert_file,
-                           const char *key_file, int allow_loopback_peers)
+                           const char *key_file, int allow_loopback_peers, int prometheus)
 {
   tf_coturn_options o;
   tf_err rc = tf_coturn_options_init(&o, TF_COTURN_OPTIONS_VERSION);
@@ -582,6 +582,7 @@ tf_err tf_py_coturn_render(char **secret_out, const tf_pool *pool, const tf_plan
   o.cert_file = cert_file;
   o.key_file = key_file;
   o.allow_loopback_peers = allow_loopback_peers;
+  o.prometheus = prometheus;
   return tf_coturn_render(secret_out, pool, plan, relay_name, &o);
 }
 

@@ -16,7 +16,7 @@ Blocking calls (probes) release the GIL. API: bindings/python/README.md.
 
 from . import core as _core_proxy  # noqa: F401  (loads the extension turnfleet._core)
 from . import stun
-from ._coturn import coturn_features, coturn_version, config_hash, render_coturn
+from ._coturn import coturn_build_features, coturn_features, coturn_version, config_hash, render_coturn
 from ._cred import credential_password, mint_credentials, read_secret, verify_credentials
 from ._errors import (
     AuthError,
@@ -97,6 +97,7 @@ __all__ = [
     "canonical_address",
     "capacity",
     "config_hash",
+    "coturn_build_features",
     "coturn_features",
     "coturn_version",
     "credential_password",
