@@ -28,7 +28,7 @@ static const char usage_text[] =
   "           [--session-kbps K --node-mbps M] [--name NAME] [-o table|json]\n"
   "  render   -f POOL --nodes NODES --relay NAME --secret-file F [--previous-secret-file F]\n"
   "           [--coturn-version V] [--existing RELAYS.json] [--state-dir DIR] [--log-file F]\n"
-  "           [--cert F --key F] [--name NAME] [--out FILE]\n"
+  "           [--cert F --key F] [--prometheus] [--name NAME] [--out FILE]\n"
   "  up       -f POOL --secret-file F (--addresses LIST | --nodes NODES) [--state-dir DIR]\n"
   "           [--metrics-addr ADDR:PORT] [--probe-interval S] [--json]   (run the pool here; see up --help)\n"
   "  version\n"
@@ -97,6 +97,7 @@ typedef struct cli {
   const char *relay, *secret_file, *previous_secret_file, *coturn_version;
   const char *state_dir, *log_file, *cert, *key, *out_file;
   const char *target, *headroom, *session_kbps, *node_mbps;
+  int prometheus; /* render: coturn's exporter (a build that has it) */
   tf_pool *pool;
   tf_nodes *nodes;
   tf_fleet *fleet;
@@ -355,6 +356,7 @@ static int cmd_render(cli *c)
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
   opts.coturn_version = c->coturn_version;
+  opts.prometheus = c->prometheus;
   opts.secrets = (const char *const *)secrets;
   opts.secrets_count = n;
   char *paths[4] = {absolute(c->state_dir), absolute(c->log_file), absolute(c->cert), absolute(c->key)};
@@ -392,7 +394,7 @@ done:
 enum {
   OPT_NODES = 256, OPT_EXISTING, OPT_NAME, OPT_RELAY, OPT_SECRET_FILE, OPT_PREVIOUS_SECRET_FILE,
   OPT_COTURN_VERSION, OPT_STATE_DIR, OPT_LOG_FILE, OPT_CERT, OPT_KEY, OPT_OUT, OPT_TARGET,
-  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS
+  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_PROMETHEUS
 };
 
 static const struct option long_options[] = {
@@ -410,6 +412,7 @@ static const struct option long_options[] = {
   {"cert", required_argument, NULL, OPT_CERT},
   {"key", required_argument, NULL, OPT_KEY},
   {"out", required_argument, NULL, OPT_OUT},
+  {"prometheus", no_argument, NULL, OPT_PROMETHEUS},
   {"target-allocations", required_argument, NULL, OPT_TARGET},
   {"headroom", required_argument, NULL, OPT_HEADROOM},
   {"session-kbps", required_argument, NULL, OPT_SESSION_KBPS},
@@ -481,6 +484,7 @@ int main(int argc, char **argv)
     case OPT_CERT: c.cert = optarg; break;
     case OPT_KEY: c.key = optarg; break;
     case OPT_OUT: c.out_file = optarg; break;
+    case OPT_PROMETHEUS: c.prometheus = 1; break;
     case OPT_TARGET: c.target = optarg; break;
     case OPT_HEADROOM: c.headroom = optarg; break;
     case OPT_SESSION_KBPS: c.session_kbps = optarg; break;

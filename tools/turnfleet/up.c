@@ -38,7 +38,9 @@ static const char up_usage[] =
   "  --state-dir   configs (0600), logs, status.json, turn-uris, iceServers.json (default ./turnfleet-state)\n"
   "  --metrics-addr  /metrics and /healthz (default 127.0.0.1:9650)\n"
   "  --probe-interval  seconds between probe rounds (default 5; fractions allowed)\n"
-  "  --cli-port    first loopback CLI port for coturn < 4.6.2 counting and drain (default 5766)\n";
+  "  --cli-port    first loopback CLI port, one per relay, for counting and drain (default 5766)\n"
+  "  --turnserver  the coturn to run (default turnserver on PATH), or a wrapper such as\n"
+  "                tools/dev/turnserver-rootfs; its --version must be the pool's coturnVersion\n";
 
 static volatile sig_atomic_t stop_signals;
 
