@@ -308,11 +308,16 @@ static tf_err tf_plan__fleet_record(tf_fleet *fleet, const cJSON *rec, const cha
 
 tf_err tf_fleet_parse(tf_fleet **out, const char *json, size_t len)
 {
+  return tf_fleet_parse_with(out, json, len, NULL);
+}
+
+tf_err tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const tf_parse_options *opts)
+{
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(json || len == 0);
   *out = NULL;
   cJSON *root = NULL;
-  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len);
+  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len, opts);
   if (rc < 0) return rc;
   const cJSON *relays = root;
   const char *default_pool = NULL;
