@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-plain test-asan demo bench clean
+.PHONY: all deps build test test-plain test-asan demo bench fuzz clean
 
 all: build
 
@@ -31,6 +31,11 @@ test-asan: deps
 # The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
+
+# Every libFuzzer target (clang, ASan + UBSan) for FUZZ_SECONDS each, one at a time.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) sh tools/dev/fuzz.sh
 
 bench: build
 	bench/plan $(BUILD)
