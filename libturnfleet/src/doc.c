@@ -243,7 +243,12 @@ static tf_err tf_doc__jkey(tf_doc__jscan *s, size_t open, size_t close, int esca
   if (escaped) {
     /* "a" and "\u0061" are the same key: compare what cJSON decodes */
     cJSON *str = cJSON_ParseWithLength(s->text + open, close - open + 1);
-    char *d = cJSON_IsString(str) ? tf_strdup__(str->valuestring) : NULL;
+    if (!cJSON_IsString(str)) {
+      /* a malformed escape: not a key to compare, cJSON names the syntax error next */
+      cJSON_Delete(str);
+      return TF_OK;
+    }
+    char *d = tf_strdup__(str->valuestring);
     cJSON_Delete(str);
     if (s->decoded_count == s->decoded_cap) {
       size_t cap = s->decoded_cap ? 2 * s->decoded_cap : 16;

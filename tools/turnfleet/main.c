@@ -13,6 +13,7 @@
 
 #include <turnfleet.h>
 
+#include "secure.h"
 #include "up.h"
 
 #define PROG "turnfleet"
@@ -358,6 +359,7 @@ static int cmd_render(cli *c)
   st = EXIT_BAD_INPUT;
   if (!(secrets[n++] = read_secret("--secret-file", c->secret_file))) goto done;
   if (c->previous_secret_file && !(secrets[n++] = read_secret("--previous-secret-file", c->previous_secret_file))) goto done;
+  for (size_t i = 0; i < n; i++) secure_dontdump(secrets[i], strlen(secrets[i]) + 1);
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
   opts.coturn_version = c->coturn_version;
@@ -377,15 +379,15 @@ static int cmd_render(cli *c)
     goto done;
   }
   st = 0;
+  size_t len = strlen(conf);
+  secure_dontdump(conf, len + 1);
   if (c->out_file) {
-    /* the config holds the shared secret: create it 0600, never wider */
-    int fd = open(c->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(conf);
-    if (fd < 0 || fchmod(fd, 0600) < 0 || write(fd, conf, len) != (ssize_t)len) {
-      complain(c->out_file, "cannot write: %s", strerror(errno));
-      st = 1;
+    /* the config holds the shared secret: a new 0600 file renamed into place, never through a symlink */
+    if (secure_write_file(c->out_file, conf, len) < 0) {
+      complain(c->out_file, "cannot write: %s", errno == ELOOP ? "it is a symbolic link (refusing to follow it)"
+                                                : errno == EINVAL ? "not a regular file" : strerror(errno));
+      st = errno == ELOOP || errno == EINVAL ? EXIT_BAD_INPUT : 1;
     }
-    if (fd >= 0) close(fd);
   } else {
     fputs(conf, stdout);
   }
@@ -455,6 +457,11 @@ int main(int argc, char **argv)
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("turnfleet %s\n", tf_version_string());
     return 0;
+  }
+  /* up and render hold the shared secret (and up the CLI password): no core dump may carry them */
+  if ((!strcmp(cmd, "up") || !strcmp(cmd, "render")) && secure_no_dumps() < 0) {
+    complain(NULL, "cannot disable core dumps: %s", strerror(errno));
+    return 1;
   }
   if (!strcmp(cmd, "up")) return tf_up_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
