@@ -40,6 +40,7 @@ fuzz: deps
 bench: build
 	bench/plan $(BUILD)
 	bench/probe $(BUILD)
+	bench/parse $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

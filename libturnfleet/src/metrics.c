@@ -738,7 +738,8 @@ tf_err tf_metrics_parse(tf_metrics **out, const char *text, size_t len)
       rc = tf_metrics__perr(&l, (size_t)(nul - l.s), "NUL byte");
       break;
     }
-    if (l.n && l.s[l.n - 1] == '\r') l.n--;
+    /* a line ends at its LF, CRs before it included: one CR less per round trip would not be a fixed point */
+    while (l.n && l.s[l.n - 1] == '\r') l.n--;
     size_t i = tf_metrics__skip_ws(&l, 0);
     if (i == l.n) continue; /* blank: libprom writes one after every family */
     if (l.s[i] == '#') {
