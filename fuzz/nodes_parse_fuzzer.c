@@ -4,14 +4,6 @@
 #include "fuzz_check.h"
 #include "internal.h"
 
-static tf_pool *tf_fuzz_pool_fixture(void)
-{
-  static const char yaml[] = "metadata: {name: f}\nspec:\n  auth: {realm: r, secretRef: {name: s}}\n"
-                             "  nodeSelector: {zone: a}\n";
-  tf_pool *p = NULL;
-  return tf_pool_parse(&p, yaml, sizeof(yaml) - 1, TF_FORMAT_YAML) == 0 ? p : NULL;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   tf_nodes *nodes = NULL;
@@ -20,8 +12,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     TF_FUZZ_CHECK((rc == TF_EPROTO || rc == TF_EINVALID) && nodes == NULL);
     return 0;
   }
-  tf_pool *pool = tf_fuzz_pool_fixture();
-  TF_FUZZ_CHECK(pool != NULL);
+  tf_pool *pool = NULL;
+  tf_nodes *fixture_nodes = NULL;
+  tf_fuzz_fixture(&pool, &fixture_nodes, 1, 10);
+  tf_nodes_free(fixture_nodes);
   size_t n = tf_nodes_count(nodes);
   for (size_t i = 0; i < n; i++) {
     const char *name = tf_nodes_name(nodes, i);

@@ -11,15 +11,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   tf_err rc = tf_observed_set_status(obs, (const char *)data, size);
   TF_FUZZ_CHECK(rc == 0 || rc == TF_EPROTO || rc == TF_EINVALID);
   if (rc == 0) {
-    static const char pool_yaml[] = "metadata: {name: f}\nspec:\n  relayPortRange: {start: 50000, end: 50009}\n"
-                                    "  auth: {realm: r, secretRef: {name: s}}\n";
-    static const char nodes_json[] =
-      "{\"items\": [{\"metadata\": {\"name\": \"a\", \"labels\": {\"turnfleet.hzmi.dev/relay-node\": \"true\"}},"
-      " \"status\": {\"addresses\": [{\"type\": \"InternalIP\", \"address\": \"192.0.2.1\"}]}}]}";
     tf_pool *pool = NULL;
     tf_nodes *nodes = NULL;
-    TF_FUZZ_CHECK(tf_pool_parse(&pool, pool_yaml, sizeof(pool_yaml) - 1, TF_FORMAT_YAML) == 0);
-    TF_FUZZ_CHECK(tf_nodes_parse(&nodes, nodes_json, sizeof(nodes_json) - 1) == 0);
+    tf_fuzz_fixture(&pool, &nodes, 1, 10);
     static const char *const secrets[] = {"fuzz-secret"};
     tf_coturn_options copts = TF_COTURN_OPTIONS_INIT;
     copts.secrets = secrets;
