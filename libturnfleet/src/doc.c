@@ -112,11 +112,11 @@ size_t tf_doc__utf8_len(const unsigned char *s, size_t n)
  * upper bound on its values (every value but the first follows a ',' or an
  * opening bracket). cJSON points at the last byte for a truncated text,
  * which would name the wrong place. */
-static int tf_doc__json_prescan(const char *text, size_t len, size_t *values)
+static int tf_doc__json_prescan(const char *text, size_t len, size_t *values, size_t *keys)
 {
   long depth = 0;
   int in_string = 0;
-  size_t n = 1;
+  size_t n = 1, k = 0;
   for (size_t i = 0; i < len; i++) {
     char ch = text[i];
     if (in_string) {
@@ -131,9 +131,12 @@ static int tf_doc__json_prescan(const char *text, size_t len, size_t *values)
       depth--;
     } else if (ch == ',') {
       n++;
+    } else if (ch == ':') {
+      k++; /* every key is followed by one */
     }
   }
   *values = n;
+  *keys = k;
   return in_string || depth > 0 || len == 0;
 }
 
@@ -278,14 +281,14 @@ static tf_err tf_doc__jkey(tf_doc__jscan *s, size_t open, size_t close, int esca
   return TF_OK;
 }
 
-static tf_err tf_doc__json_check(const char *text, size_t len)
+static tf_err tf_doc__json_check(const char *text, size_t len, size_t keys)
 {
   tf_doc__jscan s;
   memset(&s, 0, sizeof(s));
   s.text = text;
   s.len = len;
   tf_map__init(&s.keys);
-  tf_err rc = TF_OK;
+  tf_err rc = tf_map__reserve(&s.keys, keys);
   uint64_t objects = 0;
   int expect_key = 0;
   for (size_t i = 0; i < len && rc == TF_OK; i++) {
@@ -347,11 +350,11 @@ tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, cons
   tf_err rc = tf_doc__limits(&lim, opts);
   if (rc < 0 || (rc = tf_doc__check_size(len, &lim)) < 0) return rc;
   if (!text) text = "";
-  size_t values = 0;
-  int truncated = tf_doc__json_prescan(text, len, &values);
+  size_t values = 0, keys = 0;
+  int truncated = tf_doc__json_prescan(text, len, &values, &keys);
   if (!truncated && values > lim.max_values) return tf_doc__too_many(lim.max_values);
   /* the key set is gone before cJSON builds the tree: peak memory is the larger of the two */
-  if (!truncated && (rc = tf_doc__json_check(text, len)) < 0) return rc;
+  if (!truncated && (rc = tf_doc__json_check(text, len, keys)) < 0) return rc;
   const char *end = NULL;
   cJSON *root = truncated ? NULL : cJSON_ParseWithLengthOpts(text, len, &end, 0);
   size_t off;

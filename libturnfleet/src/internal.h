@@ -110,6 +110,9 @@ void tf_map__init(tf_map *m);
 void tf_map__dispose(tf_map *m);
 /* The value stored for (scope, key), or NULL. Keys are shorter than 4 GiB. */
 uint64_t *tf_map__find(const tf_map *m, uint64_t scope, const char *key, size_t len);
+/* Room for @p n keys without growing (a table that grows by doubling rehashes every key
+ * each time: reserving when the count is known saves those passes). TF_OK, TF_ENOMEM. */
+tf_err tf_map__reserve(tf_map *m, size_t n);
 /* Insert unless present: 1 when inserted, 0 when the key was there (its
  * value unchanged), TF_ENOMEM. *found (optional) points at the stored value. */
 int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t value, uint64_t **found);

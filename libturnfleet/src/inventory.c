@@ -128,8 +128,8 @@ static tf_err tf_inventory__annotation(struct tf_nodes__chunk **arena, tf_addr *
   tf_map seen; /* the address bytes: a 200,000-entry list stays linear */
   tf_map__init(&seen);
   int family_seen[2] = {0, 0};
-  tf_err rc = TF_OK;
-  for (;;) {
+  tf_err rc = tf_map__reserve(&seen, n);
+  while (rc == TF_OK) {
     const char *comma = strchr(p, ',');
     const char *end = comma ? comma : p + strlen(p);
     const char *b = p + strspn(p, ws);
@@ -326,7 +326,8 @@ static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
   if (!nodes->items) return tf_error__nomem();
   tf_map seen; /* node names, found in document order */
   tf_map__init(&seen);
-  tf_err rc = TF_OK;
+  tf_err rc = tf_map__reserve(&seen, n);
+  if (rc < 0) return rc;
   size_t i = 0;
   const cJSON *item;
   cJSON_ArrayForEach(item, items)

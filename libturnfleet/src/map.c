@@ -47,9 +47,8 @@ uint64_t *tf_map__find(const tf_map *m, uint64_t scope, const char *key, size_t 
   return s->key ? &s->value : NULL;
 }
 
-static tf_err tf_map__grow(tf_map *m)
+static tf_err tf_map__grow(tf_map *m, size_t cap)
 {
-  size_t cap = m->slots ? 2 * (m->mask + 1) : 16;
   tf_map__slot *slots = calloc(cap, sizeof(*slots));
   if (!slots) return tf_error__nomem();
   tf_map n = {slots, cap - 1, m->used};
@@ -62,11 +61,22 @@ static tf_err tf_map__grow(tf_map *m)
   return TF_OK;
 }
 
+tf_err tf_map__reserve(tf_map *m, size_t n)
+{
+  size_t cap = m->slots ? m->mask + 1 : 16;
+  while (cap < 2 * (n + 1)) {
+    if (cap > SIZE_MAX / 4 / sizeof(tf_map__slot)) return tf_error__nomem();
+    cap *= 2;
+  }
+  return (m->slots && cap == m->mask + 1) ? TF_OK : tf_map__grow(m, cap);
+}
+
 int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t value, uint64_t **found)
 {
   if (found) *found = NULL;
   if (!m || !key || len > UINT32_MAX) return tf_error__set(TF_EINVALID, "invalid argument: map key");
-  if ((!m->slots || 2 * (m->used + 1) > m->mask + 1) && tf_map__grow(m) < 0) return TF_ENOMEM;
+  if ((!m->slots || 2 * (m->used + 1) > m->mask + 1) && tf_map__grow(m, m->slots ? 2 * (m->mask + 1) : 16) < 0)
+    return TF_ENOMEM;
   uint32_t h = tf_map__hash(scope, key, len);
   tf_map__slot *s = tf_map__probe(m, h, scope, key, len);
   if (s->key) {
