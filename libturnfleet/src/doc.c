@@ -296,6 +296,11 @@ static tf_err tf_doc__json_check(const char *text, size_t len, size_t keys)
     switch (ch) {
     case '{':
     case '[':
+      /* deeper than cJSON goes: nothing to check, cJSON refuses the text */
+      if (s.depth == CJSON_NESTING_LIMIT) {
+        i = len;
+        break;
+      }
       if (s.depth == s.cap) {
         size_t cap = s.cap ? 2 * s.cap : 32;
         tf_doc__jframe *n = realloc(s.stack, cap * sizeof(*n));
