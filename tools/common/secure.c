@@ -93,7 +93,17 @@ int secure_write_file(const char *path, const char *data, size_t len)
     rc = -1;
     err = errno;
   }
-  if (rc != 0) unlink(tmp);
+  if (rc != 0) {
+    unlink(tmp);
+  } else {
+    /* the rename itself reaches the disk with its directory */
+    snprintf(tmp, n, "%.*s", dir ? (int)dir : 1, dir ? path : ".");
+    int d = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0) {
+      fsync(d);
+      close(d);
+    }
+  }
   free(tmp);
   if (rc != 0) errno = err;
   return rc;
