@@ -438,19 +438,26 @@ typedef struct tf_doc__frame {
   uint64_t scope;       /* mapping: its number, the scope of its keys */
 } tf_doc__frame;
 
+/* The path of the value at the top of the stack, then @p key when given. */
+static void tf_doc__yaml_path(tf_buf *path, const tf_doc__frame *stack, size_t depth, const char *key, size_t klen)
+{
+  for (size_t i = 0; i < depth; i++) {
+    /* a frame below the top holds the value above it as its last item */
+    const tf_doc__frame *f = &stack[i];
+    int top = i + 1 == depth;
+    const char *k = top ? f->pending_key : f->last_key;
+    if (cJSON_IsArray(f->node)) tf_buf__printf(path, "[%zu]", top || !f->index ? f->index : f->index - 1);
+    else if (k) tf_doc__path_key(path, k, strlen(k));
+  }
+  if (key) tf_doc__path_key(path, key, klen);
+}
+
 /* "line L, column C (byte B): PATH: why", the path of the value at the top of the stack. */
 static tf_err tf_doc__yaml_error_at(const tf_doc__frame *stack, size_t depth, const char *why, const yaml_mark_t *m)
 {
   tf_buf path;
   tf_buf__init(&path);
-  for (size_t i = 0; i < depth; i++) {
-    /* a frame below the top holds the value above it as its last item */
-    const tf_doc__frame *f = &stack[i];
-    int top = i + 1 == depth;
-    const char *key = top ? f->pending_key : f->last_key;
-    if (cJSON_IsArray(f->node)) tf_buf__printf(&path, "[%zu]", top || !f->index ? f->index : f->index - 1);
-    else if (key) tf_doc__path_key(&path, key, strlen(key));
-  }
+  tf_doc__yaml_path(&path, stack, depth, NULL, 0);
   if (!path.len) tf_buf__puts(&path, "document");
   tf_err rc = tf_error__set(TF_EPROTO, "line %zu, column %zu (byte %zu): %.*s: %s", m->line + 1, m->column + 1,
                             m->index, TF__DOC_PATH_MAX, path.ptr ? path.ptr : "document", why);
@@ -470,6 +477,20 @@ static uint64_t tf_doc__mark_pack(const yaml_mark_t *m)
   return ((uint64_t)(m->line + 1) << 32) | (uint32_t)(m->column + 1);
 }
 
+static tf_err tf_doc__yaml_walk(struct cJSON **out, const char *text, size_t len, const tf_doc__limit *lim,
+                                size_t find, tf_buf *found);
+
+/* The field holding character @p at of @p text, whose bytes from @p byte on libyaml's reader
+ * refused: the path of the last scalar that starts before it, read from the valid prefix. */
+static void tf_doc__yaml_field_at(tf_buf *found, const char *text, size_t byte, const tf_doc__limit *lim)
+{
+  size_t chars = 0;
+  for (size_t i = 0; i < byte; i++) chars += ((unsigned char)text[i] & 0xc0) != 0x80;
+  cJSON *ignored = NULL;
+  tf_doc__yaml_walk(&ignored, text, byte, lim, chars, found);
+  cJSON_Delete(ignored);
+}
+
 tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts)
 {
   TF_ASSERT_ARG(out);
@@ -478,7 +499,17 @@ tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, cons
   tf_doc__limit lim;
   tf_err rc = tf_doc__limits(&lim, opts);
   if (rc < 0 || (rc = tf_doc__check_size(len, &lim)) < 0) return rc;
-  if (!text) text = "";
+  return tf_doc__yaml_walk(out, text ? text : "", len, &lim, 0, NULL);
+}
+
+/* The event loop. With @p found, a path search instead (tf_doc__yaml_field_at):
+ * errors end the walk quietly, and @p found gets the path of the last scalar that
+ * starts at or before character @p find. */
+static tf_err tf_doc__yaml_walk(struct cJSON **out, const char *text, size_t len, const tf_doc__limit *limits,
+                                size_t find, tf_buf *found)
+{
+  tf_doc__limit lim = *limits;
+  tf_err rc = TF_OK;
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return tf_error__nomem();
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -497,19 +528,29 @@ tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, cons
     yaml_event_t ev;
     if (!yaml_parser_parse(&parser, &ev)) {
       const char *why = parser.problem ? parser.problem : "invalid YAML";
+      if (found) break; /* a path search ends at the prefix's end, an error as often as not */
       if (parser.error == YAML_READER_ERROR) {
-        /* the reader (encoding: invalid UTF-8, control characters) gives a byte offset, no mark;
-         * it decodes ahead of the parser, so the stack does not name the field: the position does */
+        /* the reader (encoding: invalid UTF-8, control characters) gives a byte offset, no
+         * mark, and decodes ahead of the parser: the field comes from a walk of the prefix */
         char msg[256];
-        yaml_mark_t m = {parser.problem_offset, 0, 0};
-        tf_doc__where(text, parser.problem_offset < len ? parser.problem_offset : len, &m.line, &m.column);
+        size_t at = parser.problem_offset < len ? parser.problem_offset : len;
+        yaml_mark_t m = {at, 0, 0};
+        tf_doc__where(text, at, &m.line, &m.column);
         m.line--;
         m.column--;
-        if (parser.problem_offset < len)
-          snprintf(msg, sizeof(msg), "%s (byte 0x%02x)", why, (unsigned char)text[parser.problem_offset]);
+        if (at < len)
+          snprintf(msg, sizeof(msg), "%s (byte 0x%02x)", why, (unsigned char)text[at]);
         else
           snprintf(msg, sizeof(msg), "%s", why);
-        rc = tf_doc__yaml_error(msg, &m);
+        tf_buf path;
+        tf_buf__init(&path);
+        tf_doc__yaml_field_at(&path, text, at, &lim);
+        if (path.len && !path.failed)
+          rc = tf_error__set(TF_EPROTO, "line %zu, column %zu (byte %zu): %.*s: %s", m.line + 1, m.column + 1, at,
+                             TF__DOC_PATH_MAX, path.ptr, msg);
+        else
+          rc = tf_doc__yaml_error(msg, &m);
+        tf_buf__dispose(&path, 0);
       } else if (parser.context) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s %s", parser.context, why);
@@ -536,6 +577,10 @@ tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, cons
       size_t n = ev.data.scalar.length;
       tf_doc__frame *top = depth > 0 ? &stack[depth - 1] : NULL;
       int is_key = top && cJSON_IsObject(top->node) && !top->pending_key;
+      if (found && ev.start_mark.index <= find) {
+        found->len = 0;
+        tf_doc__yaml_path(found, stack, depth, is_key ? s : NULL, is_key ? n : 0);
+      }
       if (memchr(s, '\0', n)) {
         rc = tf_doc__yaml_error_at(stack, depth, is_key ? "a key contains a NUL character" :
                                    "the string contains a NUL character", &ev.start_mark);
