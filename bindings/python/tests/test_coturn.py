@@ -96,7 +96,7 @@ class RenderTest(unittest.TestCase):
                 turnfleet.render_coturn(pool, plan, r, [b"bytes"], state_dir="/s")
             with self.assertRaises(ValueError):
                 turnfleet.render_coturn(pool, plan, r, "nul\0inside", state_dir="/s")
-            with self.assertRaises(OverflowError):
+            with self.assertRaises(turnfleet.InvalidArgument):
                 turnfleet.render_coturn(pool, plan, r, "s", state_dir="/s", cli_port=70000, cli_password="x")
 
     def test_config_hash(self):

@@ -3,7 +3,7 @@
 import os
 
 from . import core as _c
-from ._handle import handle_of
+from ._handle import handle_of, holding
 
 #: feature bits of :func:`coturn_features`
 GRACEFUL_SIGTERM = _c.TF_COTURN_GRACEFUL_SIGTERM
@@ -57,22 +57,23 @@ def render_coturn(
     from ._pool import Pool
 
     name = getattr(relay_name, "name", relay_name)
-    return _c.tf_py_coturn_render(
-        handle_of(pool, Pool, "pool"),
-        handle_of(plan, Plan, "plan"),
-        name,
-        secrets,
-        coturn_version,
-        _path(state_dir),
-        _path(log_file),
-        cli_port,
-        cli_password,
-        prometheus_port,
-        _path(cert_file),
-        _path(key_file),
-        1 if allow_loopback_peers else 0,
-        1 if prometheus else 0,
-    )
+    with holding(pool, plan):
+        return _c.tf_py_coturn_render(
+            handle_of(pool, Pool, "pool"),
+            handle_of(plan, Plan, "plan"),
+            name,
+            secrets,
+            coturn_version,
+            _path(state_dir),
+            _path(log_file),
+            cli_port,
+            cli_password,
+            prometheus_port,
+            _path(cert_file),
+            _path(key_file),
+            1 if allow_loopback_peers else 0,
+            1 if prometheus else 0,
+        )
 
 
 def coturn_build_features(help_text):
