@@ -1,0 +1,118 @@
+"""Run one container: `python3 container.py SPEC.json`.
+
+New mount and PID namespaces (unshare(2) through ctypes), an overlay of the
+image's root (lower, never written) under a tmpfs (upper, gone with the
+namespace), /proc of the new PID namespace, /dev and /sys bound in, the pod's
+volumes bound at their mount paths, chroot, then exec of the command as PID 1
+of its namespace. This process stays outside as the container's parent:
+it forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the container,
+writes the container's host PID to the spec's pidfile, and exits with its
+status (128+N for signal N) and the signal in statusfile. If this process is
+killed, the kernel kills the container (PR_SET_PDEATHSIG), and with it every
+process of its PID namespace."""
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(src, dst, fstype, flags, data=None):
+    r = libc.mount(src.encode() if src else None, dst.encode(), fstype.encode() if fstype else None,
+                   ctypes.c_ulong(flags), data.encode() if data else None)
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "mount %s on %s: %s" % (src or fstype, dst, os.strerror(e)))
+
+
+def _mkpoint(path, is_file):
+    if is_file:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.exists(path):
+            open(path, "a").close()
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def setup_and_exec(spec):
+    root = spec["root"]
+    scratch = spec["scratch"]
+    _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+    up, wk, m = (os.path.join(scratch, x) for x in ("upper", "work", "merged"))
+    for d in (up, wk, m):
+        os.mkdir(d)
+    _mount("overlay", m, "overlay", 0, "lowerdir=%s,upperdir=%s,workdir=%s" % (root, up, wk))
+    for d in ("proc", "dev", "sys", "tmp", "run"):
+        os.makedirs(os.path.join(m, d), exist_ok=True)
+    _mount("proc", os.path.join(m, "proc"), "proc", MS_NOSUID | MS_NODEV)
+    _mount("/dev", os.path.join(m, "dev"), None, MS_BIND | MS_REC)
+    _mount("/sys", os.path.join(m, "sys"), None, MS_BIND | MS_REC)
+    _mount("tmpfs", os.path.join(m, "tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("tmpfs", os.path.join(m, "run"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+    for mnt in spec.get("mounts", []):
+        src, dst = mnt["src"], os.path.join(m, mnt["dst"].lstrip("/"))
+        _mkpoint(dst, os.path.isfile(src))
+        _mount(src, dst, None, MS_BIND | MS_REC)
+        if mnt.get("ro"):
+            _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    os.chroot(m)
+    os.chdir(spec.get("cwd") or "/")
+    argv = spec["argv"]
+    env = spec.get("env") or {}
+    os.execvpe(argv[0], argv, env)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
+        e = ctypes.get_errno()
+        sys.stderr.write("container: unshare: %s\n" % os.strerror(e))
+        return 127
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            setup_and_exec(spec)
+        except Exception as e:  # what the runtime reports as a failed start
+            sys.stderr.write("container: %s\n" % e)
+            sys.stderr.flush()
+            os._exit(127)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, lambda n, f: os.kill(pid, n))
+    tmp = spec["pidfile"] + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(pid))
+    os.rename(tmp, spec["pidfile"])
+    while True:
+        try:
+            _, st = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            st = 0
+            break
+    sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else 0
+    code = 128 + sig if sig else os.WEXITSTATUS(st)
+    with open(spec["statusfile"], "w") as f:
+        json.dump({"exitCode": code, "signal": sig}, f)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
