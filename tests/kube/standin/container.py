@@ -38,6 +38,31 @@ def _mount(src, dst, fstype, flags, data=None):
         raise OSError(e, "mount %s on %s: %s" % (src or fstype, dst, os.strerror(e)))
 
 
+def in_root(root, path):
+    """`path` inside `root`, following symlinks as the container will see
+    them (an absolute link target is taken from `root`, never the host)."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    cur = root
+    hops = 0
+    while parts:
+        p = parts.pop(0)
+        if p == "..":
+            cur = os.path.dirname(cur) if cur != root else root
+            continue
+        nxt = os.path.join(cur, p)
+        if os.path.islink(nxt):
+            hops += 1
+            if hops > 40:
+                raise OSError("too many symlinks under %s" % path)
+            target = os.readlink(nxt)
+            if target.startswith("/"):
+                cur = root
+            parts = [x for x in target.split("/") if x and x != "."] + parts
+            continue
+        cur = nxt
+    return cur
+
+
 def _mkpoint(path, is_file):
     if is_file:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -56,14 +81,16 @@ def setup_and_exec(spec):
         os.mkdir(d)
     _mount("overlay", m, "overlay", 0, "lowerdir=%s,upperdir=%s,workdir=%s" % (root, up, wk))
     for d in ("proc", "dev", "sys", "tmp", "run"):
-        os.makedirs(os.path.join(m, d), exist_ok=True)
-    _mount("proc", os.path.join(m, "proc"), "proc", MS_NOSUID | MS_NODEV)
-    _mount("/dev", os.path.join(m, "dev"), None, MS_BIND | MS_REC)
-    _mount("/sys", os.path.join(m, "sys"), None, MS_BIND | MS_REC)
-    _mount("tmpfs", os.path.join(m, "tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    _mount("tmpfs", os.path.join(m, "run"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+        os.makedirs(in_root(m, d), exist_ok=True)
+    _mount("proc", in_root(m, "proc"), "proc", MS_NOSUID | MS_NODEV)
+    _mount("/dev", in_root(m, "dev"), None, MS_BIND | MS_REC)
+    _mount("/sys", in_root(m, "sys"), None, MS_BIND | MS_REC)
+    _mount("tmpfs", in_root(m, "tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("tmpfs", in_root(m, "run"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
     for mnt in spec.get("mounts", []):
-        src, dst = mnt["src"], os.path.join(m, mnt["dst"].lstrip("/"))
+        src, dst = mnt["src"], in_root(m, mnt["dst"])
+        if not (dst == m or dst.startswith(m + "/")):
+            raise OSError("mount path %s leaves the container's root" % mnt["dst"])
         _mkpoint(dst, os.path.isfile(src))
         _mount(src, dst, None, MS_BIND | MS_REC)
         if mnt.get("ro"):

@@ -163,7 +163,7 @@ class PodWorker(threading.Thread):
                         if sa is None:
                             raise LookupError('serviceaccount "%s" not found' % self.pod["spec"].get("serviceAccountName"))
                         tok = self.k.si.auth.issue_sa(self.ns, sa["metadata"]["name"], sa["metadata"]["uid"], int(t.get("expirationSeconds", 3607)))
-                        self._write_items(d, {t.get("path", "token"): tok}, None, t.get("mode", mode) if False else mode)
+                        self._write_items(d, {t.get("path", "token"): tok}, None, mode)
                     elif "configMap" in src:
                         s = src["configMap"]
                         self._write_items(d, self._source("configmaps", s["name"], s.get("optional")), s.get("items"), mode)
@@ -377,13 +377,17 @@ class PodWorker(threading.Thread):
         while time.time() < deadline and c.proc.poll() is None:
             time.sleep(0.05)
         if c.proc.poll() is None:
-            for pid in (c.pid, c.proc.pid):
-                if pid:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-            c.proc.wait()
+            # the container's PID 1 (its namespace dies with it); the helper
+            # reaps it and exits. The helper itself only when it never said.
+            try:
+                os.kill(c.pid or c.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                c.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
 
     # -- status
     def status_patch(self, cur):
@@ -408,8 +412,9 @@ class PodWorker(threading.Thread):
         for t, ok in own.items():
             old = conds.get(t)
             s = "True" if ok else "False"
-            if old is None or old.get("status") != s:
-                c = {"type": t, "status": s, "lastProbeTime": None, "lastTransitionTime": now}
+            if old is None or old.get("status") != s or (not ok and t in ("Ready", "ContainersReady")):
+                c = {"type": t, "status": s, "lastProbeTime": None,
+                     "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == s else now}
                 if not ok and t in ("Ready", "ContainersReady"):
                     notready = [c.name for c in self.containers if not c.ready]
                     if notready:
@@ -499,10 +504,13 @@ class PodWorker(threading.Thread):
                     first = c.started_at is None
                     if first or (policy == "Always" or (policy == "OnFailure" and c.state.get("terminated", {}).get("exitCode", 1) != 0)):
                         if not first and now < c.backoff_until:
+                            if "terminated" in c.state:
+                                c.last_state = c.state
                             c.state = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off %ds restarting failed container=%s pod=%s_%s(%s)" % (c.backoff, c.name, self.name, self.ns, self.uid)}}
                             continue
                         if not first:
-                            c.last_state = c.state if "terminated" in c.state else c.last_state
+                            if "terminated" in c.state:
+                                c.last_state = c.state
                             c.restarts += 1
                         try:
                             self.start_container(c)
@@ -512,7 +520,6 @@ class PodWorker(threading.Thread):
                 ex = self._exited(c)
                 if ex is not None:
                     self._record_exit(c, *ex)
-                    c.last_state = {}
                     lived = time.time() - (api.parse_time(c.started_at) or time.time())
                     c.backoff = self.k.backoff_base if c.backoff == 0 or lived > 600 else min(c.backoff * 2, self.k.backoff_max)
                     c.backoff_until = time.time() + c.backoff

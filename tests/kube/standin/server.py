@@ -168,6 +168,7 @@ def _pmeta(b):
             labels.append(v)
         elif f == 12:
             annotations.append(v)
+    md = {k: v for k, v in md.items() if v != ""}   # proto2 sends empty strings; JSON omits them
     if labels:
         md["labels"] = {k: v.decode() for k, v in _pmap(labels).items()}
     if annotations:
@@ -189,7 +190,7 @@ def decode_protobuf(body):
             obj["metadata"] = _pmeta(v)
         elif kind in ("Secret", "ConfigMap") and f == 2:
             data.append(v)
-        elif kind == "Secret" and f == 3:
+        elif kind == "Secret" and f == 3 and v:
             obj["type"] = v.decode()
         elif kind == "Secret" and f == 4:
             sdata.append(v)
@@ -199,6 +200,17 @@ def decode_protobuf(body):
             obj["immutable"] = bool(v)
         elif kind == "ConfigMap" and f == 4:
             obj["immutable"] = bool(v)
+        elif kind == "TokenRequest" and f == 2:
+            spec = {}
+            for sf, sv in _fields(v):
+                if sf == 1:
+                    spec.setdefault("audiences", []).append(sv.decode())
+                elif sf == 4:
+                    spec["expirationSeconds"] = sv
+                elif sf == 3:
+                    ref = {({1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}).get(rf): rv.decode() for rf, rv in _fields(sv)}
+                    spec["boundObjectRef"] = {k: x for k, x in ref.items() if k and x}
+            obj["spec"] = spec
     if kind == "Secret":
         if data:
             obj["data"] = {k: base64.b64encode(v).decode() for k, v in _pmap(data).items()}
@@ -209,7 +221,7 @@ def decode_protobuf(body):
             obj["data"] = {k: v.decode() for k, v in _pmap(data).items()}
         if bdata:
             obj["binaryData"] = {k: base64.b64encode(v).decode() for k, v in _pmap(bdata).items()}
-    elif kind not in ("Namespace", "ServiceAccount"):
+    elif kind not in ("Namespace", "ServiceAccount", "TokenRequest"):
         raise ValueError("protobuf body for %s is not supported by the stand-in" % kind)
     return obj
 
@@ -694,10 +706,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _patcher(self, rt, raw):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         accepted = PATCH_TYPES_BUILTIN if rt.builtin else PATCH_TYPES_CR
-        if ctype == "application/apply-patch+yaml" or ctype not in accepted:
+        if ctype == "application/apply-patch+yaml":
+            # what a server without server-side apply answers
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted media types include: " +
                            ", ".join(t for t in accepted if t != "application/apply-patch+yaml"))
+        if ctype not in accepted:
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted))
         try:
             patch = json.loads(raw or b"null")
         except ValueError as e:
