@@ -303,7 +303,8 @@ class KubectlCase(unittest.TestCase):
         self.assertNotIn("bogus", self.k("get", "tp", "demo", "-o", "json", ns=ns).stdout)   # pruned
         p = self.k("patch", "tp", "demo", "-p", '{"spec":{"replicas":1}}', ns=ns, check=False)   # strategic
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("application/strategic-merge-patch+json", p.stderr)
+        self.assertIn("the body of the request was in an unknown format - accepted media types include: "
+                      "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml", p.stderr)
 
     def test_get_watch(self):
         ns = self.ns("watch")

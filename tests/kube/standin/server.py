@@ -369,6 +369,10 @@ class StandIn:
         return ApiError(403, "Forbidden", msg, {"name": name, "group": group, "kind": resource})
 
 
+def name_of(o):
+    return ((o or {}).get("metadata") or {}).get("name", "")
+
+
 def _m(lst, v):
     return bool(lst) and ("*" in lst or v in lst)
 
@@ -726,9 +730,14 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     return json_patch(cur, patch)
                 except JsonPatchTestFailed as e:
-                    raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request: %s" % e)
+                    # NewGenericServerResponse(422, ...) as kube-apiserver's applyJSPatch builds it
+                    raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request",
+                                   {"group": rt.group, "kind": rt.plural, "name": name_of(cur),
+                                    "causes": [{"reason": "UnexpectedServerResponse", "message": "%s: test failed" % e}]})
                 except (KeyError, IndexError, ValueError, TypeError) as e:
-                    raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request: %s" % e)
+                    raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request",
+                                   {"group": rt.group, "kind": rt.plural, "name": name_of(cur),
+                                    "causes": [{"reason": "UnexpectedServerResponse", "message": "%s" % e}]})
             return f
         if not isinstance(patch, dict):
             raise bad_request("the patch must be a JSON object")
