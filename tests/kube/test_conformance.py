@@ -835,7 +835,7 @@ class CoturnAcceptance(unittest.TestCase):
         addr = relay.get("address") or relay.get("relayAddress") or (relay.get("addresses") or [None])[0]
         conf = os.path.join(home, "turnserver.conf")
         subprocess.run([TURNFLEET, "render", "-f", pool, "--nodes", nodes, "--relay", name, "--secret-file", secret,
-                        "--coturn-version", "4.18", "--state-dir", "/var/lib/turnfleet", "--out", conf], check=True)
+                        "--coturn-version", "4.18.0", "--state-dir", "/var/lib/turnfleet", "--out", conf], check=True)
         kc("create", "secret", "generic", name + "-config", "--from-file=turnserver.conf=" + conf)
         marker = tempfile.mkdtemp(dir=home)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"turnfleet.hzmi.dev/pool": "acc"}},
