@@ -508,12 +508,14 @@ class KubectlCase(unittest.TestCase):
                              "ls /var/run/secrets/kubernetes.io/serviceaccount\n"
                              "touch /shared/up\nwhile true; do sleep 0.2; done"],
                     "env": [{"name": "MODE", "value": "demo"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                    "readinessProbe": {"exec": {"command": ["test", "-e", "/shared/up"]}, "periodSeconds": 1},
+                    "readinessProbe": {"exec": {"command": ["/bin/sh", "-c", "test -e /shared/up && test -e /scratch/from-side"]}, "periodSeconds": 1},
                     "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "echo prestop-ran > /shared/prestop"]}}},
-                    "volumeMounts": [{"name": "shared", "mountPath": "/shared"}, {"name": "cfg", "mountPath": "/etc/cfg"}]},
-                   {"name": "side", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; while true; do sleep 0.2; done"],
-                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
-                   "volumes": [{"name": "shared", "hostPath": {"path": shared}},
+                    "volumeMounts": [{"name": "shared", "mountPath": "/shared"}, {"name": "cfg", "mountPath": "/etc/cfg"},
+                                     {"name": "scratch", "mountPath": "/scratch"}]},
+                   {"name": "side", "image": "debian:bookworm", "command": ["/bin/sh", "-c",
+                    "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; touch /scratch/from-side; while true; do sleep 0.2; done"],
+                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"}]}],
+                   "volumes": [{"name": "shared", "hostPath": {"path": shared}}, {"name": "scratch", "emptyDir": {}},
                                {"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 0o440}}]}}
         self.k("create", "configmap", "cfg", "--from-literal=greeting=hello", ns=ns)
         self.k("apply", "-f", "-", input=json.dumps(pod), ns=ns)
@@ -712,6 +714,13 @@ class PythonClient(unittest.TestCase):
             for _ in watch.Watch().stream(self.v1.list_namespaced_config_map, ns, _request_timeout=1):
                 pass
         control("DELETE", "/faults")
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps/f$" % ns, "slowHeaders": 3, "count": 1})
+        with self.assertRaises((urllib3.exceptions.HTTPError, OSError)):
+            self.v1.read_namespaced_config_map("f", ns, _request_timeout=1)
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "status": 410, "count": 1})
+        with self.assertRaises(self.c.ApiException) as e:
+            self.v1.list_namespaced_config_map(ns, watch=True, timeout_seconds=2, _preload_content=False)
+        self.assertEqual((e.exception.status, json.loads(e.exception.body)["reason"]), (410, "Expired"))
         control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "expireMidStream": True, "afterEvents": 1})
         raw = self.v1.list_namespaced_config_map(ns, watch=True, timeout_seconds=5, _preload_content=False)
         lines = [json.loads(l) for l in raw.read().decode().splitlines() if l.strip()]
@@ -794,6 +803,52 @@ class PythonClient(unittest.TestCase):
         for n in ("crash", "gated"):
             self.v1.delete_namespaced_pod(n, ns)
         wait_for("pods gone", lambda: not [p for p in self.v1.list_namespaced_pod(ns).items if p.metadata.name != "once"], 300)
+
+
+    def test_namespaces_orphans_services_probes_podip(self):
+        ns = self.ns("life")
+        # orphan propagation: the dependent stays, without its owner reference
+        owner = self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "owner"}})
+        self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "dep", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]}})
+        self.v1.delete_namespaced_config_map("owner", ns, propagation_policy="Orphan")
+        wait_for("the owner gone", lambda: "owner" not in [c.metadata.name for c in self.v1.list_namespaced_config_map(ns).items])
+        self.assertIsNone(self.v1.read_namespaced_config_map("dep", ns).metadata.owner_references)
+        svc = self.v1.create_namespaced_service(ns, {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+        self.assertTrue(svc.spec.cluster_ip.startswith("10.96."))
+        self.assertEqual((svc.spec.ports[0].protocol, svc.spec.ports[0].target_port), ("TCP", 80))
+        # liveness restarts, httpGet readiness, the Multus address
+        live = {"metadata": {"name": "live", "annotations": {"k8s.v1.cni.cncf.io/networks": json.dumps([{"name": "relay", "ips": ["127.0.0.204/32"]}])}},
+                "spec": {"nodeName": "n2", "containers": [
+                    {"name": "web", "image": "debian:bookworm", "command": ["python3", "-m", "http.server", "16458", "--bind", "127.0.0.204"],
+                     "readinessProbe": {"httpGet": {"path": "/", "port": 16458}, "periodSeconds": 1}},
+                    {"name": "flaky", "image": "debian:bookworm", "command": ["/bin/sh", "-c",
+                     "trap 'exit 0' TERM; touch /tmp/alive; sleep 1; rm /tmp/alive; while true; do sleep 0.2; done"],
+                     "livenessProbe": {"exec": {"command": ["test", "-e", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 1}}]}}
+        self.v1.create_namespaced_pod(ns, live)
+        pod = lambda: self.v1.read_namespaced_pod("live", ns)
+        wait_for("a liveness restart", lambda: any(c.name == "flaky" and c.restart_count >= 1 for c in pod().status.container_statuses or []), 300)
+        wait_for("web ready through httpGet", lambda: any(c.name == "web" and c.ready for c in pod().status.container_statuses or []), 300)
+        self.assertEqual(pod().status.pod_ip, "127.0.0.204")
+        self.v1.delete_namespaced_pod("live", ns, grace_period_seconds=2)
+        # namespace termination: contents go first; a finalizer keeps it Terminating
+        self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "held", "finalizers": ["test.turnfleet.hzmi.dev/hold"]}})
+        self.v1.delete_namespace(ns)
+        wait_for("Terminating", lambda: self.v1.read_namespace(ns).status.phase == "Terminating")
+        with self.assertRaises(self.c.ApiException) as e:
+            self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "late"}})
+        self.assertEqual(e.exception.status, 403)
+        self.assertEqual(json.loads(e.exception.body)["message"], "unable to create new content in namespace %s because it is being terminated" % ns)
+        wait_for("only the held object left", lambda: [c.metadata.name for c in self.v1.list_namespaced_config_map(ns).items] == ["held"], 300)
+        self.v1.patch_namespaced_config_map("held", ns, {"metadata": {"finalizers": None}})
+
+        def gone():
+            try:
+                self.v1.read_namespace(ns)
+                return False
+            except self.c.ApiException as e:
+                return e.status == 404
+        wait_for("the namespace gone", gone, 300)
 
 
 # ---- the acceptance story: coturn 4.18 from a Secret ------------------------
