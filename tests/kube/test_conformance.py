@@ -125,7 +125,7 @@ def tearDownModule():
 # ---- python3-kubernetes ----------------------------------------------------
 
 def py_client(token=None):
-    import kubernetes  # python3-kubernetes (Debian); missing = an error of the run
+    # python3-kubernetes (Debian): missing is an error of the run, never a skip
     from kubernetes import client, config
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig(), client_configuration=cfg)
@@ -276,6 +276,20 @@ class KubectlCase(unittest.TestCase):
         return self.k("apply", "-f", "-", input=json.dumps(obj), ns=ns)
 
     # -- the tests
+    EXPECT = {"kubectl-1.20": lambda m: m == 20, "kubectl-host": lambda m: m == 32, "kubectl-rootfs": lambda m: m > 32}
+
+    def test_client_identity(self):
+        """The client is the version it claims: its own version and what the server saw."""
+        seq = last_seq()
+        self.k("get", "namespace", "default")
+        agents = {r["userAgent"] for r in requests_since(seq) if r["path"] == "/api/v1/namespaces/default"}
+        self.assertEqual(len(agents), 1, agents)
+        agent = agents.pop()
+        self.assertRegex(agent, r"^kubectl/v1\.\d+\.\d+")
+        minor = int(agent.split("/v1.")[1].split(".")[0])
+        self.assertTrue(self.EXPECT[self.CLIENT](minor), agent)
+        sys.stderr.write("[%s: %s] " % (self.CLIENT, agent.split()[0]))
+
     def test_crd_and_custom_resource(self):
         self.apply_crd()
         ns = self.ns("crd")
@@ -636,6 +650,33 @@ class PythonClient(unittest.TestCase):
                               body=json.dumps({"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool", "metadata": {"name": "p"}}),
                               query_params=[("fieldManager", "t")], auth_settings=["BearerToken"], response_type="object")
         self.assertEqual(e.exception.status, 415)
+
+    def test_crd_deletion_removes_objects_and_serving(self):
+        ext = self.c.ApiextensionsV1Api(self.api)
+        co = self.c.CustomObjectsApi(self.api)
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.test.turnfleet.hzmi.dev"},
+               "spec": {"group": "test.turnfleet.hzmi.dev", "scope": "Cluster", "names": {"plural": "widgets", "kind": "Widget"},
+                        "versions": [{"name": "v1", "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        ext.create_custom_resource_definition(crd)
+        args = ("test.turnfleet.hzmi.dev", "v1", "widgets")
+        co.create_cluster_custom_object(*args, {"apiVersion": "test.turnfleet.hzmi.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "x": {"y": 1}})
+        self.assertEqual(co.get_cluster_custom_object(*args, "w")["x"], {"y": 1})    # preserved unknown fields
+        est = ext.read_custom_resource_definition("widgets.test.turnfleet.hzmi.dev").status
+        self.assertEqual({c.type: c.status for c in est.conditions}, {"NamesAccepted": "True", "Established": "True"})
+        self.assertEqual(est.stored_versions, ["v1"])
+        ext.delete_custom_resource_definition("widgets.test.turnfleet.hzmi.dev")
+
+        def gone():
+            try:
+                co.list_cluster_custom_object(*args)
+                return False
+            except self.c.ApiException as e:
+                return e.status == 404
+        wait_for("the resource no longer served", gone)
+        with self.assertRaises(self.c.ApiException) as e:
+            ext.read_custom_resource_definition("widgets.test.turnfleet.hzmi.dev")
+        self.assertEqual(e.exception.status, 404)
 
     def _served(self, co, ns):
         try:

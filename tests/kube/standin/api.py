@@ -10,7 +10,7 @@ import uuid
 
 import schema
 from util import (ApiError, canonical, conflict_modified, field_match, gen_suffix, invalid,
-                  label_match, not_found, now_micro, now_time, parse_time)
+                  label_match, not_found, now_time)
 
 DNS1123_SUB = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS1123_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
@@ -435,7 +435,6 @@ class Registry:
             sch = rt.schema()
             if sch:
                 schema.validate(obj, sch, old, "", errs)
-            name = md.get("name", "")
         elif rt.kind == "Secret":
             for k, v in (obj.get("data") or {}).items():
                 try:
@@ -752,11 +751,3 @@ def crd_types(crd):
         out.append(rt)
     return out
 
-
-def micro_now():
-    return now_micro()
-
-
-def age_seconds(ts):
-    t = parse_time(ts)
-    return time.time() - t if t else 0

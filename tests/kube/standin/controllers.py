@@ -31,7 +31,6 @@ class Controllers:
         self.stop_ev = threading.Event()
         self.thread = None
         self.node_grace = 40.0
-        self.lock = threading.Lock()
 
     # -- bootstrap and synchronous hooks
     def bootstrap(self):

@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 import api
-from util import ApiError, now_time
+from util import ApiError, now_micro, now_time, parse_time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONTAINER = os.path.join(HERE, "container.py")
@@ -520,7 +520,7 @@ class PodWorker(threading.Thread):
                 ex = self._exited(c)
                 if ex is not None:
                     self._record_exit(c, *ex)
-                    lived = time.time() - (api.parse_time(c.started_at) or time.time())
+                    lived = time.time() - (parse_time(c.started_at) or time.time())
                     c.backoff = self.k.backoff_base if c.backoff == 0 or lived > 600 else min(c.backoff * 2, self.k.backoff_max)
                     c.backoff_until = time.time() + c.backoff
                     if policy == "Always" or (policy == "OnFailure" and ex[0] != 0):
@@ -683,7 +683,27 @@ class Kubelet(threading.Thread):
                                  patcher=lambda cur: dict(copy.deepcopy(cur), status=dict((cur.get("status") or {}), **body["status"])))
         self.beat()
 
+    def renew_lease(self):
+        """The node's Lease in kube-node-lease, as the kubelet renews it."""
+        rt = self.store.type_for("coordination.k8s.io", "v1", "leases")
+        now = now_micro()
+        try:
+            self.registry.update(rt, "kube-node-lease", self.name, None, _ctx(self.name),
+                                 patcher=lambda cur: dict(copy.deepcopy(cur), spec=dict(cur.get("spec") or {}, renewTime=now)))
+        except ApiError as e:
+            if e.code != 404:
+                return
+            node = self.store.get(("", "nodes"), "", self.name)
+            body = {"metadata": {"name": self.name, "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": node["metadata"]["uid"]}] if node else []},
+                    "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": now}}
+            try:
+                self.registry.create(rt, "kube-node-lease", body, _ctx(self.name))
+            except ApiError:
+                pass
+
     def beat(self):
+        self.renew_lease()
         rt = self.store.type_for("", "v1", "nodes")
         now = now_time()
 

@@ -4,7 +4,6 @@ the request log."""
 import base64
 import copy
 import json
-import os
 import random
 import re
 import secrets as pysecrets
@@ -21,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import api
 import controllers
 import tables
-from util import (ApiError, bad_request, invalid, json_patch, JsonPatchTestFailed, merge_patch,
+from util import (ApiError, bad_request, field_match, invalid, json_patch, JsonPatchTestFailed, label_match, merge_patch,
                   not_found, parse_bool, parse_field_selector, parse_label_selector, strategic_merge)
 
 SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-turnfleet-standin",
@@ -265,8 +264,6 @@ class StandIn:
         self.controllers = controllers.Controllers(self)
         self.servers = []
         self.stopping = threading.Event()
-        self.watch_epoch_lock = threading.Lock()
-        self.openapi_hash = 1
         self.registry.hooks.append(self.controllers.on_change)
 
     # -- lifecycle
@@ -871,9 +868,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             if ns_f and o["metadata"].get("namespace") != ns_f:
                 return False
-            if labels and not api.label_match(labels, o["metadata"].get("labels")):
+            if labels and not label_match(labels, o["metadata"].get("labels")):
                 return False
-            if fields and not api.field_match(fields, o):
+            if fields and not field_match(fields, o):
                 return False
             return True
 
