@@ -77,6 +77,7 @@ def start_cluster():
         cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:%s=true" % (name, RELAY_LABEL)]
     if TURNFLEET:
         cmd += ["--build", os.path.dirname(os.path.dirname(os.path.dirname(TURNFLEET)))]
+    cmd += ["--image", "registry.test/unstable:*=coturn-rootfs"]
     log = open(os.path.join(TMP, "cluster.log"), "wb")
     CLUSTER = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
@@ -315,6 +316,10 @@ class KubectlCase(unittest.TestCase):
         p = self.k("patch", "tp", "demo", "--type", "merge", "-p", '{"spec":{"bogus":1}}', ns=ns, check=False)
         self.assertIn('unknown field "spec.bogus"', p.stderr)
         self.assertNotIn("bogus", self.k("get", "tp", "demo", "-o", "json", ns=ns).stdout)   # pruned
+        p = self.k("apply", "--server-side", "-f", os.path.join(DATA, "pool.yaml"), ns=ns, check=False)
+        self.assertNotEqual(p.returncode, 0)     # refused as by a server without server-side apply
+        self.assertIn("the body of the request was in an unknown format - accepted media types include: "
+                      "application/json-patch+json, application/merge-patch+json", p.stderr)
         p = self.k("patch", "tp", "demo", "-p", '{"spec":{"replicas":1}}', ns=ns, check=False)   # strategic
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("the body of the request was in an unknown format - accepted media types include: "
@@ -845,6 +850,28 @@ class PythonClient(unittest.TestCase):
             self.v1.delete_namespaced_pod(n, ns)
         wait_for("pods gone", lambda: not [p for p in self.v1.list_namespaced_pod(ns).items if p.metadata.name != "once"], 300)
 
+
+    def test_image_map(self):
+        if not TURNFLEET:
+            self.fail("TURNFLEET is required (the build's turnfleet)")
+        ns = self.ns("images")
+        rootfs = os.path.dirname(os.path.dirname(os.path.dirname(CLIENTS["kubectl-rootfs"])))
+        want = {"coturn-418": ("docker.io/coturn/coturn:4.18", ["turnserver", "--version"], "4.18.0\n"),
+                "coturn-461": ("coturn/coturn:4.6.1", ["turnserver", "--version"], "4.6.1\n"),
+                "own": ("ghcr.io/hzmi/turnfleet:dev", ["/bin/sh", "-c", "for b in turnfleet turnfleet-probe; do command -v $b; done"],
+                        "/usr/local/bin/turnfleet\n/usr/local/bin/turnfleet-probe\n"),
+                "flag": ("registry.test/unstable:sid", ["cat", "/etc/debian_version"], open(rootfs + "/etc/debian_version").read())}
+        for name, (image, cmd, _out) in want.items():
+            self.v1.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {"nodeName": "n3", "restartPolicy": "Never",
+                                                                                     "containers": [{"name": "c", "image": image, "command": cmd}]}})
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "unmapped"}, "spec": {"nodeName": "n3", "containers": [
+            {"name": "c", "image": "quay.io/nobody/nothing:1", "command": ["true"]}]}})
+        for name, (_image, _cmd, out) in want.items():
+            wait_for(name + " Succeeded", lambda: self.v1.read_namespaced_pod(name, ns).status.phase == "Succeeded")
+            self.assertEqual(self.v1.read_namespaced_pod_log(name, ns), out, name)
+        st = wait_for("ErrImagePull", lambda: (s := self.v1.read_namespaced_pod("unmapped", ns).status.container_statuses) and s[0].state.waiting and s[0])
+        self.assertEqual(st.state.waiting.reason, "ErrImagePull")
+        self.assertIn("not in the stand-in's image map", st.state.waiting.message)
 
     def test_namespaces_orphans_services_probes_podip(self):
         ns = self.ns("life")
