@@ -194,6 +194,8 @@ class _WH(http.server.BaseHTTPRequestHandler):
         obj = req.get("object") or {}
         labels = (obj.get("metadata") or {}).get("labels") or {}
         resp = {"uid": req["uid"], "allowed": True}
+        if self.path.startswith("/slow"):
+            time.sleep(2)
         if self.path.startswith("/validate"):
             resp["warnings"] = ["validated by the test webhook"]
             if labels.get("deny") == "yes":
@@ -496,7 +498,13 @@ class KubectlCase(unittest.TestCase):
                               {"name": "down.turnfleet.test", "clientConfig": {"url": "https://%s:%d/x" % (WEBHOOK_ADDR, self.WEBHOOK_PORT + 5), "caBundle": cab},
                                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"]}],
                                "namespaceSelector": sel, "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
-                               "failurePolicy": "Fail"}]}]}
+                               "failurePolicy": "Fail"},
+                              {"name": "down-ignored.turnfleet.test", "clientConfig": {"url": "https://%s:%d/x" % (WEBHOOK_ADDR, self.WEBHOOK_PORT + 5), "caBundle": cab},
+                               "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["serviceaccounts"]}],
+                               "namespaceSelector": sel, "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore"},
+                              {"name": "slow.turnfleet.test", "clientConfig": {"url": base + "/slow", "caBundle": cab},
+                               "rules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                               "namespaceSelector": sel, "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1}]}]}
             self.k("apply", "-f", "-", input=json.dumps(cfgs))
             p = self.k("create", "configmap", "ok", "--from-literal=a=1", ns=ns)
             self.assertIn("Warning: validated by the test webhook", p.stderr)
@@ -508,7 +516,12 @@ class KubectlCase(unittest.TestCase):
             self.assertIn("NotFound", self.k("get", "cm", "bad", ns=ns, check=False).stderr)
             p = self.k("create", "secret", "generic", "s", "--from-literal=a=b", ns=ns, check=False)
             self.assertIn('failed calling webhook "down.turnfleet.test": failed to call webhook: Post "https://%s:%d/x?timeout=2s"' % (WEBHOOK_ADDR, self.WEBHOOK_PORT + 5), p.stderr)
-            self.assertEqual({r["operation"] for _p, r in srv.seen}, {"CREATE"})
+            self.k("create", "serviceaccount", "passes", ns=ns)       # failurePolicy Ignore: the dead webhook is skipped
+            p = self.k("delete", "configmap", "ok", ns=ns, check=False)
+            self.assertIn('failed calling webhook "slow.turnfleet.test": failed to call webhook: Post "%s/slow?timeout=1s": context deadline exceeded' % base, p.stderr)
+            self.assertEqual(self.jp(ns, "cm/ok", "{.metadata.name}"), "ok")
+            self.assertEqual({r["operation"] for _p, r in srv.seen}, {"CREATE", "DELETE"})
+            self.assertEqual([r["oldObject"]["metadata"]["name"] for p_, r in srv.seen if r["operation"] == "DELETE"], ["ok"])
             self.assertTrue(all(r["userInfo"]["username"] == "kubernetes-admin" for _p, r in srv.seen))
         finally:
             self.k("delete", "mutatingwebhookconfiguration", ns + "-m", check=False)
@@ -755,10 +768,12 @@ class PythonClient(unittest.TestCase):
                 self.v1.read_namespaced_config_map("f", ns)
             control("DELETE", "/faults")
         control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "stall": True, "stallSeconds": 5})
+        got = []
         with self.assertRaises((urllib3.exceptions.HTTPError, OSError)):
             from kubernetes import watch
-            for _ in watch.Watch().stream(self.v1.list_namespaced_config_map, ns, _request_timeout=1):
-                pass
+            for ev in watch.Watch().stream(self.v1.list_namespaced_config_map, ns, _request_timeout=1):
+                got.append(ev)
+        self.assertEqual(got, [])     # headers, then silence (not even the initial ADDED of "f")
         control("DELETE", "/faults")
         control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps/f$" % ns, "slowHeaders": 3, "count": 1})
         with self.assertRaises((urllib3.exceptions.HTTPError, OSError)):
@@ -767,6 +782,28 @@ class PythonClient(unittest.TestCase):
         with self.assertRaises(self.c.ApiException) as e:
             self.v1.list_namespaced_config_map(ns, watch=True, timeout_seconds=2, _preload_content=False)
         self.assertEqual((e.exception.status, json.loads(e.exception.body)["reason"]), (410, "Expired"))
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "truncate": True, "count": 1})
+        raw = self.v1.list_namespaced_config_map(ns, watch=True, timeout_seconds=5, _preload_content=False)
+        data, cut = b"", False
+        try:
+            for chunk in raw.read_chunked():
+                data += chunk
+        except urllib3.exceptions.HTTPError:
+            cut = True      # the stream ended inside the chunked body
+        raw.release_conn()
+        self.assertTrue(cut)
+        self.assertTrue(data and b"\n" not in data, data)   # half of the first event line
+        with self.assertRaises(ValueError):
+            json.loads(data)
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps/f$" % ns, "slowBody": 3, "count": 1})
+        with self.assertRaises((urllib3.exceptions.HTTPError, OSError)):
+            self.v1.read_namespaced_config_map("f", ns, _request_timeout=(5, 0.2))
+        rid = control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps/f$" % ns, "probability": 1.0, "status": 500})["id"]
+        for _ in range(3):
+            with self.assertRaises(self.c.ApiException):
+                self.v1.read_namespaced_config_map("f", ns)
+        self.assertEqual([r["hits"] for r in control("GET", "/faults")["rules"] if r["id"] == rid], [3])
+        control("DELETE", "/faults")
         control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "expireMidStream": True, "afterEvents": 1})
         raw = self.v1.list_namespaced_config_map(ns, watch=True, timeout_seconds=5, _preload_content=False)
         lines = [json.loads(l) for l in raw.read().decode().splitlines() if l.strip()]
