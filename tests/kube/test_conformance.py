@@ -74,7 +74,8 @@ def start_cluster():
            "--heartbeat", "1", "--node-grace", "3", "--restart-backoff", "1", "--shutdown-grace", "3",
            "--bookmark-interval", "1", "--history", "300"]
     for name, addr in NODES:
-        cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:%s=true" % (name, RELAY_LABEL)]
+        cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:%s=true" % (name, RELAY_LABEL),
+                "--node-annotation", "%s:turnfleet.hzmi.dev/relay-address=%s" % (name, addr)]
     if TURNFLEET:
         cmd += ["--build", os.path.dirname(os.path.dirname(os.path.dirname(TURNFLEET)))]
     cmd += ["--image", "registry.test/unstable:*=coturn-rootfs"]
@@ -669,6 +670,61 @@ class PythonClient(unittest.TestCase):
                               query_params=[("fieldManager", "t")], auth_settings=["BearerToken"], response_type="object")
         self.assertEqual(e.exception.status, 415)
 
+    def test_cel_subset_and_list_types(self):
+        ext = self.c.ApiextensionsV1Api(self.api)
+        co = self.c.CustomObjectsApi(self.api)
+        rules = [
+            {"rule": "self.items.all(i, i.size() <= 3)", "message": "every item has at most 3 characters"},
+            {"rule": "self.items.exists(i, i.startsWith('a')) || size(self.items) == 0", "message": "an item starts with a"},
+            {"rule": "!has(self.mode) || self.mode in ['x', 'y']", "message": "mode is x or y"},
+            {"rule": "self.name.matches('^[a-z]+$') && !self.name.endsWith('z') && self.name.lowerAscii() == self.name", "message": "bad name"},
+            {"rule": "(self.low < self.high ? self.high - self.low : 0) <= 10", "messageExpression": "'spread ' + string(self.high - self.low) + ' is over 10'"},
+            {"rule": "self.items.filter(i, i.contains('b')).size() <= 1", "fieldPath": ".items", "reason": "FieldValueForbidden", "message": "at most one item with b"},
+            {"rule": "self.items.map(i, size(i)).exists_one(n, n == 2) || self.items.size() != 2", "message": "one two-letter item"}]
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "cels.test.turnfleet.hzmi.dev"},
+               "spec": {"group": "test.turnfleet.hzmi.dev", "scope": "Namespaced", "names": {"plural": "cels", "kind": "Cel"},
+                        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                            "spec": {"type": "object", "x-kubernetes-validations": rules, "properties": {
+                                "items": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                                "mode": {"type": "string"}, "name": {"type": "string"},
+                                "low": {"type": "integer"}, "high": {"type": "integer"},
+                                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                                          "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}}}}}}}}]}}
+        ext.create_custom_resource_definition(crd)
+        ns = self.ns("cel")
+        args = ("test.turnfleet.hzmi.dev", "v1", ns, "cels")
+        wait_for("cels served", lambda: self._served_gv(co, args))
+
+        def make(name, spec):
+            try:
+                co.create_namespaced_custom_object(*args, {"apiVersion": "test.turnfleet.hzmi.dev/v1", "kind": "Cel", "metadata": {"name": name}, "spec": spec})
+                return None
+            except self.c.ApiException as e:
+                return json.loads(e.body)["message"]
+        good = {"items": ["ab", "c"], "mode": "x", "name": "abc", "low": 1, "high": 5, "ports": [{"name": "a"}, {"name": "b"}]}
+        self.assertIsNone(make("good", good))
+        cases = [({"items": ["abcd"]}, 'spec: Invalid value: "object": every item has at most 3 characters'),
+                 ({"items": ["c"]}, "an item starts with a"),
+                 ({"mode": "q"}, "mode is x or y"),
+                 ({"name": "abz"}, "bad name"),
+                 ({"low": 1, "high": 20}, "spread 19 is over 10"),
+                 ({"items": ["ab", "b"]}, "spec.items: Forbidden: at most one item with b"),
+                 ({"items": ["ab", "cd"]}, "one two-letter item"),
+                 ({"items": ["ab", "ab"]}, 'spec.items[1]: Duplicate value: "ab"'),
+                 ({"ports": [{"name": "a"}, {"name": "a", "port": 1}]}, 'spec.ports[1]: Duplicate value: {"name":"a"}')]
+        for i, (change, msg) in enumerate(cases):
+            got = make("bad-%d" % i, dict(good, **change))
+            self.assertIsNotNone(got, change)
+            self.assertIn(msg, got)
+        ext.delete_custom_resource_definition("cels.test.turnfleet.hzmi.dev")
+
+    def _served_gv(self, co, args):
+        try:
+            co.list_namespaced_custom_object(*args)
+            return True
+        except self.c.ApiException:
+            return False
+
     def test_crd_deletion_removes_objects_and_serving(self):
         ext = self.c.ApiextensionsV1Api(self.api)
         co = self.c.CustomObjectsApi(self.api)
@@ -847,6 +903,9 @@ class PythonClient(unittest.TestCase):
         n1 = nodes["n1"]
         self.assertEqual([(a.type, a.address) for a in n1.status.addresses][:1], [("InternalIP", "127.0.0.201")])
         self.assertEqual(n1.metadata.labels[RELAY_LABEL], "true")
+        self.assertEqual(n1.metadata.annotations["turnfleet.hzmi.dev/relay-address"], "127.0.0.201")
+        leases = {l.metadata.name for l in self.c.CoordinationV1Api(self.api).list_namespaced_lease("kube-node-lease").items}
+        self.assertEqual(leases, {"n1", "n2", "n3"})
         ready = lambda name: [c.status for c in self.v1.read_node(name).status.conditions if c.type == "Ready"][0]
         self.assertEqual(ready("n3"), "True")
         control("POST", "/kubelets/n3/stop")
@@ -1091,7 +1150,8 @@ def main():
         suite.addTests(loader.loadTestsFromTestCase(cls))
     only = os.environ.get("TF_KUBE_ONLY")
     if only:
-        suite = unittest.TestSuite([t for t in _flatten(suite) if only in t.id() or "ZLauncher" in t.id()])
+        keys = only.split(",")
+        suite = unittest.TestSuite([t for t in _flatten(suite) if any(k in t.id() for k in keys) or "ZLauncher" in t.id()])
     r = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if r.wasSuccessful() else 1)
 
