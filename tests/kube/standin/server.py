@@ -259,6 +259,7 @@ class StandIn:
         self.certfile, self.keyfile = certfile, keyfile
         self.control_port = control_port
         self.bookmark_interval = 60.0
+        self.legacy_discovery = False   # True: answer only the legacy documents
         self.log_provider = None       # (ns, pod, container, opts) -> bytes iterator
         self.kubelet_control = None    # (node, action) -> bool
         self.controllers = controllers.Controllers(self)
@@ -587,6 +588,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, tables.openapi_v3_index(si))
         if path.startswith("/openapi/v3/"):
             return self._send(200, tables.openapi_v3_doc(si, path[len("/openapi/v3/"):]))
+        if path in ("/api", "/apis") and "as=APIGroupDiscoveryList" in (self.headers.get("Accept") or "") \
+                and not si.legacy_discovery:
+            return self._send(200, tables.aggregated(si, path == "/api"), tables.AGGREGATED)
         if path == "/api":
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"],
                                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "%s:%d" % (si.host, si.port)}]})
