@@ -908,12 +908,22 @@ class PythonClient(unittest.TestCase):
         self.assertEqual(leases, {"n1", "n2", "n3"})
         ready = lambda name: [c.status for c in self.v1.read_node(name).status.conditions if c.type == "Ready"][0]
         self.assertEqual(ready("n3"), "True")
+        ns = self.ns("node")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {"nodeName": "n3", "containers": [
+            {"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.2; done"]}]}})
+        pod_ready = lambda: [c.status for c in self.v1.read_namespaced_pod("p", ns).status.conditions or [] if c.type == "Ready"]
+        wait_for("the pod Ready", lambda: pod_ready() == ["True"])
         control("POST", "/kubelets/n3/stop")
         try:
             wait_for("n3 NotReady", lambda: ready("n3") == "Unknown", 100, 0.2)
+            wait_for("its pod not Ready", lambda: pod_ready() == ["False"])
+            msg = [c.message for c in self.v1.read_node("n3").status.conditions if c.type == "Ready"][0]
+            self.assertEqual(msg, "Kubelet stopped posting node status.")
         finally:
             control("POST", "/kubelets/n3/start")
         wait_for("n3 Ready again", lambda: ready("n3") == "True", 100, 0.2)
+        wait_for("the pod Ready again", lambda: pod_ready() == ["True"])
+        self.v1.delete_namespaced_pod("p", ns)
 
     def test_pod_restarts_readiness_gate_and_token(self):
         ns = self.ns("pods")

@@ -477,6 +477,25 @@ class Controllers:
             try:
                 self.si.registry.update(rt, "", n["metadata"]["name"], None, _ctx(), "status", patcher=p)
             except ApiError:
+                continue
+            self._mark_pods_not_ready(n["metadata"]["name"])
+
+    def _mark_pods_not_ready(self, node):
+        """What the node lifecycle controller does to the pods of a silent node."""
+        st = self.si.store
+        prt = st.type_for("", "v1", "pods")
+        pods, _ = st.list(("", "pods"), None, None, [("spec.nodeName", "=", node)])
+        for pod in pods:
+            def p(cur):
+                cur = copy.deepcopy(cur)
+                for c in (cur.get("status") or {}).get("conditions") or []:
+                    if c.get("type") == "Ready" and c.get("status") != "False":
+                        c["status"] = "False"
+                        c["lastTransitionTime"] = now_time()
+                return cur
+            try:
+                self.si.registry.update(prt, pod["metadata"]["namespace"], pod["metadata"]["name"], None, _ctx(), "status", patcher=p)
+            except ApiError:
                 pass
 
 

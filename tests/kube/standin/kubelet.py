@@ -481,6 +481,11 @@ class PodWorker(threading.Thread):
         self.push_status()
         mount_warned = False
         while not self.gone and self.shutdown is None:
+            if self.k.paused.is_set():
+                # a stopped kubelet: the processes run on, nobody looks after them
+                self.wake.wait(0.25)
+                self.wake.clear()
+                continue
             p = self._refresh()
             if p is None:
                 self.gone = True
