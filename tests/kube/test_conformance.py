@@ -319,6 +319,15 @@ class KubectlCase(unittest.TestCase):
         p = self.k("patch", "tp", "demo", "--type", "merge", "-p", '{"spec":{"bogus":1}}', ns=ns, check=False)
         self.assertIn('unknown field "spec.bogus"', p.stderr)
         self.assertNotIn("bogus", self.k("get", "tp", "demo", "-o", "json", ns=ns).stdout)   # pruned
+        bogus = {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool", "metadata": {"name": "strict"}, "spec": {"replicas": 1, "bogus": 1}}
+        p = self.k("apply", "-f", "-", input=json.dumps(bogus), ns=ns, check=False)
+        if self.CLIENT == "kubectl-1.20":        # no fieldValidation: Warn, pruned
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn('Warning: unknown field "spec.bogus"', p.stderr)
+            self.assertEqual(json.loads(self.jp(ns, "tp/strict", "{.spec}")).get("bogus"), None)
+        else:                                    # fieldValidation=Strict
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn('TURNPool in version "v1alpha1" cannot be handled as a TURNPool: strict decoding error: unknown field "spec.bogus"', p.stderr)
         p = self.k("apply", "--server-side", "-f", os.path.join(DATA, "pool.yaml"), ns=ns, check=False)
         self.assertNotEqual(p.returncode, 0)     # refused as by a server without server-side apply
         self.assertIn("the body of the request was in an unknown format - accepted media types include: "
@@ -605,6 +614,9 @@ class PythonClient(unittest.TestCase):
         cm.data["a"] = "2"
         new = self.v1.replace_namespaced_config_map("c", ns, cm)
         self.assertNotEqual(new.metadata.resource_version, rv)
+        dry = self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}}, dry_run="All")
+        self.assertEqual(dry.metadata.name, "dry")
+        self.assertEqual([c.metadata.name for c in self.v1.list_namespaced_config_map(ns).items if c.metadata.name == "dry"], [])
         cm.data["a"] = "3"
         with self.assertRaises(self.c.ApiException) as e:
             self.v1.replace_namespaced_config_map("c", ns, cm)        # stale RV
@@ -875,7 +887,14 @@ class PythonClient(unittest.TestCase):
         tok = control("POST", "/tokens", {"user": "rotated", "groups": ["system:masters"]})["token"]
         c2 = self.c.CoreV1Api(py_client(tok))
         c2.list_namespaced_config_map(ns)
+        watch_stream = c2.list_namespaced_config_map(ns, watch=True, timeout_seconds=2, resource_version=c2.list_namespaced_config_map(ns).metadata.resource_version,
+                                                     _preload_content=False)
         control("POST", "/tokens/revoke", {"token": tok})
+        self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "after-revoke"}})
+        lines = [json.loads(l) for l in watch_stream.read().decode().splitlines() if l.strip()]
+        watch_stream.release_conn()
+        # authentication happens at the start of a request: the open watch streams on
+        self.assertEqual([(l["type"], l["object"]["metadata"]["name"]) for l in lines], [("ADDED", "after-revoke")])
         with self.assertRaises(self.c.ApiException) as e:
             c2.list_namespaced_config_map(ns)
         self.assertEqual((e.exception.status, json.loads(e.exception.body)["reason"]), (401, "Unauthorized"))
