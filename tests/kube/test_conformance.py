@@ -998,6 +998,24 @@ class PythonClient(unittest.TestCase):
         self.assertEqual(st.state.waiting.reason, "ErrImagePull")
         self.assertIn("not in the stand-in's image map", st.state.waiting.message)
 
+    def test_in_cluster_client_in_a_pod(self):
+        """A pod's projected token, CA and KUBERNETES_SERVICE_* reach the API, under RBAC."""
+        ns = self.ns("incluster")
+        rbac = self.c.RbacAuthorizationV1Api(self.api)
+        rbac.create_namespaced_role(ns, {"metadata": {"name": "cm"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})
+        rbac.create_namespaced_role_binding(ns, {"metadata": {"name": "cm"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+                                                 "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]})
+        script = ("from kubernetes import client, config\n"
+                  "config.load_incluster_config()\n"
+                  "v1 = client.CoreV1Api()\n"
+                  "print([c.metadata.name for c in v1.list_namespaced_config_map('%s').items])\n"
+                  "try:\n    v1.list_namespaced_secret('%s')\nexcept client.ApiException as e:\n    print(e.status, e.reason)\n") % (ns, ns)
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "in"}, "spec": {"nodeName": "n1", "restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "debian:bookworm", "command": ["/usr/bin/python3", "-c", script]}]}})
+        wait_for("the pod done", lambda: self.v1.read_namespaced_pod("in", ns).status.phase in ("Succeeded", "Failed"), 300)
+        log = self.v1.read_namespaced_pod_log("in", ns)
+        self.assertEqual(log, "['kube-root-ca.crt']\n403 Forbidden\n", log)
+
     def test_namespaces_orphans_services_probes_podip(self):
         ns = self.ns("life")
         # orphan propagation: the dependent stays, without its owner reference

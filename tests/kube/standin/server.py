@@ -538,8 +538,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _authenticate(self):
         si = self.server.standin
         h = self.headers.get("Authorization") or ""
-        if h.startswith("Bearer "):
-            t = si.auth.lookup(h[7:].strip())
+        scheme, _, cred = h.partition(" ")
+        if scheme.lower() == "bearer" and cred.strip():     # the scheme is case-insensitive (RFC 7235)
+            t = si.auth.lookup(cred.strip())
             if t:
                 return t[0], t[2] + (["system:authenticated"] if "system:authenticated" not in t[2] else []), t[1]
         raise ApiError(401, "Unauthorized", "Unauthorized")
