@@ -666,6 +666,10 @@ class PythonClient(unittest.TestCase):
         self.assertEqual({c["field"] for c in st["details"]["causes"]}, {"spec.replicas", "spec.mode"})
         self.assertIn('spec.mode: Unsupported value: "Bogus": supported values: "HostIP", "PodIP", "PartitionedIP"', st["message"])
         self.assertIn('spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"', st["message"])
+        with self.assertRaises(self.c.ApiException) as e:       # the root-level rule on metadata.name
+            co.create_namespaced_custom_object(*args, {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool",
+                                                       "metadata": {"name": "p" * 52}, "spec": {"replicas": 1}})
+        self.assertIn('<nil>: Invalid value: "object": metadata.name must be at most 51 characters', json.loads(e.exception.body)["message"])
         # a rule outside the CEL subset fails the CRD, never passes silently
         bad = json.loads(json.dumps(crd))
         bad["metadata"]["name"] = "others.turnfleet.hzmi.dev"
@@ -1154,7 +1158,58 @@ def _describe(pid):
         return "%d gone" % pid
 
 
+def _descendants(root):
+    table = _proc_table()
+    kids, todo = {}, [root]
+    while todo:
+        p = todo.pop()
+        for pid, (ppid, start) in table.items():
+            if ppid == p and pid not in kids:
+                kids[pid] = start
+                todo.append(pid)
+    return kids
+
+
+def _running(kids):
+    """Those of kids still alive (same start time), zombies excepted."""
+    after = _proc_table()
+    out = []
+    for pid, start in kids.items():
+        if pid in after and after[pid][1] == start:
+            try:
+                state = [l.split()[1] for l in open("/proc/%d/status" % pid) if l.startswith("State:")][0]
+            except (OSError, IndexError):
+                continue
+            out.append((pid, state))
+    return out
+
+
 class ZLauncherLeavesNothing(unittest.TestCase):
+    def test_sigkill_of_the_launcher_takes_its_containers(self):
+        """Even a launcher killed outright leaves no container running."""
+        d = tempfile.mkdtemp(prefix="killed-", dir=TMP)
+        log = open(os.path.join(d, "log"), "wb")
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--dir", d + "/c", "--address", "127.0.0.206",
+                              "--port", "16446", "--node", "k1=127.0.0.206", "--heartbeat", "1"],
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        kids = {}
+        try:
+            wait_for("the second cluster", lambda: os.path.exists(d + "/c/ready") or p.poll() is not None, 600)
+            self.assertIsNone(p.poll(), open(d + "/log").read())
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan"}, "spec": {"nodeName": "k1", "containers": [
+                {"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "sleep 1000 & sleep 1000"]}]}}
+            k = [CLIENTS["kubectl-rootfs"], "--kubeconfig", d + "/c/kubeconfig", "--cache-dir", d + "/cache"]
+            subprocess.run(k + ["apply", "-f", "-"], input=json.dumps(pod), text=True, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(k + ["wait", "--for=condition=Ready", "--timeout=30s", "pod/orphan"], check=True, stdout=subprocess.DEVNULL)
+            kids = _descendants(p.pid)
+            self.assertGreaterEqual(len(kids), 4, kids)
+        finally:
+            p.kill()
+            p.wait()
+        # the kernel kills them (PR_SET_PDEATHSIG); what is left may be a zombie for init to reap
+        wait_for("the containers dead", lambda: not [x for x in _running(kids) if x[1] != "Z"], 100)
+
     def test_sigterm_stops_every_pod_and_process(self):
         k = CLIENTS["kubectl-rootfs"]
         home = tempfile.mkdtemp(prefix="end-", dir=TMP)
@@ -1165,15 +1220,7 @@ class ZLauncherLeavesNothing(unittest.TestCase):
                        check=True, text=True, stdout=subprocess.DEVNULL)
         subprocess.run([k, "--kubeconfig", kubeconfig(), "--cache-dir", home, "wait", "--for=condition=Ready", "--timeout=30s", "pod/stubborn"],
                        check=True, stdout=subprocess.DEVNULL)
-        table = _proc_table()
-        kids = {}
-        todo = [CLUSTER.pid]
-        while todo:
-            p = todo.pop()
-            for pid, (ppid, start) in table.items():
-                if ppid == p and pid not in kids:
-                    kids[pid] = start
-                    todo.append(pid)
+        kids = _descendants(CLUSTER.pid)
         self.assertGreaterEqual(len(kids), 4, kids)   # the pod's helper, its shell and two sleeps at least
         CLUSTER.send_signal(signal.SIGTERM)
         CLUSTER.wait(60)

@@ -4,7 +4,8 @@ New mount and PID namespaces (unshare(2) through ctypes), an overlay of the
 image's root (lower, never written) under a tmpfs (upper, gone with the
 namespace), /proc of the new PID namespace, /dev and /sys bound in, the pod's
 volumes bound at their mount paths, chroot, then exec of the command as PID 1
-of its namespace. This process stays outside as the container's parent:
+of its namespace. This process stays outside as the container's parent
+(and dies with the kubelet thread that started it):
 it forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the container,
 writes the container's host PID to the spec's pidfile, and exits with its
 status (128+N for signal N) and the signal in statusfile. If this process is
@@ -103,6 +104,12 @@ def setup_and_exec(spec):
 
 
 def main():
+    # die with the kubelet's pod worker that started us (even if it is
+    # SIGKILLed), and take the container along (its own PDEATHSIG below)
+    parent = os.getppid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        return 127
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
