@@ -1002,6 +1002,26 @@ class PythonClient(unittest.TestCase):
         self.assertEqual(st.state.waiting.reason, "ErrImagePull")
         self.assertIn("not in the stand-in's image map", st.state.waiting.message)
 
+    def test_security_context(self):
+        ns = self.ns("secctx")
+        self.v1.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"key": "sesame"}})
+        script = "id -u; id -g; id -G; stat -c '%a %g' /etc/s/key; cat /etc/s/key; echo; touch /x 2>/dev/null && echo rw || echo ro; touch /scratch/ok && echo scratch"
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "nonroot"}, "spec": {
+            "nodeName": "n2", "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 2000, "runAsNonRoot": True},
+            "containers": [{"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", script],
+                            "securityContext": {"readOnlyRootFilesystem": True},
+                            "volumeMounts": [{"name": "s", "mountPath": "/etc/s", "readOnly": True}, {"name": "scratch", "mountPath": "/scratch"}]}],
+            "volumes": [{"name": "s", "secret": {"secretName": "s", "defaultMode": 0o400}}, {"name": "scratch", "emptyDir": {}}]}})
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "root"}, "spec": {"nodeName": "n2", "securityContext": {"runAsNonRoot": True},
+                                                                                  "containers": [{"name": "c", "image": "debian:bookworm", "command": ["true"]}]}})
+        wait_for("nonroot done", lambda: self.v1.read_namespaced_pod("nonroot", ns).status.phase in ("Succeeded", "Failed"))
+        self.assertEqual(self.v1.read_namespaced_pod_log("nonroot", ns), "65534\n65534\n65534 2000\n440 2000\nsesame\nro\nscratch\n")
+        st = wait_for("the refusal", lambda: (c := self.v1.read_namespaced_pod("root", ns).status.container_statuses) and c[0].state.waiting and c[0])
+        self.assertEqual(st.state.waiting.reason, "CreateContainerConfigError")
+        self.assertIn("container has runAsNonRoot and image will run as root", st.state.waiting.message)
+        self.v1.delete_namespaced_pod("root", ns)
+
     def test_in_cluster_client_in_a_pod(self):
         """A pod's projected token, CA and KUBERNETES_SERVICE_* reach the API, under RBAC."""
         ns = self.ns("incluster")

@@ -96,8 +96,14 @@ def setup_and_exec(spec):
         _mount(src, dst, None, MS_BIND | MS_REC)
         if mnt.get("ro"):
             _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    if spec.get("readOnlyRoot"):
+        _mount(None, m, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
     os.chroot(m)
     os.chdir(spec.get("cwd") or "/")
+    if spec.get("uid") or spec.get("gid") or spec.get("groups"):
+        os.setgroups(spec.get("groups") or [])
+        os.setgid(spec.get("gid", 0))
+        os.setuid(spec.get("uid", 0))
     argv = spec["argv"]
     env = spec.get("env") or {}
     os.execvpe(argv[0], argv, env)

@@ -63,6 +63,7 @@ class Container:
         self.next_live = 0
         self.logfile = None
         self.cid = None
+        self.uid = self.gid = 0
 
 
 class PodWorker(threading.Thread):
@@ -107,11 +108,16 @@ class PodWorker(threading.Thread):
                 pairs.append((it.get("path", it["key"]), data[it["key"]], it.get("mode", mode)))
         else:
             pairs = [(k, v, mode) for k, v in data.items()]
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
         for path, v, m in pairs:
             p = os.path.join(d, path)
             os.makedirs(os.path.dirname(p), exist_ok=True)
             with open(p, "wb") as f:
                 f.write(v if isinstance(v, bytes) else v.encode())
+            if fs_group is not None:
+                # SetVolumeOwnership of a read-only volume: group fsGroup, g+r
+                os.chown(p, 0, fs_group)
+                m |= 0o440
             os.chmod(p, m)
 
     def _source(self, kind, name, optional):
@@ -151,6 +157,10 @@ class PodWorker(threading.Thread):
             elif "emptyDir" in v:
                 os.makedirs(d, exist_ok=True)
                 os.chmod(d, 0o777)
+                fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+                if fs_group is not None:
+                    os.chown(d, 0, fs_group)
+                    os.chmod(d, 0o2777)
             elif "hostPath" in v:
                 pass
             elif "projected" in v:
@@ -238,6 +248,22 @@ class PodWorker(threading.Thread):
         return self.k.addresses[0]
 
     # -- processes
+    def identity(self, c):
+        """(uid, gid, groups, readOnlyRootFilesystem) from the pod's and the
+        container's securityContext; raises LookupError for runAsNonRoot
+        without a non-zero runAsUser (the image has no USER here)."""
+        psc = self.pod["spec"].get("securityContext") or {}
+        csc = c.spec.get("securityContext") or {}
+        pick = lambda k, d=None: csc.get(k, psc.get(k, d))
+        uid = int(pick("runAsUser", 0))
+        gid = int(pick("runAsGroup", 0))
+        if pick("runAsNonRoot", False) and uid == 0:
+            raise LookupError("container has runAsNonRoot and image will run as root (pod: \"%s_%s(%s)\", container: %s)" % (self.name, self.ns, self.uid, c.name))
+        groups = [int(g) for g in psc.get("supplementalGroups") or []]
+        if psc.get("fsGroup") is not None:
+            groups.append(int(psc["fsGroup"]))
+        return uid, gid, sorted(set(groups)), bool(csc.get("readOnlyRootFilesystem"))
+
     def start_container(self, c):
         image = c.spec.get("image", "")
         root, binds = self.k.images.resolve(image)
@@ -253,9 +279,12 @@ class PodWorker(threading.Thread):
         cdir = os.path.join(self.dir, "c", "%s-%d" % (c.name, c.restarts))
         os.makedirs(os.path.join(cdir, "scratch"), exist_ok=True)
         mounts = self._mounts(c) + [{"src": s, "dst": d, "ro": True} for s, d in binds]
+        uid, gid, groups, ro_root = self.identity(c)
         spec = {"root": root, "scratch": os.path.join(cdir, "scratch"), "mounts": mounts, "argv": argv, "env": env,
                 "cwd": c.spec.get("workingDir") or "/", "pidfile": os.path.join(cdir, "pid"),
-                "statusfile": os.path.join(cdir, "status")}
+                "statusfile": os.path.join(cdir, "status"), "uid": uid, "gid": gid, "groups": groups,
+                "readOnlyRoot": ro_root}
+        c.uid, c.gid = uid, gid
         with open(os.path.join(cdir, "spec.json"), "w") as f:
             json.dump(spec, f)
         if c.logfile:
@@ -307,7 +336,8 @@ class PodWorker(threading.Thread):
             return None
         env = self._env(c)
         try:
-            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-p", "-r", "-w", "--"] + list(cmd),
+            ids = ["-S", str(c.uid), "-G", str(c.gid)] if c.uid or c.gid else []
+            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-p", "-r", "-w"] + ids + ["--"] + list(cmd),
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                timeout=timeout, start_new_session=True)
             return p.returncode
