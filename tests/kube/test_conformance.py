@@ -1002,6 +1002,36 @@ class PythonClient(unittest.TestCase):
         self.assertEqual(st.state.waiting.reason, "ErrImagePull")
         self.assertIn("not in the stand-in's image map", st.state.waiting.message)
 
+    def test_init_containers_startup_probe_post_start(self):
+        ns = self.ns("init")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "initContainers": [
+            {"name": "first", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "echo one > /work/order; echo init-ran"],
+             "volumeMounts": [{"name": "w", "mountPath": "/work"}]},
+            {"name": "second", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "echo two >> /work/order"],
+             "volumeMounts": [{"name": "w", "mountPath": "/work"}]}],
+            "containers": [{"name": "main", "image": "debian:bookworm",
+                            "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; cat /work/order; sleep 1; touch /tmp/started; while true; do sleep 0.2; done"],
+                            "lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", "echo hook > /work/poststart"]}}},
+                            "startupProbe": {"exec": {"command": ["test", "-e", "/tmp/started"]}, "periodSeconds": 1, "failureThreshold": 30},
+                            "readinessProbe": {"exec": {"command": ["test", "-e", "/work/poststart"]}, "periodSeconds": 1},
+                            "volumeMounts": [{"name": "w", "mountPath": "/work"}]}],
+            "volumes": [{"name": "w", "emptyDir": {}}]}})
+        pod = lambda: self.v1.read_namespaced_pod("p", ns)
+        wait_for("Ready after init and startup", lambda: [c.status for c in pod().status.conditions or [] if c.type == "Ready"] == ["True"], 300)
+        st = pod().status
+        self.assertEqual([(c.name, c.state.terminated.exit_code) for c in st.init_container_statuses], [("first", 0), ("second", 0)])
+        self.assertTrue(st.container_statuses[0].started)
+        self.assertEqual(self.v1.read_namespaced_pod_log("p", ns, container="first"), "init-ran\n")
+        self.assertEqual(self.v1.read_namespaced_pod_log("p", ns, container="main"), "one\ntwo\n")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "bad"}, "spec": {"nodeName": "n1", "restartPolicy": "Never",
+                                                                                 "initContainers": [{"name": "i", "image": "debian:bookworm", "command": ["false"]}],
+                                                                                 "containers": [{"name": "c", "image": "debian:bookworm", "command": ["true"]}]}})
+        wait_for("Failed by its init container", lambda: self.v1.read_namespaced_pod("bad", ns).status.phase == "Failed")
+        bad = self.v1.read_namespaced_pod("bad", ns).status
+        self.assertEqual(bad.init_container_statuses[0].state.terminated.exit_code, 1)
+        self.assertIsNone(bad.container_statuses[0].state.running)
+        self.v1.delete_namespaced_pod("p", ns)
+
     def test_security_context(self):
         ns = self.ns("secctx")
         self.v1.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"key": "sesame"}})

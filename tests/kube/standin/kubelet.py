@@ -64,6 +64,9 @@ class Container:
         self.logfile = None
         self.cid = None
         self.uid = self.gid = 0
+        self.startup_ok = False
+        self.startup_fail = 0
+        self.next_startup = 0
 
 
 class PodWorker(threading.Thread):
@@ -76,6 +79,9 @@ class PodWorker(threading.Thread):
         self.pod = pod
         self.dir = os.path.join(kubelet.dir, "pods", self.uid)
         self.containers = [Container(c) for c in pod["spec"].get("containers") or []]
+        self.inits = [Container(c) for c in pod["spec"].get("initContainers") or []]
+        self.init_done = not self.inits
+        self.init_failed = False
         self.wake = threading.Event()
         self.gone = False          # the API object is gone: kill now
         self.shutdown = None       # node shutdown grace (seconds) when set
@@ -317,12 +323,22 @@ class PodWorker(threading.Thread):
         now = time.time()
         rp = c.spec.get("readinessProbe") or {}
         lp = c.spec.get("livenessProbe") or {}
+        sp = c.spec.get("startupProbe") or {}
         c.next_ready = now + rp.get("initialDelaySeconds", 0)
         c.next_live = now + lp.get("initialDelaySeconds", 0)
+        c.next_startup = now + sp.get("initialDelaySeconds", 0)
+        c.startup_ok = not sp
+        c.startup_fail = 0
         if not rp:
             c.ready = True
         self.event("Normal", "Created", "Created container %s" % c.name)
         self.event("Normal", "Started", "Started container %s" % c.name)
+        hook = ((c.spec.get("lifecycle") or {}).get("postStart") or {})
+        if "exec" in hook:
+            rc = self.exec_in(c, hook["exec"].get("command") or [], 30)
+            if rc != 0:
+                self.event("Warning", "FailedPostStartHook", "PostStartHook failed")
+                self.kill(c, self.pod["spec"].get("terminationGracePeriodSeconds", 30), False)
 
     @staticmethod
     def _expand(a, env):
@@ -428,16 +444,22 @@ class PodWorker(threading.Thread):
         for c in self.containers:
             e = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": c.spec.get("image", ""), "imageID": "",
-                 "started": "running" in c.state}
+                 "started": "running" in c.state and c.startup_ok}
             if c.cid:
                 e["containerID"] = c.cid
             cs.append(e)
         st["containerStatuses"] = cs
+        if self.inits:
+            st["initContainerStatuses"] = [{"name": c.name, "state": c.state, "lastState": c.last_state,
+                                            "ready": "terminated" in c.state and c.state["terminated"].get("exitCode") == 0,
+                                            "restartCount": c.restarts, "image": c.spec.get("image", ""), "imageID": "",
+                                            "started": "running" in c.state, **({"containerID": c.cid} if c.cid else {})}
+                                           for c in self.inits]
         all_ready = bool(self.containers) and all(c.ready for c in self.containers)
         gates = [g.get("conditionType") for g in cur["spec"].get("readinessGates") or []]
         conds = {c["type"]: c for c in st.get("conditions") or []}
         gates_ok = all((conds.get(g) or {}).get("status") == "True" for g in gates)
-        own = {"PodReadyToStartContainers": self.volumes_ready, "Initialized": True,
+        own = {"PodReadyToStartContainers": self.volumes_ready, "Initialized": self.init_done,
                "ContainersReady": all_ready, "Ready": all_ready and gates_ok, "PodScheduled": True}
         for t, ok in own.items():
             old = conds.get(t)
@@ -468,6 +490,10 @@ class PodWorker(threading.Thread):
 
     def phase(self):
         policy = self.pod["spec"].get("restartPolicy", "Always")
+        if self.init_failed:
+            return "Failed"
+        if not self.init_done:
+            return "Pending"
         running = [c for c in self.containers if "running" in c.state]
         term = [c for c in self.containers if "terminated" in c.state]
         if running:
@@ -501,7 +527,7 @@ class PodWorker(threading.Thread):
             import traceback
             traceback.print_exc()
         finally:
-            for c in self.containers:
+            for c in self.inits + self.containers:
                 self.kill(c, 0, False)
             shutil.rmtree(self.dir, ignore_errors=True)
             self.done.set()
@@ -534,6 +560,12 @@ class PodWorker(threading.Thread):
                     continue
             now = time.time()
             policy = p["spec"].get("restartPolicy", "Always")
+            if not self.init_done:
+                self._run_inits(policy, now)
+                self.push_status()
+                self.wake.wait(0.25)
+                self.wake.clear()
+                continue
             for c in self.containers:
                 if c.proc is None and "running" not in c.state:
                     first = c.started_at is None
@@ -560,6 +592,18 @@ class PodWorker(threading.Thread):
                     c.backoff_until = time.time() + c.backoff
                     if policy == "Always" or (policy == "OnFailure" and ex[0] != 0):
                         self.event("Warning", "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)" % (c.name, self.name, self.ns, self.uid))
+                    continue
+                stp = c.spec.get("startupProbe")
+                if stp and not c.startup_ok:
+                    if now >= c.next_startup:
+                        c.next_startup = now + stp.get("periodSeconds", 10)
+                        if self.probe(c, stp):
+                            c.startup_ok = True
+                        else:
+                            c.startup_fail += 1
+                            if c.startup_fail >= stp.get("failureThreshold", 3):
+                                self.event("Normal", "Killing", "Container %s failed startup probe, will be restarted" % c.name)
+                                self.kill(c, p["spec"].get("terminationGracePeriodSeconds", 30))
                     continue
                 rp = c.spec.get("readinessProbe")
                 if rp and now >= c.next_ready:
@@ -592,20 +636,57 @@ class PodWorker(threading.Thread):
         if self.shutdown is not None:
             return self.terminate(min(self.shutdown, (self.pod["spec"].get("terminationGracePeriodSeconds", 30))), shutdown=True)
         # the API object vanished (grace 0 delete): kill without waiting for a hook
-        for c in self.containers:
+        for c in self.inits + self.containers:
             self.kill(c, 2, False)
+
+    def _run_inits(self, policy, now):
+        """Init containers one after the other, each to success."""
+        if self.init_failed:
+            return
+        for c in self.inits:
+            t = c.state.get("terminated")
+            if t and t.get("exitCode") == 0 and c.proc is None:
+                continue
+            if c.proc is not None:
+                ex = self._exited(c)
+                if ex is None:
+                    return
+                self._record_exit(c, *ex)
+                if ex[0] == 0:
+                    continue
+                if policy == "Never":
+                    self.init_failed = True
+                    return
+                c.backoff = self.k.backoff_base if c.backoff == 0 else min(c.backoff * 2, self.k.backoff_max)
+                c.backoff_until = now + c.backoff
+                return
+            if c.started_at is not None:
+                if now < c.backoff_until:
+                    if "terminated" in c.state:
+                        c.last_state = c.state
+                    c.state = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off %ds restarting failed container=%s pod=%s_%s(%s)" % (c.backoff, c.name, self.name, self.ns, self.uid)}}
+                    return
+                if "terminated" in c.state:
+                    c.last_state = c.state
+                c.restarts += 1
+            try:
+                self.start_container(c)
+            except (LookupError, KeyError) as e:
+                c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}
+            return
+        self.init_done = True
 
     def terminate(self, grace, shutdown=False):
         self.terminating = True
         for c in self.containers:
             if "running" in c.state:
                 self.event("Normal", "Killing", "Stopping container %s" % c.name)
-        threads = [threading.Thread(target=self.kill, args=(c, grace)) for c in self.containers]
+        threads = [threading.Thread(target=self.kill, args=(c, grace)) for c in self.inits + self.containers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        for c in self.containers:
+        for c in self.inits + self.containers:
             ex = self._exited(c) if c.proc is not None else None
             if ex is not None:
                 self._record_exit(c, *ex)
@@ -619,7 +700,7 @@ class PodWorker(threading.Thread):
             pass
 
     def logs(self, container, q):
-        c = next((c for c in self.containers if c.name == container), None)
+        c = next((c for c in self.inits + self.containers if c.name == container), None)
         if c is None or c.logfile is None:
             return None
         path = os.path.join(self.dir, "logs", c.name + ".previous") if q.get("previous") in ("true", "1") else c.logfile

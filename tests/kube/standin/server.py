@@ -809,12 +809,14 @@ class _Handler(BaseHTTPRequestHandler):
         si = self.server.standin
         pod = si.registry.get(rt, ns, name)
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        inits = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         c = self.q.get("container")
         if not c:
             if len(names) != 1:
-                raise bad_request("a container name must be specified for pod %s, choose one of: [%s]" % (name, " ".join(names)))
+                raise bad_request("a container name must be specified for pod %s, choose one of: [%s]" % (name, " ".join(names)) +
+                                  (" or one of the init containers: [%s]" % " ".join(inits) if inits else ""))
             c = names[0]
-        if c not in names:
+        if c not in names + inits:
             raise bad_request("container %s is not valid for pod %s" % (c, name))
         if si.log_provider is None or (pod.get("spec") or {}).get("nodeName") is None:
             raise bad_request('container "%s" in pod "%s" is waiting to start: ContainerCreating' % (c, name))

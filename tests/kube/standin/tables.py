@@ -175,6 +175,14 @@ def _pod_row(o):
             reason = r
     if reason == "Running" and n and ready < n and any((c.get("state") or {}).get("running") for c in cs):
         reason = "Running"
+    inits = st.get("initContainerStatuses") or []
+    if inits and not all((c.get("state") or {}).get("terminated", {}).get("exitCode") == 0 for c in inits):
+        done = sum(1 for c in inits if (c.get("state") or {}).get("terminated", {}).get("exitCode") == 0)
+        cur = inits[min(done, len(inits) - 1)]
+        w = ((cur.get("state") or {}).get("waiting") or {}).get("reason")
+        t = (cur.get("state") or {}).get("terminated")
+        reason = "Init:" + (w if w and w != "PodInitializing" else
+                            ("Error" if t and t.get("exitCode") else "%d/%d" % (done, len(inits))))
     if o["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     gates = (o.get("spec") or {}).get("readinessGates") or []
