@@ -482,7 +482,10 @@ class KubectlCase(unittest.TestCase):
               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
               "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]}
         self.k("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, rb]}), ns=ns)
-        tok = py_token(ns, "reader")
+        if self.CLIENT == "kubectl-1.20":      # no `kubectl create token` before 1.24
+            tok = py_token(ns, "reader")
+        else:
+            tok = self.k("create", "token", "reader", "--duration=20m", ns=ns).stdout.strip()
         self.assertIn("kube-root-ca.crt", self.k("get", "configmaps", token=tok, ns=ns).stdout)
         p = self.k("get", "secrets", token=tok, ns=ns, check=False)
         self.assertNotEqual(p.returncode, 0)

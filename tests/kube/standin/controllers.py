@@ -350,7 +350,8 @@ class Controllers:
             rt = self._rt(storage)
             if rt is None:
                 continue
-            live = [r for r in refs if r.get("uid") in uids]
+            # a namespaced owner counts only in the dependent's namespace
+            live = [r for r in refs if r.get("uid") in uids and uids[r["uid"]][1] in ("", ns)]
             owners_orphaning = [r for r in live if "orphan" in (uids[r["uid"]][3]["metadata"].get("finalizers") or [])
                                 and uids[r["uid"]][3]["metadata"].get("deletionTimestamp")]
             fg = [r for r in live if "foregroundDeletion" in (uids[r["uid"]][3]["metadata"].get("finalizers") or [])
@@ -363,7 +364,7 @@ class Controllers:
                     except ApiError:
                         pass
                 continue
-            drop = {r["uid"] for r in owners_orphaning} | {r.get("uid") for r in refs if r.get("uid") not in uids}
+            drop = {r["uid"] for r in owners_orphaning} | {r.get("uid") for r in refs if r not in live}
             if drop:
                 try:
                     reg.update(rt, ns, name, None, _ctx(), patcher=lambda cur, drop=drop: _drop_refs(cur, drop))
