@@ -487,6 +487,9 @@ class KubectlCase(unittest.TestCase):
         else:
             tok = self.k("create", "token", "reader", "--duration=20m", ns=ns).stdout.strip()
         self.assertIn("kube-root-ca.crt", self.k("get", "configmaps", token=tok, ns=ns).stdout)
+        self.assertEqual(self.k("auth", "can-i", "list", "configmaps", token=tok, ns=ns).stdout.strip(), "yes")
+        p = self.k("auth", "can-i", "list", "secrets", token=tok, ns=ns, check=False)
+        self.assertEqual((p.returncode, p.stdout.strip()), (1, "no"))
         p = self.k("get", "secrets", token=tok, ns=ns, check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn('Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:%s:reader" cannot list resource "secrets" in API group "" in the namespace "%s"' % (ns, ns), p.stderr)

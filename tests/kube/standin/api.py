@@ -91,6 +91,7 @@ def builtin_types():
         T("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
         T("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
           "ValidatingWebhookConfiguration", False, generation=True),
+        T("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=["create"]),
         T("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
           "MutatingWebhookConfiguration", False, generation=True),
     ]

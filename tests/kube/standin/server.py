@@ -220,6 +220,17 @@ def decode_protobuf(body):
             obj["data"] = {k: v.decode() for k, v in _pmap(data).items()}
         if bdata:
             obj["binaryData"] = {k: base64.b64encode(v).decode() for k, v in _pmap(bdata).items()}
+    elif kind == "SelfSubjectAccessReview":
+        spec = {}
+        for f, v in _fields(raw):
+            if f == 2:
+                for sf, sv in _fields(v):
+                    names = {1: {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"},
+                             2: {1: "path", 2: "verb"}}.get(sf)
+                    if names:
+                        attrs = {names[af]: av.decode() for af, av in _fields(sv) if af in names and av}
+                        spec["resourceAttributes" if sf == 1 else "nonResourceAttributes"] = attrs
+        obj["spec"] = spec
     elif kind not in ("Namespace", "ServiceAccount", "TokenRequest"):
         raise ValueError("protobuf body for %s is not supported by the stand-in" % kind)
     return obj
@@ -313,6 +324,8 @@ class StandIn:
     def authorize(self, user, groups, verb, group, resource, sub, ns, name):
         if "system:masters" in groups:
             return True
+        if group == "authorization.k8s.io" and resource == "selfsubjectaccessreviews" and verb == "create":
+            return True     # the default system:basic-user binding
         res = resource + ("/" + sub if sub else "")
         st = self.store
 
@@ -665,6 +678,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise bad_request("the body of the request must be an object")
             self._check_body_kind(rt, body)
+            if rt.kind == "SelfSubjectAccessReview":
+                return self._self_review(rt, body, user, groups)
             out = si.registry.create(rt, ns, body, ctx)
             return self._send(201, out)
         if method == "PUT":
@@ -770,6 +785,23 @@ class _Handler(BaseHTTPRequestHandler):
             return o
         out = si.registry.update(rt, ns, name, None, ctx, "scale", patcher=patcher)
         return self._send(200, tables.scale_of(rt, out))
+
+    def _self_review(self, rt, body, user, groups):
+        """`kubectl auth can-i`: the RBAC decision for the caller, never stored."""
+        si = self.server.standin
+        spec = body.get("spec") or {}
+        ra = spec.get("resourceAttributes")
+        if ra is None:
+            allowed, reason = True, ""      # non-resource URLs are open to authenticated users here
+        else:
+            allowed = si.authorize(user, groups, ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
+                                   ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+            reason = "RBAC: allowed by the stand-in's RBAC" if allowed else ""
+        out = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"creationTimestamp": None},
+               "spec": spec, "status": {"allowed": allowed}}
+        if reason:
+            out["status"]["reason"] = reason
+        return self._send(201, out)
 
     def _token_request(self, rt, ns, name, raw, ctx):
         si = self.server.standin
