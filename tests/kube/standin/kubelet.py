@@ -414,8 +414,11 @@ class PodWorker(threading.Thread):
         hook = ((c.spec.get("lifecycle") or {}).get("preStop") or {})
         if run_prestop and "exec" in hook and grace > 0:
             self.exec_in(c, hook["exec"].get("command") or [], max(0.1, deadline - time.time()))
+            # a hook that used up the grace period earns the one-off 2 s extension
+            deadline = max(deadline, time.time() + 2)
         elif run_prestop and "sleep" in hook:
             time.sleep(min(max(0, deadline - time.time()), hook["sleep"].get("seconds", 0)))
+            deadline = max(deadline, time.time() + 2)
         try:
             c.proc.send_signal(signal.SIGTERM)
         except ProcessLookupError:
