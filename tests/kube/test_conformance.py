@@ -576,6 +576,11 @@ class KubectlCase(unittest.TestCase):
         self.assertIn("token", logs)
         self.assertEqual(self.k("logs", "probe", "-c", "side", ns=ns).stdout.strip(), "440")
         self.assertEqual(self.jp(ns, "pod/probe", "{.status.podIP} {.status.hostIP}"), "127.0.0.202 127.0.0.202")
+        d = self.k("describe", "pod", "probe", ns=ns).stdout
+        self.assertRegex(d, r"Node:\s+n2/127.0.0.202")
+        self.assertRegex(d, r"Normal\s+Started\s+\S+\s+kubelet\s+Started container main")
+        if self.CLIENT != "kubectl-1.20":       # `kubectl events` came with 1.26
+            self.assertRegex(self.k("events", ns=ns).stdout, r"Normal\s+Started\s+Pod/probe\s+Started container side")
         self.k("delete", "pod", "probe", ns=ns, timeout=60)
         self.assertEqual(open(os.path.join(shared, "term")).read().strip(), "SIGTERM after prestop-ran")
         self.assertIn("NotFound", self.k("get", "pod", "probe", ns=ns, check=False).stderr)
