@@ -5,10 +5,11 @@ python3-kubernetes) and by the documented control endpoint.
 usage: /usr/bin/python3 tests/kube/test_conformance.py [TURNFLEET TURNFLEET_PROBE]
 
 One cluster (tests/kube/cluster.py) serves the whole run: API 127.0.0.200:16443,
-control :16444, nodes n1-n3 on 127.0.0.201-203, webhooks on 127.0.0.205:16450-16459,
-the coturn 4.18 relay on 127.0.0.20x:62478 with relays 62100-62119. Every
-process is stopped by its PID; the last test stops the cluster and checks that
-it left no process behind. A client that is missing fails the run."""
+control :16444, nodes n1-n3 on 127.0.0.201-203, a pod on 127.0.0.204:16458,
+webhooks on 127.0.0.205:16450-16457, the coturn 4.18 relay on 127.0.0.20x:62478
+with relays 62100-62119; a second, SIGKILLed launcher on 127.0.0.206:16446-16447.
+Every process is stopped by its PID; the last test stops the cluster and checks
+that it left no process behind. A client that is missing fails the run."""
 import base64
 import http.server
 import json
