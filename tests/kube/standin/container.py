@@ -123,8 +123,12 @@ def main():
         sys.stderr.write("container: unshare: %s\n" % os.strerror(e))
         return 127
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # the pidfile says "ready for nsenter" only once the container has exec'd:
+    # the write end is close-on-exec, so EOF on it means exec (or death)
+    rfd, wfd = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
+        os.close(rfd)
         try:
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             setup_and_exec(spec)
@@ -132,8 +136,16 @@ def main():
             sys.stderr.write("container: %s\n" % e)
             sys.stderr.flush()
             os._exit(127)
+    os.close(wfd)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(s, lambda n, f: os.kill(pid, n))
+    while True:
+        try:
+            if not os.read(rfd, 1):
+                break
+        except InterruptedError:
+            continue
+    os.close(rfd)
     tmp = spec["pidfile"] + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(pid))

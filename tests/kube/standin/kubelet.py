@@ -306,9 +306,9 @@ class PodWorker(threading.Thread):
                                   stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         logf.close()
         c.cdir = cdir
-        for _ in range(200):
-            if os.path.exists(spec["pidfile"]) or c.proc.poll() is not None:
-                break
+        # the helper writes the pidfile once the command has exec'd in its root;
+        # before that nothing may enter the container (nsenter would see the host)
+        while not os.path.exists(spec["pidfile"]) and c.proc.poll() is None:
             time.sleep(0.01)
         try:
             c.pid = int(open(spec["pidfile"]).read())
@@ -348,7 +348,13 @@ class PodWorker(threading.Thread):
 
     def exec_in(self, c, cmd, timeout):
         """Run cmd in c's namespaces and root; -> exit code (None on timeout)."""
-        if c.pid is None:
+        if c.pid is None or c.proc is None or c.proc.poll() is not None:
+            return None
+        try:
+            # never the host: a container's root is its overlay, not /
+            if os.readlink("/proc/%d/root" % c.pid) == "/":
+                return None
+        except OSError:
             return None
         env = self._env(c)
         try:
