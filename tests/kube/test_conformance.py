@@ -562,8 +562,10 @@ class KubectlCase(unittest.TestCase):
                     "volumeMounts": [{"name": "shared", "mountPath": "/shared"}, {"name": "cfg", "mountPath": "/etc/cfg"},
                                      {"name": "scratch", "mountPath": "/scratch"}]},
                    {"name": "side", "image": "debian:bookworm", "command": ["/bin/sh", "-c",
-                    "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; touch /scratch/from-side; while true; do sleep 0.2; done"],
-                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"}]}],
+                    "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; touch /scratch/from-side; "
+                    "while true; do if [ -e /shared/say ]; then rm /shared/say; echo said; fi; sleep 0.2; done"],
+                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"},
+                                     {"name": "shared", "mountPath": "/shared"}]}],
                    "volumes": [{"name": "shared", "hostPath": {"path": shared}}, {"name": "scratch", "emptyDir": {}},
                                {"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 0o440}}]}}
         self.k("create", "configmap", "cfg", "--from-literal=greeting=hello", ns=ns)
@@ -575,7 +577,15 @@ class KubectlCase(unittest.TestCase):
         self.assertIn("started as pid 1 in /tmp with MODE=demo POD=probe", logs)   # PID 1 of its own namespace
         self.assertIn("hello", logs)
         self.assertIn("token", logs)
-        self.assertEqual(self.k("logs", "probe", "-c", "side", ns=ns).stdout.strip(), "440")
+        self.assertEqual(self.k("logs", "probe", "-c", "side", ns=ns).stdout, "440\n")
+        f = self.kpopen("logs", "-f", "probe", "-c", "side", ns=ns)
+        try:
+            self.assertEqual(f.stdout.readline(), "440\n")
+            open(os.path.join(shared, "say"), "w").close()              # side answers it later
+            self.assertEqual(f.stdout.readline(), "said\n")            # a follow stream, not a dump
+        finally:
+            f.terminate()
+            f.communicate()
         self.assertEqual(self.jp(ns, "pod/probe", "{.status.podIP} {.status.hostIP}"), "127.0.0.202 127.0.0.202")
         d = self.k("describe", "pod", "probe", ns=ns).stdout
         self.assertRegex(d, r"Node:\s+n2/127.0.0.202")

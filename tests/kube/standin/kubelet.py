@@ -104,7 +104,7 @@ class PodWorker(threading.Thread):
         return p
 
     # -- volumes
-    def _write_items(self, d, data, items, mode, binary=False):
+    def _write_items(self, d, data, items, mode):
         os.makedirs(d, exist_ok=True)
         pairs = []
         if items:
