@@ -12,6 +12,7 @@ pkgs=(
   clang iproute2
   abigail-tools
   mmdebstrap
+  python3-kubernetes openssl
 )
 
 missing=()
