@@ -1460,6 +1460,26 @@ tf_err tf_pool_to_json(char **out, const tf_pool *pool)
   return TF_OK;
 }
 
+tf_err tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas)
+{
+  TF_ASSERT_ARG(out);
+  *out = NULL;
+  TF_ASSERT_ARG(pool);
+  if (replicas < 0) return tf_error__set(TF_EINVALID, "replicas: must be >= 0, not %lld", (long long)replicas);
+  /* a copy through the canonical form: one parser, so the copy is what a reader of that JSON would get */
+  cJSON *root = tf_pool__json(pool);
+  char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) return tf_error__nomem();
+  tf_pool *copy = NULL;
+  tf_err rc = tf_pool_parse(&copy, text, strlen(text), TF_FORMAT_JSON);
+  cJSON_free(text);
+  if (rc < 0) return rc;
+  copy->replicas = replicas;
+  *out = copy;
+  return TF_OK;
+}
+
 /* ---- accessors ---- */
 
 const char *tf_pool_name(const tf_pool *pool) { return pool && pool->name ? pool->name : ""; }

@@ -84,6 +84,15 @@ TF_EXTERN(tf_err) tf_pool_validate(tf_problems **out, const tf_pool *pool);
  */
 TF_EXTERN(tf_err) tf_pool_to_json(char **out, const tf_pool *pool);
 
+/**
+ * A copy of @p pool with another spec.replicas (a scale, a shutdown to zero), without JSON editing.
+ * @param[out] out release with tf_pool_free()
+ * @param pool the pool, borrowed for the call
+ * @param replicas >= 0
+ * @return 0, TF_EINVALID naming `replicas`, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas);
+
 /** metadata.name ("" when unset). Borrowed from @p pool. */
 TF_EXTERN(const char *) tf_pool_name(const tf_pool *pool);
 /** metadata.namespace (default "default"). Borrowed from @p pool. */
