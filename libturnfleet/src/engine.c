@@ -197,7 +197,7 @@ static tf_err tf_eng__coturn_copy(tf_engine *e, const tf_coturn_options *src)
     ok = (copy.secrets[i] = tf_strdup__(src->secrets[i])) != NULL;
     copy.coturn.secrets_count = i + 1;
   }
-  /* version 1 fields */
+  /* version 1 fields (every version has them) */
 #define TF_ENG__DUP(field) \
   if (ok && src->field) ok = (copy.coturn.field = tf_strdup__(src->field)) != NULL
   TF_ENG__DUP(coturn_version);
@@ -210,6 +210,8 @@ static tf_err tf_eng__coturn_copy(tf_engine *e, const tf_coturn_options *src)
   copy.coturn.cli_port = src->cli_port;
   copy.coturn.prometheus_port = src->prometheus_port;
   copy.coturn.allow_loopback_peers = src->allow_loopback_peers;
+  if (src->version >= 2) copy.coturn.prometheus = src->prometheus;
+  copy.coturn.version = src->version; /* the renderer keeps the caller's version's rules */
   copy.coturn.secrets = (const char *const *)copy.secrets;
   if (!ok) {
     tf_eng__coturn_clear(&copy);
