@@ -22,5 +22,6 @@
 #include "turnfleet/probe.h"
 #include "turnfleet/reconcile.h"
 #include "turnfleet/engine.h"
+#include "turnfleet/relayctl.h"
 
 #endif

@@ -147,7 +147,8 @@ typedef enum tf_coturn_cli_op {
   TF_COTURN_CLI_SET_TOTAL_QUOTA = 3, /**< `cc total-quota <quota>`: undo the above (0 = unlimited) */
   TF_COTURN_CLI_DRAIN = 4,           /**< `drain` (coturn >= 4.6.3, like SIGUSR1; irreversible) */
   TF_COTURN_CLI_STOP = 5,            /**< `stop`: shut the server down */
-  TF_COTURN_CLI_PRINT_USERS = 6      /**< `pu`: sessions per user and `Total sessions: N`, the exact count */
+  TF_COTURN_CLI_PRINT_USERS = 6,     /**< `pu`: sessions per user and `Total sessions: N`, the exact count */
+  TF_COTURN_CLI_PRINT_SESSIONS = 7   /**< `ps`: one block per session and `Total sessions: N` */
 } tf_coturn_cli_op;
 
 /**
