@@ -99,6 +99,8 @@ struct tf_nodes {
   tf_node *items; /* sorted by name, names unique */
   size_t count;
   struct tf_nodes__chunk *chunks; /* arena holding items and everything they point to */
+  size_t cap;     /* built inventories (tf_nodes_add): items is malloc'd with room for cap */
+  int items_heap; /* 1: items is malloc'd, not in the arena */
 };
 
 /* The address a node offers in HostNetwork/PartitionedIP mode for family @p af

@@ -122,6 +122,46 @@ TF_EXTERN(const char *) tf_pool_coturn_version(const tf_pool *pool);
 /** spec.drainTimeout in milliseconds (default 600 s). */
 TF_EXTERN(int64_t) tf_pool_drain_timeout_ms(const tf_pool *pool);
 
+/** spec.dataplane.image (default: the coturn image of coturnVersion). Borrowed. */
+TF_EXTERN(const char *) tf_pool_image(const tf_pool *pool);
+/**
+ * spec.auth.secretRef (@p previous 0) or spec.auth.previousSecretRef (@p previous 1).
+ * @param[out] name the Secret's name; NULL when the ref is absent. Borrowed; may be NULL
+ * @param[out] key its key (default "secret"). Borrowed; may be NULL
+ * @return 0, TF_ENOTFOUND when the ref is absent, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, const char **key);
+/** spec.listeners[i].tlsSecretRef.name; NULL when absent or out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_listener_tls_secret(const tf_pool *pool, size_t i);
+/** Number of spec.nodeSelector entries (default: turnfleet.hzmi.dev/relay-node=true). */
+TF_EXTERN(size_t) tf_pool_node_selector_count(const tf_pool *pool);
+/** Key of nodeSelector entry @p i (in the order tf_pool_to_json() writes them); NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_node_selector_key(const tf_pool *pool, size_t i);
+/** Value of nodeSelector entry @p i; NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_node_selector_value(const tf_pool *pool, size_t i);
+/** spec.addressing.podIP.network (the Multus network); NULL when absent. Borrowed. */
+TF_EXTERN(const char *) tf_pool_pod_network(const tf_pool *pool);
+/** Number of spec.addressing.externalIPPool.addresses prefixes. */
+TF_EXTERN(size_t) tf_pool_external_prefix_count(const tf_pool *pool);
+/**
+ * externalIPPool prefix @p i.
+ * @param[out] out the prefix
+ * @return 0, TF_ENOTFOUND when out of range, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_external_prefix(tf_prefix *out, const tf_pool *pool, size_t i);
+/** spec.quota.userQuota (@p total 0) or spec.quota.totalQuota (@p total 1); 0: unlimited. */
+TF_EXTERN(int64_t) tf_pool_quota(const tf_pool *pool, int total);
+/** spec.peerPolicy.denyPrivate (default 1). */
+TF_EXTERN(int) tf_pool_peer_deny_private(const tf_pool *pool);
+/** Number of spec.peerPolicy.allow (@p deny 0) or .deny (@p deny 1) prefixes. */
+TF_EXTERN(size_t) tf_pool_peer_prefix_count(const tf_pool *pool, int deny);
+/**
+ * peerPolicy prefix @p i of the allow (@p deny 0) or deny (@p deny 1) list.
+ * @param[out] out the prefix
+ * @return 0, TF_ENOTFOUND when out of range, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_peer_prefix(tf_prefix *out, const tf_pool *pool, int deny, size_t i);
+
 /** Number of problems in @p problems. */
 TF_EXTERN(size_t) tf_problems_count(const tf_problems *problems);
 /** Field path of problem @p i ("spec.relayPortRange.end"); NULL when out of range. Borrowed. */
