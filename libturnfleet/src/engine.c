@@ -385,8 +385,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.restarts = r->restarts;
     o.draining = r->draining;
     o.draining_since_ms = tf_eng__wall(e, r->draining_since_ms);
-    /* a draining relay goes at zero only on a count made after coturn was told to refuse new allocations */
-    o.allocations = r->draining && !(r->drain_sent && r->count_ms >= r->drain_sent_ms) ? -1 : r->allocations;
+    o.allocations = r->allocations;
     o.probe_ms = tf_eng__wall(e, r->probe_ms);
     o.probe_ok = r->probe_ok;
     o.probe_error_code = r->probe_error_code;
@@ -719,6 +718,10 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
     const char *name = tf_reconcile_relay_name(rec, i);
     tf_eng__relay *r = tf_eng__find(e, name);
     if (r && r->life_out) continue; /* one lifecycle action per relay at a time */
+    /* a draining relay goes at zero only on a count made after coturn was told to refuse new allocations */
+    if (action == TF_ACTION_STOP && r && r->running && strcmp(reason, "Drained") == 0 &&
+        !(r->drain_sent && r->count_ms >= r->drain_sent_ms))
+      continue;
     switch (action) {
     case TF_ACTION_DRAIN:
       /* out of the URIs from now on; coturn is told after the publication delay */
@@ -995,6 +998,8 @@ tf_err tf_engine_probe_done(tf_engine *e, uint64_t id, int ok, int error_code, i
     }
   }
   r->next_probe_ms = now_ms + e->opts.probe_interval_ms;
+  /* coturn lists a released allocation's session a moment longer: count half an interval after a probe */
+  if (r->next_count_ms < now_ms + e->opts.probe_interval_ms / 2) r->next_count_ms = now_ms + e->opts.probe_interval_ms / 2;
   return TF_OK;
 }
 

@@ -448,7 +448,7 @@ int main(int argc, char **argv)
     printf("turnfleet %s\n", tf_version_string());
     return 0;
   }
-  if (!strcmp(cmd, "up")) return tf_up_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "up")) return up_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
                       : !strcmp(cmd, "plan")   ? cmd_plan
                       : !strcmp(cmd, "capacity") ? cmd_capacity

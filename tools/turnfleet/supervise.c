@@ -14,14 +14,18 @@
 
 #include "up.h"
 
-int64_t tf_up_now_ms(void)
+static int64_t clock_ms(clockid_t id)
 {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(id, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-pid_t tf_up_spawn(const char *turnserver, const char *conf, const char *log_path)
+int64_t up_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+int64_t up_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+pid_t up_spawn(const char *turnserver, const char *conf, const char *log_path)
 {
   int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (logfd < 0) return -1;
@@ -51,7 +55,7 @@ pid_t tf_up_spawn(const char *turnserver, const char *conf, const char *log_path
   return pid;
 }
 
-int tf_up_stop(pid_t pid, int grace_ms)
+int up_stop(pid_t pid, int grace_ms)
 {
   int status = 0;
   if (pid <= 0) return -1;
@@ -59,12 +63,12 @@ int tf_up_stop(pid_t pid, int grace_ms)
     pid_t r = waitpid(pid, &status, WNOHANG);
     return r == pid ? status : -1;
   }
-  int64_t deadline = tf_up_now_ms() + grace_ms;
+  int64_t deadline = up_now_ms() + grace_ms;
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) return status;
     if (r < 0 && errno != EINTR) return -1;
-    if (tf_up_now_ms() >= deadline) break;
+    if (up_now_ms() >= deadline) break;
     struct timespec ts = {0, 20 * 1000000};
     nanosleep(&ts, NULL);
   }
@@ -74,7 +78,7 @@ int tf_up_stop(pid_t pid, int grace_ms)
   return status;
 }
 
-pid_t tf_up_reap(int *status)
+pid_t up_reap(int *status)
 {
   pid_t r = waitpid(-1, status, WNOHANG);
   if (r < 0 && errno == ECHILD) return -1;

@@ -30,7 +30,9 @@
  *    be counted);
  *  - count: a running relay (draining ones too) whose coturn can be asked is
  *    counted count_first_delay_ms after its start, then count_interval_ms after
- *    each result; never while its probe is out;
+ *    each result; never while its probe is out, nor within half a probe
+ *    interval after a probe's result (coturn lists a released allocation's
+ *    session a moment longer);
  *  - drain: a relay leaving the plan leaves the URIs at once (state Draining);
  *    publish_delay_ms later the engine asks the driver to make coturn refuse
  *    new allocations (TF_ENGINE_DRAIN); it is stopped when a count made after
