@@ -14,6 +14,8 @@
 
 #include <turnfleet.h>
 
+#include "../common/tool_io.h"
+
 #define PROG "turnfleet-probe"
 #define EXIT_OK 0
 #define EXIT_WRONG 1
@@ -32,16 +34,7 @@ static const char usage_text[] =
     "See docs/probe.md.\n";
 
 /* "turnfleet-probe: <what>: <why>" on stderr. */
-__attribute__((format(printf, 2, 3))) static void complain(const char *what, const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  if (what) fprintf(stderr, "%s: ", what);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
+#define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 typedef struct cli {
   const char *uri, *secret_file, *secret_env, *user, *expect_address, *ca_file;

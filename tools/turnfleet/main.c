@@ -13,6 +13,7 @@
 
 #include <turnfleet.h>
 
+#include "../common/tool_io.h"
 #include "up.h"
 
 #define PROG "turnfleet"
@@ -37,16 +38,7 @@ static const char usage_text[] =
   "See docs/cli.md.\n";
 
 /* "turnfleet: <what>: <why>" on stderr. */
-__attribute__((format(printf, 2, 3))) static void complain(const char *what, const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  if (what) fprintf(stderr, "%s: ", what);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
+#define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
@@ -62,34 +54,9 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 /* Read a whole file; NULL with a message on failure. */
 static char *read_file(const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    complain(path, "cannot open: %s", strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    if (n + 1 >= cap) {
-      char *bigger = realloc(buf, cap * 2);
-      if (!bigger) break;
-      buf = bigger;
-      cap *= 2;
-    }
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    if (r == 0) break;
-    n += r;
-  }
-  int failed = !buf || ferror(f);
-  fclose(f);
-  if (failed) {
-    complain(path, "cannot read");
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
-  *len = n;
-  return buf;
+  char *text = tool_read_file(path, len);
+  if (!text) complain(path, "cannot open: %s", strerror(errno));
+  return text;
 }
 
 typedef struct cli {

@@ -180,7 +180,7 @@ static tf_nodes *load_nodes(up *u, const tf_pool *pool)
   size_t len;
   char *text = tool_read_file(u->nodes_file, &len);
   tf_nodes *nodes = NULL;
-  if (!text) say(u->nodes_file, "cannot read: %s", strerror(errno));
+  if (!text) say(u->nodes_file, "cannot open: %s", strerror(errno));
   else if (tf_nodes_parse(&nodes, text, len) < 0) say(u->nodes_file, "%s", tf_error_last()->message);
   free(text);
   return nodes;
