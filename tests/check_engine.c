@@ -375,6 +375,7 @@ START_TEST(test_engine__shutdown_drains_everything_then_stops_what_is_left)
   ck_assert_ptr_nonnull(strstr(status, "\"desiredReplicas\":\t0"));
   ck_assert_ptr_nonnull(strstr(status, "\"stopping\":\ttrue"));
   ck_assert_ptr_nonnull(strstr(status, "\"state\":\t\"Draining\""));
+  ck_assert_ptr_nonnull(strstr(status, "\"reason\":\t\"Stopping\""));
   tf_free(status);
   /* input changes are refused while stopping */
   ck_assert_int_eq(tf_engine_set_pool(e, mk_pool(5, "4.6.1", NULL)), TF_EINVALID);
@@ -386,6 +387,11 @@ START_TEST(test_engine__shutdown_drains_everything_then_stops_what_is_left)
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 3);
   ack_all(e, t + 59999, 1, 1);
   ck_assert_int_eq(tf_engine_finished(e), 1);
+  /* after the stop the status is not Ready (zero of zero relays would say True) */
+  step(e, t + 59999);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"type\":\t\"Ready\",\n\t\t\t\"status\":\t\"False\",\n\t\t\t\"reason\":\t\"Stopped\""));
+  tf_free(status);
   tf_engine_free(e);
 
   /* the deadline: drainTimeout + stop_grace_ms, and at once on a second signal */

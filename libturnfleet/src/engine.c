@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -1092,6 +1093,27 @@ tf_err tf_engine_status_json(char **out, const tf_engine *e)
       if (strcmp(e->views[j].name, name) == 0) v = &e->views[j].pub;
     cJSON_AddStringToObject(relay, "state", tf_engine_relay_state_name(v ? v->state : TF_ENGINE_RELAY_STARTING));
     cJSON_AddNumberToObject(relay, "restarts", v ? (double)v->restarts : 0);
+  }
+  /* a runtime that stops is not Ready, whatever zero relays of zero say */
+  cJSON *cond;
+  cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(doc, "conditions"))
+  {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "type"));
+    if (!e->shutting_down || !type || strcmp(type, "Ready") != 0) continue;
+    const char *was = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "status"));
+    if (was && strcmp(was, "False") != 0) {
+      char when[32];
+      time_t t = (time_t)(e->wall_ms / 1000);
+      struct tm tm;
+      gmtime_r(&t, &tm);
+      strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+      cJSON_ReplaceItemInObjectCaseSensitive(cond, "lastTransitionTime", cJSON_CreateString(when));
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(cond, "status", cJSON_CreateString("False"));
+    cJSON_ReplaceItemInObjectCaseSensitive(cond, "reason", cJSON_CreateString(e->relay_count ? "Stopping" : "Stopped"));
+    cJSON_ReplaceItemInObjectCaseSensitive(
+      cond, "message",
+      cJSON_CreateString(e->relay_count ? "the runtime is stopping: every relay drains" : "the runtime stopped"));
   }
   char *text = cJSON_Print(doc);
   cJSON_Delete(doc);

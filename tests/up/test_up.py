@@ -363,6 +363,8 @@ class TestUp(unittest.TestCase):
         self.assertEqual(out.strip(), "")
         st = self.status()
         self.assertEqual((st["readyRelays"], st["relays"]), (0, []))
+        ready = {c["type"]: c for c in st["conditions"]}["Ready"]
+        self.assertEqual((ready["status"], ready["reason"]), ("False", "Stopped"))  # a stopped fleet is not Ready
 
 
 if __name__ == "__main__":
