@@ -79,12 +79,12 @@ static const char *label_of(const char *name)
 static char *desired_hash(const tf_pool *pool, int k, int wide)
 {
   tf_nodes *nodes = mk_nodes(4);
-  tf_fleet *fleet = NULL;
-  TF_OK_OR_FAIL(tf_fleet_new(&fleet));
+  tf_existing *fleet = NULL;
+  TF_OK_OR_FAIL(tf_existing_new(&fleet));
   char id[64], name[TF_RELAY_NAME_MAX];
   identity_of(id, sizeof(id), k, wide);
   name_of(name, k, wide);
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, name, id, 1000000, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, name, id, 1000000, NULL, 0));
   tf_plan *plan = NULL;
   TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, fleet));
   char *config = NULL, *hash = NULL;
@@ -98,7 +98,7 @@ static char *desired_hash(const tf_pool *pool, int k, int wide)
   tf_free(config);
 done:
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_nodes_free(nodes);
   return hash;
 }

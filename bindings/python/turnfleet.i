@@ -358,7 +358,7 @@ TF_TEXT_IN(const char *json, size_t len)
 %enddef
 
 TF_STRING_OUT(char **TF_STR_OUT, tf_free)
-TF_STRING_OUT(char **TF_SECRET_OUT, tf_cred_secret_free)
+TF_STRING_OUT(char **TF_SECRET_OUT, tf_secret_free)
 %apply char **TF_STR_OUT { char **out, char **username };
 %apply char **TF_SECRET_OUT { char **password, char **secret_out };
 
@@ -473,7 +473,7 @@ struct TYPE {}; /* SWIG only: a class to hang the destructor on; C sees the opaq
 TF_HANDLE(tf_pool, tf_pool_free)
 TF_HANDLE(tf_problems, tf_problems_free)
 TF_HANDLE(tf_nodes, tf_nodes_free)
-TF_HANDLE(tf_fleet, tf_fleet_free)
+TF_HANDLE(tf_existing, tf_existing_free)
 TF_HANDLE(tf_plan, tf_plan_free)
 TF_HANDLE(tf_capacity, tf_capacity_free)
 TF_HANDLE(tf_uri, tf_uri_free)
@@ -491,7 +491,7 @@ struct tf_relay {};
 /* ---- what is not exposed ---- */
 
 %ignore tf_free;               /* every string is converted and freed by the typemaps */
-%ignore tf_cred_secret_free;
+%ignore tf_secret_free;
 %ignore tf_error_last;         /* read by the tf_err typemap */
 %ignore tf_error;
 %ignore TF__ERR_PLACEHOLDER;

@@ -103,12 +103,6 @@ static int tf_eng__set_str(char **dst, const char *src)
   return 0;
 }
 
-static void tf_eng__secret_free(char *s)
-{
-  if (s) tf_crypto__wipe(s, strlen(s));
-  free(s);
-}
-
 /* ---- options ---- */
 
 tf_err tf_engine_options_init(tf_engine_options *opts, unsigned int version)
@@ -164,10 +158,10 @@ static tf_err tf_eng__read_options(tf_engine_options *dst, const tf_engine_optio
 
 static void tf_eng__coturn_clear(tf_engine *e)
 {
-  for (size_t i = 0; e->secrets && i < e->coturn.secrets_count; i++) tf_eng__secret_free(e->secrets[i]);
+  for (size_t i = 0; e->secrets && i < e->coturn.secrets_count; i++) tf_secret_free(e->secrets[i]);
   free(e->secrets);
   e->secrets = NULL;
-  tf_eng__secret_free((char *)e->coturn.cli_password);
+  tf_secret_free((char *)e->coturn.cli_password);
   free((char *)e->coturn.coturn_version);
   free((char *)e->coturn.state_dir);
   free((char *)e->coturn.log_file);
@@ -313,7 +307,7 @@ static void tf_eng__actions_clear(tf_engine *e)
     tf_eng__action *a = &e->actions[i];
     free(a->relay);
     free(a->relay_id);
-    tf_eng__secret_free(a->config);
+    tf_secret_free(a->config);
     free(a->config_hash);
     free(a->address);
     tf_eng__strv_free(a->probe_uris, a->pub.probe_count);

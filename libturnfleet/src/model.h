@@ -111,7 +111,7 @@ const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
  * (Kubernetes object names: nodes, pools, relays). */
 int tf_inventory__valid_name(const char *s, size_t max);
 
-typedef struct tf_fleet_record {
+typedef struct tf_existing_record {
   char *pool; /* NULL = the pool being planned */
   char *name;
   char *identity;
@@ -121,10 +121,10 @@ typedef struct tf_fleet_record {
   tf_port_range range;
   uint16_t *listener_ports;
   size_t listener_port_count;
-} tf_fleet_record;
+} tf_existing_record;
 
-struct tf_fleet {
-  tf_fleet_record *items;
+struct tf_existing {
+  tf_existing_record *items;
   size_t count;
   size_t cap;
 };

@@ -1005,7 +1005,7 @@ static tf_err tf_pool__defaults(tf_pool__ctx *c)
   return c->rc;
 }
 
-tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, int format)
+tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(text || len == 0);

@@ -63,7 +63,7 @@ struct tf_observed {
   tf_rec__obs *relays;
   size_t count, cap;
   size_t adds; /* calls of tf_observed_add_relay (for field paths) */
-  tf_fleet *claims;
+  tf_existing *claims;
   size_t claim_adds;
   tf_rec__prev *prev;
   size_t prev_count;
@@ -109,7 +109,7 @@ tf_err tf_observed_new(tf_observed **out)
   TF_ASSERT_ARG(out);
   tf_observed *o = calloc(1, sizeof(*o));
   if (!o) return tf_error__nomem();
-  if (tf_fleet_new(&o->claims) < 0) {
+  if (tf_existing_new(&o->claims) < 0) {
     free(o);
     return tf_error__nomem();
   }
@@ -122,7 +122,7 @@ void tf_observed_free(tf_observed *o)
   if (!o) return;
   for (size_t i = 0; i < o->count; i++) tf_rec__obs_clear(&o->relays[i]);
   free(o->relays);
-  tf_fleet_free(o->claims);
+  tf_existing_free(o->claims);
   tf_rec__prev_free(o->prev, o->prev_count);
   free(o);
 }
@@ -264,7 +264,7 @@ tf_err tf_observed_add_claim(tf_observed *obs, const char *pool, const char *ide
   TF_ASSERT_ARG(obs);
   size_t n = obs->claim_adds;
   if (!pool || !*pool) return tf_error__set(TF_EINVALID, "claims[%zu].pool: required", n);
-  tf_err rc = tf_fleet_add(obs->claims, pool, NULL, identity, -1, listener_ports, listener_ports_count);
+  tf_err rc = tf_existing_add(obs->claims, pool, NULL, identity, -1, listener_ports, listener_ports_count);
   if (rc < 0) {
     char why[512];
     snprintf(why, sizeof(why), "%s", tf_error_last()->message);
@@ -1136,27 +1136,27 @@ tf_err tf_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes 
                                         "with tf_observed_add_relay)", i, pool_name);
 
   /* 1. the plan over the fleet of relays that stay, and the claims */
-  tf_fleet *fleet = NULL;
-  if ((rc = tf_fleet_new(&fleet)) < 0) return rc;
+  tf_existing *fleet = NULL;
+  if ((rc = tf_existing_new(&fleet)) < 0) return rc;
   const tf_rec__obs **sorted = calloc((obs ? obs->count : 0) + 1, sizeof(*sorted));
   if (!sorted) {
-    tf_fleet_free(fleet);
+    tf_existing_free(fleet);
     return tf_error__nomem();
   }
   for (size_t i = 0; obs && i < obs->count; i++) sorted[i] = &obs->relays[i];
   qsort(sorted, obs ? obs->count : 0, sizeof(*sorted), tf_rec__obs_ptr_cmp);
   for (size_t i = 0; rc == TF_OK && obs && i < obs->count; i++)
     if (!sorted[i]->draining)
-      rc = tf_fleet_add(fleet, NULL, sorted[i]->name, sorted[i]->identity, sorted[i]->allocations, NULL, 0);
+      rc = tf_existing_add(fleet, NULL, sorted[i]->name, sorted[i]->identity, sorted[i]->allocations, NULL, 0);
   for (size_t i = 0; rc == TF_OK && obs && i < obs->claims->count; i++) {
-    const tf_fleet_record *c = &obs->claims->items[i];
-    rc = tf_fleet_add(fleet, c->pool, c->name, c->identity, -1, c->listener_ports, c->listener_port_count);
+    const tf_existing_record *c = &obs->claims->items[i];
+    rc = tf_existing_add(fleet, c->pool, c->name, c->identity, -1, c->listener_ports, c->listener_port_count);
   }
   free(sorted);
   tf_reconcile *rec = calloc(1, sizeof(*rec));
   if (!rec) rc = rc < 0 ? rc : tf_error__nomem();
   if (rc == TF_OK) rc = tf_plan_new(&rec->plan, pool, nodes, fleet);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   if (rc == TF_OK) {
     rec->pool_name = strdup(pool_name);
     rec->ns = strdup(tf_pool_namespace(pool));

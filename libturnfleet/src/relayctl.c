@@ -109,8 +109,7 @@ static tf_err tf_rctl__login(tf_rctl__conn *c, uint16_t port, const char *passwo
   if (rc < 0) return rc;
   size_t from = c->len;
   rc = tf_rctl__send(c, line, strlen(line));
-  tf_crypto__wipe(line, strlen(line));
-  tf_free(line);
+  tf_secret_free(line);
   if (rc == TF_OK) rc = tf_rctl__read_until(c, from, tf_rctl__has_login_answer);
   if (rc == TF_OK && tf_rctl__has_password_prompt(c->buf + from, c->len - from))
     rc = tf_error__set(TF_EAUTH, "the relay's CLI refused the password");
@@ -262,8 +261,7 @@ struct tf_relayctl_workers {
 static void tf_rctl__job_free(tf_rctl__job *j)
 {
   if (!j) return;
-  if (j->password) tf_crypto__wipe(j->password, strlen(j->password));
-  free(j->password);
+  tf_secret_free(j->password);
   free(j->address);
   free(j);
 }

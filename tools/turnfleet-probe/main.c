@@ -86,7 +86,7 @@ static int load_secret(cli *c)
 
 static void wipe_secret(cli *c)
 {
-  tf_cred_secret_free(c->secret);
+  tf_secret_free(c->secret);
   c->secret = NULL;
 }
 

@@ -66,7 +66,7 @@ typedef struct cli {
   const char *target, *headroom, *session_kbps, *node_mbps;
   tf_pool *pool;
   tf_nodes *nodes;
-  tf_fleet *fleet;
+  tf_existing *fleet;
   tf_plan *plan;
 } cli;
 
@@ -118,7 +118,7 @@ static int load_plan(cli *c)
   if (c->existing_file) {
     text = read_file(c->existing_file, &len);
     if (!text) return EXIT_BAD_INPUT;
-    rc = tf_fleet_parse(&c->fleet, text, len);
+    rc = tf_existing_parse(&c->fleet, text, len);
     free(text);
     if (rc < 0) {
       complain(c->existing_file, "%s", tf_error_last()->message);
@@ -287,7 +287,7 @@ static int cmd_capacity(cli *c)
   return 0;
 }
 
-/* A secret file (one line); NULL after a message. Release with tf_cred_secret_free(). */
+/* A secret file (one line); NULL after a message. Release with tf_secret_free(). */
 static char *read_secret(const char *flag, const char *path)
 {
   char *secret = NULL;
@@ -350,9 +350,9 @@ static int cmd_render(cli *c)
   } else {
     fputs(conf, stdout);
   }
-  tf_cred_secret_free(conf); /* the config holds the secret: wipe it too */
+  tf_secret_free(conf); /* the config holds the secret: wipe it too */
 done:
-  for (size_t i = 0; i < n; i++) tf_cred_secret_free(secrets[i]);
+  for (size_t i = 0; i < n; i++) tf_secret_free(secrets[i]);
   return st;
 }
 
@@ -459,7 +459,7 @@ int main(int argc, char **argv)
 
   int st = run(&c);
   tf_plan_free(c.plan);
-  tf_fleet_free(c.fleet);
+  tf_existing_free(c.fleet);
   tf_nodes_free(c.nodes);
   tf_pool_free(c.pool);
   return st;

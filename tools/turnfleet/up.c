@@ -660,7 +660,7 @@ int up_main(int argc, char **argv)
   free(u.acts);
   tf_relayctl_workers_free(u.ctl);
   tf_engine_free(u.engine);
-  tf_cred_secret_free(u.secret);
+  tf_secret_free(u.secret);
   explicit_bzero(u.cli_password, sizeof(u.cli_password));
   free(u.last_status);
   tf_free(u.metrics_text);

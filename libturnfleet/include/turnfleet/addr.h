@@ -10,8 +10,10 @@
 
 TF_BEGIN_DECL
 
-#define TF_AF_INET 4  /**< tf_addr.family for IPv4 */
-#define TF_AF_INET6 6 /**< tf_addr.family for IPv6 */
+typedef enum tf_af {
+  TF_AF_INET = 4, /**< tf_addr.family for IPv4 */
+  TF_AF_INET6 = 6 /**< tf_addr.family for IPv6 */
+} tf_af;
 
 /** Longest formatted address, NUL included (as INET6_ADDRSTRLEN). */
 #define TF_ADDR_STRLEN 46

@@ -19,9 +19,11 @@ typedef struct tf_pool tf_pool;
 typedef struct tf_problems tf_problems;
 
 /** Input formats for tf_pool_parse(). */
-#define TF_FORMAT_AUTO 0 /**< JSON if the text starts with '{', else YAML */
-#define TF_FORMAT_JSON 1
-#define TF_FORMAT_YAML 2
+typedef enum tf_format {
+  TF_FORMAT_AUTO = 0, /**< JSON if the text starts with '{', else YAML */
+  TF_FORMAT_JSON = 1,
+  TF_FORMAT_YAML = 2
+} tf_format;
 
 /** spec.addressing.mode */
 typedef enum tf_mode {
@@ -59,7 +61,7 @@ typedef enum tf_protocol {
  *         and byte offset) or a document that is not a mapping; TF_EINVALID
  *         for bad arguments; TF_ENOMEM
  */
-TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, int format);
+TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format);
 
 /** Release a pool. NULL does nothing. */
 TF_EXTERN(void) tf_pool_free(tf_pool *pool);
