@@ -126,52 +126,105 @@ static tf_pool *load_pool(up *u)
   return pool;
 }
 
-/* "127.0.0.11-13,fd00::1-3": the last octet (IPv4, decimal) or group (IPv6, hex) may be a range.
- * One Ready node per address, labelled with the pool's nodeSelector. */
-static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
+/* "127.0.0.11-13,fd00::1-3,127.0.0.80/30": the last octet (IPv4, decimal) or group (IPv6, hex) may
+ * be a range; a CIDR gives its addresses (at most 256 an item). Appends to @p out; -1 when malformed. */
+static int parse_addresses(const char *list, tf_addr *out, size_t *n, size_t max)
 {
-  tf_nodes *nodes = NULL;
   char *copy = strdup(list), *save = NULL;
-  size_t nl = tf_pool_node_selector_count(pool), count = 0;
-  const char *keys[64], *values[64];
-  for (size_t i = 0; i < nl && i < 64; i++)
-    keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
-  int ok = copy && tf_nodes_new(&nodes) == 0;
+  int ok = copy != NULL;
   for (char *item = ok ? strtok_r(copy, ",", &save) : NULL; ok && item; item = strtok_r(NULL, ",", &save)) {
     while (*item == ' ') item++;
-    char *dash = strrchr(item, '-'), *end = NULL;
-    int v6 = strchr(item, ':') != NULL;
-    unsigned long last = dash ? strtoul(dash + 1, &end, v6 ? 16 : 10) : 0;
-    if (dash && (end == dash + 1 || *end)) ok = 0;
-    if (dash) *dash = '\0';
+    tf_prefix pre;
     tf_addr a;
-    if (!ok || tf_addr_parse(&a, item) < 0) break;
-    unsigned long first = v6 ? ((unsigned long)a.bytes[14] << 8 | a.bytes[15]) : a.bytes[3];
-    if (!dash) last = first;
-    if (last < first || last > (v6 ? 65535ul : 255ul) || last - first > 255) ok = 0;
-    for (unsigned long v = first; ok && v <= last; v++) {
-      if (v6) a.bytes[14] = (uint8_t)(v >> 8), a.bytes[15] = (uint8_t)v;
-      else a.bytes[3] = (uint8_t)v;
-      char name[32];
-      snprintf(name, sizeof(name), "local-%03zu", ++count);
-      tf_node_info info = TF_NODE_INFO_INIT;
-      info.name = name;
-      info.label_keys = keys;
-      info.label_values = values;
-      info.label_count = nl < 64 ? nl : 64;
-      info.ready = 1;
-      info.internal_ips = &a;
-      info.internal_ip_count = 1;
-      ok = tf_nodes_add(nodes, &info) == 0;
+    unsigned long first, last, count = 0;
+    if (strchr(item, '/')) {
+      ok = tf_prefix_parse(&pre, item) == 0 && (pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits <= 8;
+      a = pre.addr;
+      count = 1ul << ((pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits);
+    } else {
+      char *dash = strrchr(item, '-'), *end = NULL;
+      int v6 = strchr(item, ':') != NULL;
+      last = dash ? strtoul(dash + 1, &end, v6 ? 16 : 10) : 0;
+      if (dash) ok = end != dash + 1 && !*end, *dash = '\0';
+      ok = ok && tf_addr_parse(&a, item) == 0;
+      first = v6 ? ((unsigned long)a.bytes[14] << 8 | a.bytes[15]) : a.bytes[3];
+      if (!dash) last = first;
+      ok = ok && last >= first && last <= (v6 ? 65535ul : 255ul) && last - first <= 255;
+      count = ok ? last - first + 1 : 0;
+    }
+    for (unsigned long k = 0; ok && k < count; k++, (*n)++) {
+      if (*n == max) ok = 0;
+      else out[*n] = a;
+      /* the next address: add one with carry from the last byte */
+      for (int b = a.family == TF_AF_INET ? 3 : 15; b >= 0 && ++a.bytes[b] == 0; b--) {
+      }
     }
   }
   free(copy);
-  if (!ok || !count) {
-    say("--addresses", "cannot parse \"%s\" (want e.g. 127.0.0.11-13,127.0.0.20 or fd00::1-3)", list);
-    tf_nodes_free(nodes);
-    return NULL;
+  return ok && *n ? 0 : -1;
+}
+
+/* The inventory of this host: HostNetwork and PartitionedIP get one Ready node per address (the
+ * i-th IPv4 with the i-th IPv6 in DualStack); ExternalIPPool and PodIP one node listing every
+ * address (the planner keeps those in the pool's CIDRs). Labelled with the pool's nodeSelector. */
+static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
+{
+  enum { MAX = 1024 };
+  tf_addr *addrs = calloc(MAX, sizeof(tf_addr)), *v4 = calloc(MAX, sizeof(tf_addr)), *v6 = calloc(MAX, sizeof(tf_addr));
+  size_t n = 0, n4 = 0, n6 = 0, nl = tf_pool_node_selector_count(pool);
+  tf_nodes *nodes = NULL;
+  const char *keys[64], *values[64];
+  for (size_t i = 0; i < nl && i < 64; i++)
+    keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
+  int ok = addrs && v4 && v6 && parse_addresses(list, addrs, &n, MAX) == 0 && tf_nodes_new(&nodes) == 0;
+  if (!ok) say("--addresses", "cannot parse \"%s\" (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", list);
+  for (size_t i = 0; ok && i < n; i++) {
+    if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
+    else v6[n6++] = addrs[i];
   }
-  return nodes;
+  tf_mode mode = tf_pool_mode(pool);
+  int listed = mode == TF_MODE_EXTERNAL_IP_POOL || mode == TF_MODE_POD_IP;
+  int dual = tf_pool_family(pool) == TF_FAMILY_DUAL_STACK;
+  size_t nodes_wanted = listed ? 1 : dual ? (n4 < n6 ? n4 : n6) : n;
+  for (size_t i = 0; ok && i < nodes_wanted; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), listed ? "local" : "local-%03zu", i + 1);
+    tf_addr pair[2] = {v4[i < n4 ? i : 0], v6[i < n6 ? i : 0]};
+    tf_node_info info = TF_NODE_INFO_INIT;
+    info.name = name;
+    info.label_keys = keys;
+    info.label_values = values;
+    info.label_count = nl < 64 ? nl : 64;
+    info.ready = 1;
+    info.internal_ips = listed ? addrs : dual ? pair : &addrs[i];
+    info.internal_ip_count = listed ? n : dual ? 2 : 1;
+    if (mode == TF_MODE_EXTERNAL_IP_POOL) info.external_addresses = addrs, info.external_address_count = n;
+    if (mode == TF_MODE_POD_IP) info.pod_addresses = addrs, info.pod_address_count = n;
+    ok = tf_nodes_add(nodes, &info) == 0;
+  }
+  free(addrs);
+  free(v4);
+  free(v6);
+  if (ok) return nodes;
+  tf_nodes_free(nodes);
+  return NULL;
+}
+
+/* Refuse at start a pool whose replicas cannot all be placed on these nodes, with the planner's reason. */
+static int check_placement(const tf_pool *pool, const tf_nodes *nodes)
+{
+  tf_plan *plan = NULL;
+  if (tf_plan_new(&plan, pool, nodes, NULL) < 0) return say("plan", "%s", tf_error_last()->message), -1;
+  int64_t placed = (int64_t)tf_plan_relay_count(plan);
+  for (size_t k = 0; placed < tf_pool_replicas(pool) && k < tf_plan_condition_count(plan); k++) {
+    const char *type, *message;
+    if (tf_plan_condition(plan, k, &type, NULL, NULL, &message) == 0 && strcmp(type, "Placed") == 0)
+      say("--addresses/--nodes", "%lld of %lld replicas can be placed (%s %s): %s", (long long)placed,
+          (long long)tf_pool_replicas(pool), tf_mode_name(tf_pool_mode(pool)), tf_family_name(tf_pool_family(pool)),
+          message);
+  }
+  tf_plan_free(plan);
+  return placed < tf_pool_replicas(pool) ? -1 : 0;
 }
 
 static tf_nodes *load_nodes(up *u, const tf_pool *pool)
@@ -568,13 +621,30 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
   return -1;
 }
 
+/* 1 when @p cmd (a path, or a name looked up on PATH) is an executable file. */
+static int executable(const char *cmd)
+{
+  struct stat st;
+  if (strchr(cmd, '/')) return access(cmd, X_OK) == 0 && stat(cmd, &st) == 0 && S_ISREG(st.st_mode);
+  const char *path = getenv("PATH");
+  char *dirs = strdup(path ? path : "/usr/bin:/bin"), *save = NULL, full[4096];
+  int found = 0;
+  for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d && !found; d = strtok_r(NULL, ":", &save))
+    found = snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", cmd) < (int)sizeof(full) && executable(full);
+  free(dirs);
+  return found;
+}
+
 /* Everything before the loop; @return -1 to go on, else the exit code. */
 static int start(up *u, const char *secret_file, const char *state_dir)
 {
   tf_pool *pool = NULL;
   tf_nodes *nodes = NULL;
+  if (!executable(u->turnserver))
+    return say("--turnserver", "\"%s\" is not an executable file (on PATH or as given)", u->turnserver), 2;
   if (tf_cred_secret_read(&u->secret, secret_file) < 0) return say("--secret-file", "%s", tf_error_last()->message), 2;
-  if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool))) return tf_pool_free(pool), 2;
+  if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_placement(pool, nodes) < 0)
+    return tf_pool_free(pool), tf_nodes_free(nodes), 2;
   file_changed(u->pool_file, &u->pool_mtime);
   if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || !(u->state_dir = realpath(state_dir, NULL)) ||
       !(u->log_dir = tool_join(u->state_dir, "logs")) || (mkdir(u->log_dir, 0700) < 0 && errno != EEXIST))

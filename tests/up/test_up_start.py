@@ -1,0 +1,136 @@
+"""`turnfleet up` as a new user meets it: every addressing mode and family it can serve from
+`--addresses`, and what it must refuse at start (exit 2 with the reason) instead of running an
+empty or broken fleet. Real coturn on 127.0.0.84-87 and ::1, listener port 3721, CLI ports from
+3730, metrics on 3791, relay ranges 60100-60107. Every process is stopped by its PID.
+usage: python3 test_up_start.py TURNFLEET
+"""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+TURNFLEET = None
+SECRET = "start-secret-19c2e7"
+POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
+kind: TURNPool
+metadata: {{name: start}}
+spec:
+  replicas: {replicas}
+  addressing: {addressing}
+  relayPortRange: {{start: 60100, end: 60107}}
+  listeners:
+    - {{name: turn, protocol: udp, port: 3721}}
+  auth: {{realm: start.test, secretRef: {{name: s}}}}
+  drainTimeout: 2s
+"""
+
+
+def wait_for(what, cond, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class TestUpStart(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="tf-up-start-")
+        self.state = os.path.join(self.dir, "state")
+        self.secret = os.path.join(self.dir, "secret")
+        self.write(self.secret, SECRET + "\n")
+        self.proc = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()  # its turnserver children die with it (PR_SET_PDEATHSIG)
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def write(self, path, text):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o600)
+
+    def up(self, replicas, addressing, addresses, *extra):
+        pool = os.path.join(self.dir, "pool.yaml")
+        self.write(pool, POOL.format(replicas=replicas, addressing=addressing))
+        self.err = os.path.join(self.dir, "err.log")
+        return [TURNFLEET, "up", "-f", pool, "--secret-file", self.secret, "--addresses", addresses,
+                "--state-dir", self.state, "--metrics-addr", "127.0.0.1:3791", "--probe-interval", "0.5",
+                "--cli-port", "3730", "--json", *extra]
+
+    def refused(self, argv, needle):
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn(needle, out.stderr)
+        return out.stderr
+
+    def status(self):
+        try:
+            with open(os.path.join(self.state, "status.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def run_until_ready(self, argv, ready):
+        with open(self.err, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            st = wait_for("%d ready relays" % ready, lambda: (s := self.status()) and s["readyRelays"] == ready and s, 30)
+        except AssertionError:
+            with open(self.err) as f:
+                raise AssertionError("not ready: %s\n%s" % (json.dumps(self.status()), f.read()))
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=30), 0)
+        ready_cond = {c["type"]: c for c in self.status()["conditions"]}["Ready"]
+        self.assertEqual(ready_cond["status"], "False")  # after the stop, not Ready
+        return st
+
+    def test_external_ip_pool_takes_the_addresses_in_its_cidr(self):
+        st = self.run_until_ready(self.up(3, "{mode: ExternalIPPool, externalIPPool: {addresses: [127.0.0.84/30]}}",
+                                          "127.0.0.84-86,127.0.0.90"), 3)
+        self.assertEqual(sorted(r["relayAddress"] for r in st["relays"]), ["127.0.0.84", "127.0.0.85", "127.0.0.86"])
+
+    def test_addresses_accept_a_cidr(self):
+        st = self.run_until_ready(self.up(2, "{mode: HostNetwork}", "127.0.0.86/31"), 2)
+        self.assertEqual(sorted(r["relayAddress"] for r in st["relays"]), ["127.0.0.86", "127.0.0.87"])
+
+    def test_an_ipv6_pool_becomes_ready_on_the_ipv6_loopback(self):
+        st = self.run_until_ready(self.up(1, "{mode: HostNetwork, family: IPv6}", "::1"), 1)
+        self.assertEqual(st["relays"][0]["relayAddress"], "::1")
+
+    def test_what_cannot_be_placed_is_refused(self):
+        self.refused(self.up(3, "{mode: HostNetwork}", "127.0.0.84"), "1 of 3 replicas can be placed")
+        # none of the addresses is in the pool's CIDR: never a silent empty fleet
+        self.refused(self.up(1, "{mode: ExternalIPPool, externalIPPool: {addresses: [203.0.113.0/29]}}",
+                             "127.0.0.84-86"), "0 of 1 replicas can be placed")
+        self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.300"), "--addresses")
+
+    def test_a_missing_turnserver_is_refused(self):
+        self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.84", "--turnserver", "/nonexistent/turnserver"),
+                     "--turnserver")
+
+    def test_a_secret_coturn_cannot_take_is_refused(self):
+        self.write(self.secret, 'has"quote\n')
+        err = self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.84"), "secret")
+        self.assertNotIn('has"quote', err)
+
+    def test_an_existing_state_dir_keeps_its_mode(self):
+        os.mkdir(self.state, 0o750)
+        os.chmod(self.state, 0o750)
+        self.run_until_ready(self.up(1, "{mode: HostNetwork}", "127.0.0.84"), 1)
+        self.assertEqual(stat.S_IMODE(os.stat(self.state).st_mode), 0o750)
+
+
+if __name__ == "__main__":
+    TURNFLEET = sys.argv[1]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
