@@ -422,6 +422,13 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
   ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "cert"));
   ck_assert_uint_eq(tf_pool_listener_count(tf_engine_pool(e)), 2);
   step(e, T0 + 600);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\t\""));
+  ck_assert_ptr_nonnull(strstr(status, "cert"));
+  ck_assert_ptr_nonnull(strstr(status, "\"desiredReplicas\":\t1"));
+  ck_assert_ptr_nonnull(strstr(status, "\"placedReplicas\":\t1"));
+  tf_free(status);
   ck_assert_uint_eq(ready_count(e), 1);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
   /* a secret rotation re-renders: one restart at a time */
@@ -434,6 +441,9 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
   co.cli_password = "clipw";
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 700);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\tnull")); /* accepted: the refusal is gone */
+  tf_free(status);
   const tf_engine_action *a;
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, &a), 1);
   ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"n3w\""));

@@ -67,6 +67,7 @@ struct tf_engine {
   int stepped, dirty, shutting_down;
   int64_t shutdown_deadline_ms;
   char *status_json; /* the reconcile status of the last step, fed back for lastTransitionTime */
+  char *refusal;     /* why the last input change was refused; NULL after one is accepted */
   tf_reconcile *rec;
   tf_eng__action *actions;
   size_t action_count, action_cap;
@@ -339,6 +340,7 @@ void tf_engine_free(tf_engine *e)
   free(e->relays);
   tf_reconcile_free(e->rec);
   free(e->status_json);
+  free(e->refusal);
   tf_eng__coturn_clear(e);
   free(e->log_dir);
   tf_pool_free(e->pool);
@@ -462,6 +464,9 @@ static tf_err tf_eng__try(tf_engine *e, const tf_pool *pool, const tf_nodes *nod
   tf_reconcile *trial = NULL;
   tf_err rc = tf_eng__reconcile(&trial, e, pool, nodes, coturn);
   tf_reconcile_free(trial);
+  /* the refusal stays in the status until an input change is accepted */
+  free(e->refusal);
+  e->refusal = rc < 0 ? tf_strdup__(tf_error_last()->message) : NULL;
   return rc;
 }
 
@@ -1077,7 +1082,10 @@ tf_err tf_engine_status_json(char **out, const tf_engine *e)
   cJSON *doc = cJSON_Parse(e->status_json);
   if (!doc) return tf_error__nomem();
   cJSON_AddNumberToObject(doc, "desiredReplicas", e->shutting_down ? 0 : (double)tf_pool_replicas(e->pool));
+  cJSON_AddNumberToObject(doc, "placedReplicas", (double)tf_plan_relay_count(tf_reconcile_plan(e->rec)));
   cJSON_AddBoolToObject(doc, "stopping", e->shutting_down);
+  if (e->refusal) cJSON_AddStringToObject(doc, "refusedChange", e->refusal);
+  else cJSON_AddNullToObject(doc, "refusedChange");
   cJSON *relay;
   cJSON_ArrayForEach(relay, cJSON_GetObjectItemCaseSensitive(doc, "relays"))
   {

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 TURNFLEET = TURNFLEET_PROBE = None
@@ -194,7 +195,32 @@ class TestUp(unittest.TestCase):
         self.assertEqual(after["actions"], [])
         with open(self.err.name) as f:
             self.assertIn("spec.replicas", f.read())
+        # valid, but it cannot be rendered (a TLS listener without --cert/--key): refused as a whole,
+        # the running pool still managed, the refusal in status.json, the events and /healthz
+        tls = POOL.format(replicas=3, drain="5s").replace(
+            "- {name: turn-tcp, protocol: tcp, port: 3701}",
+            "- {name: turn-tls, protocol: tls, port: 3702, tlsSecretRef: {name: certs}}")
+        self.write_pool(3, text=tls)
+        ev = wait_for("the refusal reported", lambda: [e for e in self.lines() if e["event"] == "poolRefused"], 10)
+        self.assertIn("cert", ev[-1]["message"])
+        st = wait_for("the refusal in status.json", lambda: (s := self.status()) and s.get("refusedChange") and s, 10)
+        self.assertEqual(st["readyRelays"], 3)
+        self.assertEqual(sorted(self.uris()), sorted(uris))
+        try:
+            urllib.request.urlopen(METRICS + "/healthz", timeout=5)
+            self.fail("/healthz should fail after a refused pool edit")
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 503)
+            self.assertIn(b"refused", e.read())
         self.write_pool(3)  # valid again, unchanged fleet
+        wait_for("the refusal cleared", lambda: (s := self.status()) and s.get("refusedChange") is None, 10)
+        # every event says desired vs placed replicas and every condition with reason and message
+        last = self.last()
+        self.assertEqual((last["desiredReplicas"], last["placedReplicas"]), (3, 3))
+        conds = {c["type"]: c for c in last["conditions"]}
+        self.assertEqual(sorted(conds), sorted(["Ready", "ProbeSucceeded", "CapacityPressure", "AddressConflict",
+                                                "ReachableFromVantage"]))
+        self.assertTrue(all(c["reason"] and c["message"] for c in conds.values()))
 
     def test_3_killed_relay_restarted(self):
         ev = wait_for("a ready fleet", lambda: (e := self.last()) and e["readyRelays"] == 3 and e, 10)
@@ -223,10 +249,14 @@ class TestUp(unittest.TestCase):
         s = wait_for("held allocations counted", counted, 10)
         # within two probe intervals: counted by the second loop iteration after the holds
         # (counted in iterations, not seconds, so a loaded machine cannot make it flaky)
-        evs = [e for e in self.lines() if e["event"] == "reconcile"][held_at:]
-        first = next(i for i, e in enumerate(evs)
-                     if all((r.get("allocations") or 0) >= 2 for r in e["relays"]))
-        self.assertLessEqual(first + 1, 2, "counted only in iteration %d after the holds" % (first + 1))
+        # (status.json follows each count at once; the events come with each probe round)
+        def counted_in():
+            evs = [e for e in self.lines() if e["event"] == "reconcile"][held_at:]
+            return next((i + 1 for i, e in enumerate(evs)
+                         if all((r.get("allocations") or 0) >= 2 for r in e["relays"])), None)
+
+        first = wait_for("an event with the counts", counted_in, 10)
+        self.assertLessEqual(first, 2, "counted only in iteration %d after the holds" % first)
         for r in s["relays"]:
             self.assertEqual(r["portsInUse"], r["allocations"])
         text = self.metrics()

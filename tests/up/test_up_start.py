@@ -124,6 +124,32 @@ class TestUpStart(unittest.TestCase):
         err = self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.84"), "secret")
         self.assertNotIn('has"quote', err)
 
+    def test_a_local_fleet_passes_the_peer_check_only_with_loopback_peers_allowed(self):
+        addressing = "{mode: HostNetwork}\n  peerPolicy: {denyPrivate: false}"
+        self.run_until_ready(self.up(1, addressing, "127.0.0.85", "--peer-check", "--allow-loopback-peers"), 1)
+        shutil.rmtree(self.state)
+        # off by default: coturn refuses the loopback peer, so the relay is never Ready
+        with open(self.err, "w") as err:
+            self.proc = subprocess.Popen(self.up(1, addressing, "127.0.0.85", "--peer-check"),
+                                         stdout=subprocess.DEVNULL, stderr=err)
+
+        def probed_and_failed():
+            s = self.status()
+            r = s and s["relays"] and s["relays"][0]
+            return r and r["lastProbe"] and not r["lastProbe"]["ok"] and r
+        r = wait_for("a failed peer check", probed_and_failed, 20)
+        self.assertEqual(r["state"], "Failing")
+        self.assertEqual(self.status()["readyRelays"], 0)
+
+    def test_a_listener_address_another_process_holds_is_refused(self):
+        import socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.84", 3721))
+        try:
+            self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.84"), "127.0.0.84 port 3721 (udp): Address already in use")
+        finally:
+            s.close()
+
     def test_an_existing_state_dir_keeps_its_mode(self):
         os.mkdir(self.state, 0o750)
         os.chmod(self.state, 0o750)

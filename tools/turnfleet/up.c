@@ -14,10 +14,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,12 +37,14 @@
 static const char up_usage[] =
   "usage: turnfleet up -f POOL --secret-file F [--addresses LIST | --nodes NODES] [--state-dir DIR]\n"
   "                    [--metrics-addr ADDR:PORT] [--probe-interval S] [--cli-port PORT]\n"
-  "                    [--turnserver PATH] [--name NAME] [--json]\n"
+  "                    [--turnserver PATH] [--name NAME] [--peer-check [--allow-loopback-peers]] [--json]\n"
   "  --addresses   this host's relay addresses: 127.0.0.11-13, 127.0.0.11,127.0.0.12, fd00::1-3\n"
   "  --state-dir   configs (0600), logs, status.json, turn-uris, iceServers.json (default ./turnfleet-state)\n"
   "  --metrics-addr  /metrics and /healthz (default 127.0.0.1:9650)\n"
   "  --probe-interval  seconds between a relay's probes (default 5; fractions allowed)\n"
-  "  --cli-port    first loopback CLI port of the relays: counting and drain (default 5766)\n";
+  "  --cli-port    first loopback CLI port of the relays: counting and drain (default 5766)\n"
+  "  --peer-check  probes also send data through each relay to a second allocation\n"
+  "  --allow-loopback-peers  let coturn relay to loopback peers (test fleets on 127.0.0.0/8 only)\n";
 
 static volatile sig_atomic_t stop_signals;
 
@@ -48,6 +53,8 @@ static void on_signal(int sig)
   (void)sig;
   stop_signals++;
 }
+
+#define UP_LOG 12
 
 typedef struct child {
   char *name;
@@ -60,7 +67,7 @@ typedef struct up {
   char cli_password[33];
   double probe_interval;
   uint16_t cli_port;
-  int json, grace_ms;
+  int json, grace_ms, peer_check, allow_loopback_peers;
   struct timespec pool_mtime;
   tf_engine *engine;
   tf_relayctl_workers *ctl;
@@ -69,10 +76,30 @@ typedef struct up {
   pthread_mutex_t mu; /* the HTTP thread reads what follows */
   char *metrics_text, *unhealthy;
   struct MHD_Daemon *mhd;
+  char *log[UP_LOG]; /* the table's event log, a ring */
+  size_t log_next;
+  int64_t loop_ms;   /* when the loop last went round (for /healthz) */
   char **acts; /* the last step's lifecycle actions, printed after the next step */
   size_t nacts;
   int event_due;
 } up;
+
+/* A line of the table's event log, stamped with the time (the JSON events carry their own). */
+__attribute__((format(printf, 2, 3))) static void log_line(up *u, const char *fmt, ...)
+{
+  char when[16], *text = NULL;
+  time_t t = time(NULL);
+  struct tm tm;
+  strftime(when, sizeof(when), "%H:%M:%S", localtime_r(&t, &tm));
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+  va_end(ap);
+  free(u->log[u->log_next]);
+  if (text && asprintf(&u->log[u->log_next], "%s %s", when, text) < 0) u->log[u->log_next] = NULL;
+  free(text);
+  u->log_next = (u->log_next + 1) % UP_LOG;
+}
 
 /* ---- files ---- */
 
@@ -210,21 +237,64 @@ static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
   return NULL;
 }
 
-/* Refuse at start a pool whose replicas cannot all be placed on these nodes, with the planner's reason. */
-static int check_placement(const tf_pool *pool, const tf_nodes *nodes)
+/* 0 when (addr, port) can be bound for @p type now; else the errno (EADDRINUSE: someone has it). */
+static int bind_error(const tf_addr *addr, uint16_t port, int type)
+{
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  socklen_t len;
+  if (addr->family == TF_AF_INET) {
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    memcpy(&v4->sin_addr, addr->bytes, 4);
+    len = sizeof(*v4);
+  } else {
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    memcpy(&v6->sin6_addr, addr->bytes, 16);
+    len = sizeof(*v6);
+  }
+  int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), err = 0;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0) err = errno;
+  if (fd >= 0) close(fd);
+  return err;
+}
+
+/* Refuse at start what cannot work on these nodes: replicas that cannot all be placed (with the
+ * planner's reason), and a listener address and port that another process already holds. */
+static int check_plan(const tf_pool *pool, const tf_nodes *nodes)
 {
   tf_plan *plan = NULL;
   if (tf_plan_new(&plan, pool, nodes, NULL) < 0) return say("plan", "%s", tf_error_last()->message), -1;
   int64_t placed = (int64_t)tf_plan_relay_count(plan);
-  for (size_t k = 0; placed < tf_pool_replicas(pool) && k < tf_plan_condition_count(plan); k++) {
+  int bad = placed < tf_pool_replicas(pool);
+  for (size_t k = 0; bad && k < tf_plan_condition_count(plan); k++) {
     const char *type, *message;
     if (tf_plan_condition(plan, k, &type, NULL, NULL, &message) == 0 && strcmp(type, "Placed") == 0)
       say("--addresses/--nodes", "%lld of %lld replicas can be placed (%s %s): %s", (long long)placed,
           (long long)tf_pool_replicas(pool), tf_mode_name(tf_pool_mode(pool)), tf_family_name(tf_pool_family(pool)),
           message);
   }
+  for (size_t i = 0; !bad && i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    for (size_t a = 0; a < tf_relay_address_count(r); a++)
+      for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
+        tf_addr addr;
+        char text[TF_ADDR_STRLEN];
+        int proto = tf_pool_listener_protocol(pool, l), err;
+        int type = proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_DTLS ? SOCK_DGRAM : SOCK_STREAM;
+        uint16_t port = tf_relay_listener_port(r, l);
+        if (tf_relay_address(&addr, r, a) < 0 || !(err = bind_error(&addr, port, type))) continue;
+        tf_addr_format(text, sizeof(text), &addr);
+        say(tf_relay_name(r), "cannot listen on %s port %u (%s): %s%s", text, port, tf_protocol_name(proto),
+            strerror(err), err == EADDRINUSE ? " (another turnfleet up, or another process, holds it)" : "");
+        bad = 1;
+      }
+  }
   tf_plan_free(plan);
-  return placed < tf_pool_replicas(pool) ? -1 : 0;
+  return bad ? -1 : 0;
 }
 
 static tf_nodes *load_nodes(up *u, const tf_pool *pool)
@@ -259,7 +329,21 @@ static void watch_pool(up *u)
     if (!u->json) say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
     return;
   }
-  if (pool && (!u->addresses || nodes)) say(u->pool_file, "refused: %s", tf_error_last()->message);
+  if (pool && (!u->addresses || nodes)) {
+    say(u->pool_file, "refused: %s", tf_error_last()->message);
+    log_line(u, "pool edit refused: %s", tf_error_last()->message);
+    if (u->json) {
+      cJSON *ev = cJSON_CreateObject();
+      cJSON_AddStringToObject(ev, "event", "poolRefused");
+      cJSON_AddStringToObject(ev, "file", u->pool_file);
+      cJSON_AddStringToObject(ev, "message", tf_error_last()->message);
+      char *out = cJSON_PrintUnformatted(ev);
+      if (out) printf("%s\n", out);
+      fflush(stdout);
+      free(out);
+      cJSON_Delete(ev);
+    }
+  }
   else if (pool) tf_pool_free(pool);
   say(u->pool_file, "not applied: the running fleet is left as it is");
   set_unhealthy(u, "the last pool edit was refused");
@@ -351,6 +435,7 @@ static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_se
       po.expect_port_end = a->ports.end;
       po.timeout_ms = (int)a->timeout_ms;
       po.rto_ms = 200;
+      po.peer_check = u->peer_check;
       if (tf_probe_set_add(probes, &po) == 0) probe_ids[(*nprobes)++] = a->id;
     }
     break;
@@ -398,9 +483,8 @@ static void reap_children(up *u)
       f.name = u->children[i].name;
       f.running = 0;
       (void)tf_engine_observe(u->engine, &f, up_now_ms());
-      if (!u->json)
-        say(f.name, "turnserver %d exited (%s %d)", (int)pid, WIFSIGNALED(status) ? "signal" : "status",
-            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      log_line(u, "%s: turnserver %d exited (%s %d)", f.name, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
+               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       u->children[i].pid = 0;
     }
 }
@@ -465,6 +549,19 @@ static void print_event(up *u, const char *const *acts, size_t nacts)
     cJSON_AddStringToObject(ev, "pool", tf_pool_name(pool));
     cJSON_AddBoolToObject(ev, "stopping", stop_signals > 0);
     cJSON_AddNumberToObject(ev, "readyRelays", (double)ready);
+    cJSON_AddNumberToObject(ev, "desiredReplicas", (double)tf_pool_replicas(pool));
+    cJSON_AddNumberToObject(ev, "placedReplicas", (double)tf_plan_relay_count(tf_reconcile_plan(rec)));
+    cJSON *conds = cJSON_AddArrayToObject(ev, "conditions");
+    for (size_t i = 0; i < tf_reconcile_condition_count(rec); i++) {
+      const char *type, *status, *reason, *message;
+      if (tf_reconcile_condition(rec, i, &type, &status, &reason, &message, NULL) < 0) continue;
+      cJSON *c = cJSON_CreateObject();
+      cJSON_AddStringToObject(c, "type", type);
+      cJSON_AddStringToObject(c, "status", status);
+      cJSON_AddStringToObject(c, "reason", reason);
+      cJSON_AddStringToObject(c, "message", message);
+      cJSON_AddItemToArray(conds, c);
+    }
     cJSON_AddItemToObject(ev, "actions", a = cJSON_CreateArray());
     for (size_t i = 0; i < nacts; i++) cJSON_AddItemToArray(a, cJSON_CreateString(acts[i]));
     cJSON_AddItemToObject(ev, "relays", rel = cJSON_CreateArray());
@@ -504,7 +601,17 @@ static void print_event(up *u, const char *const *acts, size_t nacts)
     }
     printf("\nturn URIs:\n");
     for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++) printf("  %s\n", tf_reconcile_uri(rec, i));
-    for (size_t i = 0; i < nacts; i++) printf("%s %s\n", i ? "      " : "acted:", acts[i]);
+    printf("\nconditions:\n");
+    for (size_t i = 0; i < tf_reconcile_condition_count(rec); i++) {
+      const char *type, *status, *reason, *message;
+      if (tf_reconcile_condition(rec, i, &type, &status, &reason, &message, NULL) == 0)
+        printf("  %-20s %-5s %s: %s\n", type, status, reason, message);
+    }
+    /* the event log survives the redraws: the last lines of what happened */
+    for (size_t i = 0; i < nacts; i++) log_line(u, "%s", acts[i]);
+    printf("\nevents:\n");
+    for (size_t i = 0; i < UP_LOG; i++)
+      if (u->log[(u->log_next + i) % UP_LOG]) printf("  %s\n", u->log[(u->log_next + i) % UP_LOG]);
   }
   fflush(stdout);
 }
@@ -523,7 +630,8 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, cons
   unsigned int code = MHD_HTTP_OK;
   const char *type = "text/plain; charset=utf-8";
   if (!strcmp(url, "/healthz")) {
-    const char *why = stop_signals ? "stopping" : u->unhealthy;
+    int64_t quiet = up_now_ms() - u->loop_ms, limit = (int64_t)(u->probe_interval * 3000) + 20000; /* a stop waits up to 8 s */
+    const char *why = stop_signals ? "stopping" : quiet > limit ? "the runtime loop is stalled" : u->unhealthy;
     code = why ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
     if (asprintf(&body, "%s\n", why ? why : "ok") < 0) body = NULL;
   } else if (!strcmp(url, "/metrics")) {
@@ -571,7 +679,7 @@ static void iterate(up *u)
 }
 
 enum { O_SECRET = 256, O_ADDRESSES, O_NODES, O_STATE_DIR, O_METRICS_ADDR, O_PROBE_INTERVAL, O_JSON, O_NAME,
-       O_CLI_PORT, O_TURNSERVER };
+       O_CLI_PORT, O_TURNSERVER, O_PEER_CHECK, O_ALLOW_LOOPBACK };
 
 static int parse_flags(up *u, int argc, char **argv, const char **secret_file, const char **state_dir)
 {
@@ -582,6 +690,7 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
     {"probe-interval", required_argument, NULL, O_PROBE_INTERVAL}, {"cli-port", required_argument, NULL, O_CLI_PORT},
     {"turnserver", required_argument, NULL, O_TURNSERVER}, {"name", required_argument, NULL, O_NAME},
     {"json", no_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
+    {"peer-check", no_argument, NULL, O_PEER_CHECK}, {"allow-loopback-peers", no_argument, NULL, O_ALLOW_LOOPBACK},
     {NULL, 0, NULL, 0},
   };
   int opt;
@@ -600,6 +709,8 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
     case O_METRICS_ADDR: u->metrics_addr = optarg; break;
     case O_NAME: u->name = optarg; break;
     case O_JSON: u->json = 1; break;
+    case O_PEER_CHECK: u->peer_check = 1; break;
+    case O_ALLOW_LOOPBACK: u->allow_loopback_peers = 1; break;
     case O_TURNSERVER: u->turnserver = optarg; break;
     case O_PROBE_INTERVAL:
       u->probe_interval = strtod(optarg, &end);
@@ -643,7 +754,7 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   if (!executable(u->turnserver))
     return say("--turnserver", "\"%s\" is not an executable file (on PATH or as given)", u->turnserver), 2;
   if (tf_cred_secret_read(&u->secret, secret_file) < 0) return say("--secret-file", "%s", tf_error_last()->message), 2;
-  if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_placement(pool, nodes) < 0)
+  if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_plan(pool, nodes) < 0)
     return tf_pool_free(pool), tf_nodes_free(nodes), 2;
   file_changed(u->pool_file, &u->pool_mtime);
   if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || !(u->state_dir = realpath(state_dir, NULL)) ||
@@ -668,6 +779,7 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   co.state_dir = u->state_dir;
   co.cli_port = u->cli_port;
   co.cli_password = u->cli_password;
+  co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
   tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
   eo.coturn = &co;
   eo.log_dir = u->log_dir;
@@ -685,6 +797,7 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  u->loop_ms = up_now_ms();
   if (!(u->mhd = tool_http_start(u->metrics_addr, http_handler, u)))
     return say("--metrics-addr", "cannot serve on %s", u->metrics_addr), 1;
   return -1;
@@ -704,6 +817,9 @@ int up_main(int argc, char **argv)
   int st = parse_flags(&u, argc, argv, &secret_file, &state_dir);
   if (st < 0) st = start(&u, secret_file, state_dir);
   for (sig_atomic_t seen = 0; st < 0;) {
+    pthread_mutex_lock(&u.mu);
+    u.loop_ms = up_now_ms();
+    pthread_mutex_unlock(&u.mu);
     reap_children(&u);
     take_results(&u);
     if (stop_signals != seen) {
@@ -735,6 +851,7 @@ int up_main(int argc, char **argv)
   free(u.last_status);
   tf_free(u.metrics_text);
   free(u.unhealthy);
+  for (size_t i = 0; i < UP_LOG; i++) free(u.log[i]);
   free(u.state_dir);
   free(u.log_dir);
   pthread_mutex_destroy(&u.mu);

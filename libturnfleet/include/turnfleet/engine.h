@@ -340,7 +340,11 @@ TF_EXTERN(const tf_reconcile *) tf_engine_reconcile(const tf_engine *engine);
 /**
  * The pool status of the last step: tf_reconcile_status_json() with, per
  * relay, `state` (tf_engine_relay_state_name()) and `restarts`, and at the top
- * `desiredReplicas` (the pool's replicas; 0 while shutting down) and `stopping`.
+ * `desiredReplicas` (the pool's replicas; 0 while shutting down),
+ * `placedReplicas` (the relays the plan could place), `stopping`, and
+ * `refusedChange` (why the last pool, nodes or render options change was
+ * refused, the running pool kept; null once a change is accepted). While
+ * shutting down the Ready condition is False (reason `Stopping`, then `Stopped`).
  * @param[out] out release with tf_free()
  * @return 0; TF_EINVALID (also before the first step); TF_ENOMEM
  */
