@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 TURNFLEET = None
 SECRET = "start-secret-19c2e7"
@@ -149,6 +151,46 @@ class TestUpStart(unittest.TestCase):
             self.refused(self.up(1, "{mode: HostNetwork}", "127.0.0.84"), "127.0.0.84 port 3721 (udp): Address already in use")
         finally:
             s.close()
+
+    def test_a_rotated_secret_rolls_the_relays_one_at_a_time(self):
+        out_path = os.path.join(self.dir, "out.log")
+        argv = self.up(2, "{mode: HostNetwork}", "127.0.0.84-85")
+        with open(self.err, "w") as err, open(out_path, "w") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err)
+
+        def events():
+            with open(out_path) as f:
+                return [json.loads(line) for line in f if line.startswith('{"event":"reconcile"')]
+
+        first = wait_for("2 ready relays", lambda: (e := events()) and e[-1]["readyRelays"] == 2 and e[-1], 30)
+        pids = {r["name"]: r["pid"] for r in first["relays"]}
+        seen = len(events())
+        self.write(self.secret, "rotated-secret-77a1\n")
+
+        def rolled():
+            e = events()[-1]
+            return e["readyRelays"] == 2 and all(r["pid"] != pids[r["name"]] for r in e["relays"]) and e
+        wait_for("both relays restarted with the new secret and ready", rolled, 40)
+        for e in events()[seen:]:
+            self.assertLessEqual(sum(r["state"] != "Ready" for r in e["relays"]), 1, e)  # one at a time
+        with open(os.path.join(self.state, [n for n in pids][0], "turnserver.conf")) as f:
+            conf = f.read()
+        self.assertIn('static-auth-secret="rotated-secret-77a1"', conf)
+        self.assertIn('static-auth-secret="%s"' % SECRET, conf)  # the previous one still taken
+        # an empty secret file is reported; the running fleet keeps its secret
+        now = {r["name"]: r["pid"] for r in events()[-1]["relays"]}
+        self.write(self.secret, "")
+        wait_for("the empty secret reported", lambda: "--secret-file" in open(self.err).read(), 10)
+        try:
+            urllib.request.urlopen("http://127.0.0.1:3791/healthz", timeout=5)
+            self.fail("/healthz should fail while the secret file is unusable")
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 503)
+        time.sleep(1.5)  # three probe intervals: nothing restarts
+        self.assertEqual({r["name"]: r["pid"] for r in events()[-1]["relays"]}, now)
+        self.assertEqual(events()[-1]["readyRelays"], 2)
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=30), 0)
 
     def test_an_existing_state_dir_keeps_its_mode(self):
         os.mkdir(self.state, 0o750)

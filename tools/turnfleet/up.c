@@ -62,19 +62,20 @@ typedef struct child {
 } child;
 
 typedef struct up {
-  const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr;
-  char *state_dir, *log_dir, *secret, *last_status;
+  const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr, *secret_file;
+  char *state_dir, *log_dir, *secret, *previous, *last_status; /* secret, previous: wiped */
   char cli_password[33];
   double probe_interval;
   uint16_t cli_port;
   int json, grace_ms, peer_check, allow_loopback_peers;
-  struct timespec pool_mtime;
+  struct timespec pool_mtime, secret_mtime, nodes_mtime;
   tf_engine *engine;
   tf_relayctl_workers *ctl;
   child *children;
   size_t nchildren;
   pthread_mutex_t mu; /* the HTTP thread reads what follows */
-  char *metrics_text, *unhealthy;
+  char *metrics_text;
+  const char *unhealthy[4]; /* why /healthz fails, per source (static strings); NULL: fine */
   struct MHD_Daemon *mhd;
   char *log[UP_LOG]; /* the table's event log, a ring */
   size_t log_next;
@@ -309,11 +310,12 @@ static tf_nodes *load_nodes(up *u, const tf_pool *pool)
   return nodes;
 }
 
-static void set_unhealthy(up *u, const char *why)
+enum { H_POOL, H_NODES, H_SECRET, H_FILES };
+
+static void set_unhealthy(up *u, int source, const char *why)
 {
   pthread_mutex_lock(&u->mu);
-  free(u->unhealthy);
-  u->unhealthy = why ? strdup(why) : NULL;
+  u->unhealthy[source] = why;
   pthread_mutex_unlock(&u->mu);
 }
 
@@ -325,7 +327,7 @@ static void watch_pool(up *u)
   tf_nodes *nodes = pool && u->addresses ? load_nodes(u, pool) : NULL;
   if (pool && (!u->addresses || nodes) && (!nodes || tf_engine_set_nodes(u->engine, nodes) == 0) &&
       tf_engine_set_pool(u->engine, pool) == 0) {
-    set_unhealthy(u, NULL);
+    set_unhealthy(u, H_POOL, NULL);
     if (!u->json) say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
     return;
   }
@@ -346,7 +348,7 @@ static void watch_pool(up *u)
   }
   else if (pool) tf_pool_free(pool);
   say(u->pool_file, "not applied: the running fleet is left as it is");
-  set_unhealthy(u, "the last pool edit was refused");
+  set_unhealthy(u, H_POOL, "the last pool edit was refused");
 }
 
 /* ---- actions ---- */
@@ -428,7 +430,7 @@ static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_se
       tf_probe_options po = TF_PROBE_OPTIONS_INIT;
       tf_addr addr;
       po.uri = a->probe_uris[j];
-      po.secret = u->secret;
+      po.secret = u->previous ? u->previous : u->secret; /* every relay, restarted or not, takes it */
       po.expect_address = a->probe_addresses[j];
       po.family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
       po.expect_port_start = a->ports.start;
@@ -523,7 +525,7 @@ static void publish(up *u)
       free(u->last_status);
       u->last_status = strdup(status);
     }
-    set_unhealthy(u, failed ? "the state directory cannot be written" : NULL);
+    set_unhealthy(u, H_FILES, failed ? "the state directory cannot be written" : NULL);
   }
   if (tf_metrics_new(&m) == 0 && tf_reconcile_metrics(m, rec) == 0 && tf_metrics_to_text(&metrics, m) == 0) {
     pthread_mutex_lock(&u->mu);
@@ -631,7 +633,8 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, cons
   const char *type = "text/plain; charset=utf-8";
   if (!strcmp(url, "/healthz")) {
     int64_t quiet = up_now_ms() - u->loop_ms, limit = (int64_t)(u->probe_interval * 3000) + 20000; /* a stop waits up to 8 s */
-    const char *why = stop_signals ? "stopping" : quiet > limit ? "the runtime loop is stalled" : u->unhealthy;
+    const char *why = stop_signals ? "stopping" : quiet > limit ? "the runtime loop is stalled" : NULL;
+    for (int k = 0; k < 4 && !why; k++) why = u->unhealthy[k];
     code = why ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
     if (asprintf(&body, "%s\n", why ? why : "ok") < 0) body = NULL;
   } else if (!strcmp(url, "/metrics")) {
@@ -732,6 +735,70 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
   return -1;
 }
 
+/* The render options: the current secret, and the one before it while relays may still run with it. */
+static tf_coturn_options coturn_options(up *u, const char *secrets[2])
+{
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  secrets[0] = u->secret;
+  secrets[1] = u->previous;
+  co.secrets = secrets;
+  co.secrets_count = u->previous ? 2 : 1;
+  co.state_dir = u->state_dir;
+  co.cli_port = u->cli_port;
+  co.cli_password = u->cli_password;
+  co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
+  return co;
+}
+
+/* A rotated secret: relays re-render with (new, old) and restart one at a time; an empty or
+ * missing file is reported and the running fleet kept. */
+static void watch_secret(up *u)
+{
+  if (!file_changed(u->secret_file, &u->secret_mtime)) return;
+  char *secret = NULL;
+  if (tf_cred_secret_read(&secret, u->secret_file) < 0) {
+    say("--secret-file", "%s: the running fleet keeps the secret it has", tf_error_last()->message);
+    log_line(u, "secret file unusable: %s", tf_error_last()->message);
+    set_unhealthy(u, H_SECRET, "the secret file cannot be used");
+    return;
+  }
+  if (!strcmp(secret, u->secret)) {
+    tf_secret_free(secret);
+    set_unhealthy(u, H_SECRET, NULL);
+    return;
+  }
+  char *old_previous = u->previous;
+  u->previous = u->secret;
+  u->secret = secret;
+  const char *secrets[2];
+  tf_coturn_options co = coturn_options(u, secrets);
+  if (tf_engine_set_coturn_options(u->engine, &co) < 0) { /* refused: back to what runs */
+    say("--secret-file", "refused: %s", tf_error_last()->message);
+    u->secret = u->previous;
+    u->previous = old_previous;
+    tf_secret_free(secret);
+    set_unhealthy(u, H_SECRET, "the rotated secret was refused");
+    return;
+  }
+  tf_secret_free(old_previous);
+  set_unhealthy(u, H_SECRET, NULL);
+  log_line(u, "secret rotated: relays restart one at a time");
+}
+
+/* A changed --nodes file: a valid inventory the engine accepts replaces the running one. */
+static void watch_nodes(up *u)
+{
+  if (!u->nodes_file || !file_changed(u->nodes_file, &u->nodes_mtime)) return;
+  tf_nodes *nodes = load_nodes(u, tf_engine_pool(u->engine));
+  if (!nodes || tf_engine_set_nodes(u->engine, nodes) < 0) {
+    if (nodes) say(u->nodes_file, "refused: %s", tf_error_last()->message);
+    say(u->nodes_file, "not applied: the running fleet is left as it is");
+    set_unhealthy(u, H_NODES, "the last nodes edit was refused");
+    return;
+  }
+  set_unhealthy(u, H_NODES, NULL);
+}
+
 /* 1 when @p cmd (a path, or a name looked up on PATH) is an executable file. */
 static int executable(const char *cmd)
 {
@@ -753,6 +820,7 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   tf_nodes *nodes = NULL;
   if (!executable(u->turnserver))
     return say("--turnserver", "\"%s\" is not an executable file (on PATH or as given)", u->turnserver), 2;
+  u->secret_file = secret_file;
   if (tf_cred_secret_read(&u->secret, secret_file) < 0) return say("--secret-file", "%s", tf_error_last()->message), 2;
   if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_plan(pool, nodes) < 0)
     return tf_pool_free(pool), tf_nodes_free(nodes), 2;
@@ -772,14 +840,10 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   uint32_t v = 0;
   tf_coturn_version_parse(&v, tf_pool_coturn_version(pool));
   u->grace_ms = (tf_coturn_features(v) & TF_COTURN_GRACEFUL_SIGTERM) ? 8000 : 3000;
-  const char *secrets[1] = {u->secret};
-  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
-  co.secrets = secrets;
-  co.secrets_count = 1;
-  co.state_dir = u->state_dir;
-  co.cli_port = u->cli_port;
-  co.cli_password = u->cli_password;
-  co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
+  const char *secrets[2];
+  tf_coturn_options co = coturn_options(u, secrets);
+  file_changed(u->secret_file, &u->secret_mtime);
+  if (u->nodes_file) file_changed(u->nodes_file, &u->nodes_mtime);
   tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
   eo.coturn = &co;
   eo.log_dir = u->log_dir;
@@ -826,7 +890,7 @@ int up_main(int argc, char **argv)
       (void)tf_engine_shutdown(u.engine, up_now_ms(), seen > 0); /* a second signal: stop at once */
       seen = stop_signals;
     }
-    if (!seen) watch_pool(&u);
+    if (!seen) watch_pool(&u), watch_secret(&u), watch_nodes(&u);
     iterate(&u);
     if (tf_engine_finished(u.engine)) st = 0;
     int64_t wait = tf_engine_next_ms(u.engine) - up_now_ms();
@@ -847,10 +911,10 @@ int up_main(int argc, char **argv)
   tf_relayctl_workers_free(u.ctl);
   tf_engine_free(u.engine);
   tf_secret_free(u.secret);
+  tf_secret_free(u.previous);
   explicit_bzero(u.cli_password, sizeof(u.cli_password));
   free(u.last_status);
   tf_free(u.metrics_text);
-  free(u.unhealthy);
   for (size_t i = 0; i < UP_LOG; i++) free(u.log[i]);
   free(u.state_dir);
   free(u.log_dir);
