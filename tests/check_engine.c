@@ -186,6 +186,13 @@ START_TEST(test_engine__probe_and_count_intervals_run_from_each_result)
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, &a), 1);
   ck_assert_int_eq(a->count, TF_ENGINE_COUNT_CLI); /* 4.6.1 without Prometheus: the CLI */
   ck_assert_uint_ge(a->cli_port, 5766);
+  /* with the relay's own CLI password, the one its config has, never the master */
+  char *pw = NULL, line[96];
+  TF_OK_OR_FAIL(tf_reconcile_cli_password(&pw, "clipw", a->relay));
+  ck_assert_str_eq(a->cli_password, pw);
+  snprintf(line, sizeof(line), "cli-password=\"%s\"", pw);
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(tf_engine_reconcile(e), 0), line));
+  tf_secret_free(pw);
   ck_assert_int_eq(a->timeout_ms, 1000);
   TF_OK_OR_FAIL(tf_engine_count_done(e, a->id, 4, T0 + 1450));
   step(e, T0 + 1450);

@@ -43,7 +43,7 @@ typedef struct tf_eng__relay {
 
 typedef struct tf_eng__action {
   tf_engine_action pub;
-  char *relay, *relay_id, *config, *config_hash, *address; /* config: secret */
+  char *relay, *relay_id, *config, *config_hash, *address, *cli_password; /* config, cli_password: secret */
   char **probe_uris, **probe_addresses;
 } tf_eng__action;
 
@@ -309,6 +309,7 @@ static void tf_eng__actions_clear(tf_engine *e)
     free(a->relay);
     free(a->relay_id);
     tf_secret_free(a->config);
+    tf_secret_free(a->cli_password);
     free(a->config_hash);
     free(a->address);
     tf_eng__strv_free(a->probe_uris, a->pub.probe_count);
@@ -416,6 +417,7 @@ static tf_err tf_eng__reconcile(tf_reconcile **out, const tf_engine *e, const tf
   ro.pressure_threshold = e->opts.pressure_threshold;
   ro.backoff_initial_ms = e->opts.backoff_initial_ms;
   ro.backoff_max_ms = e->opts.backoff_max_ms;
+  ro.cli_password_per_relay = 1; /* a password that reaches a wrong listener opens no other relay */
   rc = tf_reconcile_new(out, pool, nodes, obs, e->stepped ? e->wall_ms : 1, &ro);
   tf_observed_free(obs);
   return rc;
@@ -616,6 +618,7 @@ static void tf_eng__seal(tf_eng__action *a)
   a->pub.address = a->address ? a->address : "";
   a->pub.probe_uris = (const char *const *)a->probe_uris;
   a->pub.probe_addresses = (const char *const *)a->probe_addresses;
+  a->pub.cli_password = a->cli_password;
 }
 
 /* Planned relay @p i's URIs and address texts (copies). */
@@ -754,6 +757,13 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
   return rc;
 }
 
+/* The CLI password of the action's relay, derived as the renderer did. */
+static tf_err tf_eng__cli_password(const tf_engine *e, tf_eng__action *a)
+{
+  if (!e->coturn.cli_password) return TF_OK;
+  return tf_reconcile_cli_password(&a->cli_password, e->coturn.cli_password, a->relay);
+}
+
 static void tf_eng__wake(tf_engine *e, int64_t t)
 {
   if (t > 0 && (e->next_ms == 0 || t < e->next_ms)) e->next_ms = t;
@@ -784,6 +794,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         if (!(a = tf_eng__push(e, TF_ENGINE_DRAIN, r, "Drain"))) return tf_error__nomem();
         a->pub.drain = mode ? TF_ENGINE_DRAIN_MODE : TF_ENGINE_DRAIN_QUOTA;
         a->pub.timeout_ms = e->opts.count_timeout_ms;
+        if (tf_eng__cli_password(e, a) < 0) return tf_error__nomem();
         r->drain_out = a->pub.id;
         tf_eng__seal(a);
       } else {
@@ -815,6 +826,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         if (!(a = tf_eng__push(e, TF_ENGINE_COUNT, r, "Count"))) return tf_error__nomem();
         a->pub.count = metrics ? TF_ENGINE_COUNT_METRICS : TF_ENGINE_COUNT_CLI;
         a->pub.timeout_ms = e->opts.count_timeout_ms;
+        if (!metrics && tf_eng__cli_password(e, a) < 0) return tf_error__nomem();
         a->address = r->address_count ? tf_strdup__(r->addresses[0]) : NULL;
         r->count_out = a->pub.id;
         tf_eng__seal(a);

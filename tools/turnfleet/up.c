@@ -417,7 +417,8 @@ static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_se
              : a->drain == TF_ENGINE_DRAIN_MODE ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE;
     req.address = a->address;
     req.port = req.op == TF_RELAYCTL_COUNT_METRICS ? a->metrics_port : a->cli_port;
-    req.password = u->cli_password;
+    req.password = a->cli_password; /* the relay's own, and only to a listener of its process */
+    req.owner_pid = a->relay_id ? atoi(a->relay_id) : 0;
     req.timeout_ms = (int)a->timeout_ms;
     if (tf_relayctl_workers_submit(u->ctl, &req, a->id) < 0) {
       if (a->kind == TF_ENGINE_COUNT) (void)tf_engine_count_done(u->engine, a->id, -1, now);

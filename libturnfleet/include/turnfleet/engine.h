@@ -231,6 +231,8 @@ typedef struct tf_engine_action {
   int64_t timeout_ms;          /**< PROBE, COUNT, DRAIN: the deadline to give the operation */
   tf_engine_drain_method drain; /**< DRAIN: how */
   tf_engine_count_method count; /**< COUNT: how */
+  const char *cli_password;    /**< COUNT through the CLI, DRAIN: the relay's own CLI password (each relay
+                                    has its own, tf_reconcile_cli_password()); secret: never log it */
 } tf_engine_action;
 
 #define TF_ENGINE_ACTION_VERSION 1
