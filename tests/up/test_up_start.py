@@ -192,6 +192,39 @@ class TestUpStart(unittest.TestCase):
         self.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.proc.wait(timeout=30), 0)
 
+    def test_600_idle_http_clients_do_not_starve_the_fleet(self):
+        import socket
+        argv = self.up(1, "{mode: HostNetwork}", "127.0.0.84")
+        with open(self.err, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        wait_for("a ready relay", lambda: (s := self.status()) and s["readyRelays"] == 1, 30)
+        idle = []
+        try:
+            for _ in range(600):
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", 3791))  # and never send a byte
+                idle.append(c)
+            probe_time = self.status()["relays"][0]["lastProbe"]["time"]
+            # the runtime goes on: new probes pass while the clients sit there
+            st = wait_for("a newer passed probe", lambda: (s := self.status()) and
+                          s["relays"][0]["lastProbe"]["time"] != probe_time and s, 20)
+            self.assertEqual(st["readyRelays"], 1)
+            self.assertTrue(st["relays"][0]["lastProbe"]["ok"])
+        finally:
+            for c in idle:
+                c.close()
+        # and /healthz answers again once they are gone (idle connections are closed after 5 s)
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:3791/healthz", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for("/healthz to answer", healthy, 20)
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=30), 0)
+
     def test_an_existing_state_dir_keeps_its_mode(self):
         os.mkdir(self.state, 0o750)
         os.chmod(self.state, 0o750)
