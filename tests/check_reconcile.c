@@ -32,21 +32,7 @@ static tf_pool *mk_pool(int replicas, int wide, const char *version)
   return tf_test_pool(text);
 }
 
-static tf_nodes *mk_nodes(int n)
-{
-  char json[4096] = "{\"kind\":\"List\",\"items\":[";
-  for (int k = 1; k <= n; k++) {
-    char item[512];
-    snprintf(item, sizeof(item),
-             "%s{\"metadata\":{\"name\":\"n%d\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
-             "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.%d\"}],"
-             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-             k > 1 ? "," : "", k, k);
-    strcat(json, item);
-  }
-  strcat(json, "]}");
-  return tf_test_nodes(json);
-}
+static tf_nodes *mk_nodes(int n) { return tf_test_relay_nodes(n); }
 
 static void identity_of(char *buf, size_t size, int k, int wide)
 {

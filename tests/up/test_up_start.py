@@ -17,6 +17,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+from uphelpers import wait_for
+
 TURNFLEET = None
 SECRET = "start-secret-19c2e7"
 POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
@@ -31,16 +33,6 @@ spec:
   auth: {{realm: start.test, secretRef: {{name: s}}}}
   drainTimeout: 2s
 """
-
-
-def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class TestUpStart(unittest.TestCase):
