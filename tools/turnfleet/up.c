@@ -154,44 +154,6 @@ static tf_pool *load_pool(up *u)
   return pool;
 }
 
-/* "127.0.0.11-13,fd00::1-3,127.0.0.80/30": the last octet (IPv4, decimal) or group (IPv6, hex) may
- * be a range; a CIDR gives its addresses (at most 256 an item). Appends to @p out; -1 when malformed. */
-static int parse_addresses(const char *list, tf_addr *out, size_t *n, size_t max)
-{
-  char *copy = strdup(list), *save = NULL;
-  int ok = copy != NULL;
-  for (char *item = ok ? strtok_r(copy, ",", &save) : NULL; ok && item; item = strtok_r(NULL, ",", &save)) {
-    while (*item == ' ') item++;
-    tf_prefix pre;
-    tf_addr a;
-    unsigned long first, last, count = 0;
-    if (strchr(item, '/')) {
-      ok = tf_prefix_parse(&pre, item) == 0 && (pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits <= 8;
-      a = pre.addr;
-      count = 1ul << ((pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits);
-    } else {
-      char *dash = strrchr(item, '-'), *end = NULL;
-      int v6 = strchr(item, ':') != NULL;
-      last = dash ? strtoul(dash + 1, &end, v6 ? 16 : 10) : 0;
-      if (dash) ok = end != dash + 1 && !*end, *dash = '\0';
-      ok = ok && tf_addr_parse(&a, item) == 0;
-      first = v6 ? ((unsigned long)a.bytes[14] << 8 | a.bytes[15]) : a.bytes[3];
-      if (!dash) last = first;
-      ok = ok && last >= first && last <= (v6 ? 65535ul : 255ul) && last - first <= 255;
-      count = ok ? last - first + 1 : 0;
-    }
-    for (unsigned long k = 0; ok && k < count; k++, (*n)++) {
-      if (*n == max) ok = 0;
-      else out[*n] = a;
-      /* the next address: add one with carry from the last byte */
-      for (int b = a.family == TF_AF_INET ? 3 : 15; b >= 0 && ++a.bytes[b] == 0; b--) {
-      }
-    }
-  }
-  free(copy);
-  return ok && *n ? 0 : -1;
-}
-
 /* The inventory of this host: HostNetwork and PartitionedIP get one Ready node per address (the
  * i-th IPv4 with the i-th IPv6 in DualStack); ExternalIPPool and PodIP one node listing every
  * address (the planner keeps those in the pool's CIDRs). Labelled with the pool's nodeSelector. */
@@ -204,8 +166,8 @@ static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
   const char *keys[64], *values[64];
   for (size_t i = 0; i < nl && i < 64; i++)
     keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
-  int ok = addrs && v4 && v6 && parse_addresses(list, addrs, &n, MAX) == 0 && tf_nodes_new(&nodes) == 0;
-  if (!ok) say("--addresses", "cannot parse \"%s\" (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", list);
+  int ok = addrs && v4 && v6 && tf_addr_list_parse(addrs, MAX, &n, list) == 0 && tf_nodes_new(&nodes) == 0;
+  if (!ok) say("--addresses", "%s (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", tf_error_last()->message);
   for (size_t i = 0; ok && i < n; i++) {
     if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
     else v6[n6++] = addrs[i];
