@@ -143,9 +143,11 @@ START_TEST(test_engine__starts_then_probes_then_counts_on_schedule)
   ck_assert_uint_eq(tf_engine_action_count(e), 0);
   step(e, T0 + 200);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 3);
-  ck_assert_uint_eq(a->probe_count, 1);
+  ck_assert_uint_eq(a->probe_count, 2); /* every listener: udp and tcp on 3478 */
   ck_assert_ptr_nonnull(strstr(a->probe_uris[0], "turn:203.0.113."));
+  ck_assert_ptr_nonnull(strstr(a->probe_uris[1], "?transport=tcp"));
   ck_assert_str_eq(a->probe_addresses[0], a->address);
+  ck_assert_str_eq(a->probe_addresses[1], a->address);
   ck_assert_int_eq(a->timeout_ms, 1000);
   /* the count's first time (T0+500) comes while the probes are out: no count overlaps a probe */
   step(e, T0 + 600);

@@ -84,17 +84,6 @@ static void tf_eng__strv_free(char **v, size_t n)
   free(v);
 }
 
-static char **tf_eng__strv_dup(const char *const *v, size_t n)
-{
-  char **out = calloc(n + 1, sizeof(char *));
-  for (size_t i = 0; out && i < n; i++)
-    if (!(out[i] = tf_strdup__(v[i]))) {
-      tf_eng__strv_free(out, i);
-      return NULL;
-    }
-  return out;
-}
-
 static int tf_eng__set_str(char **dst, const char *src)
 {
   char *copy = src ? tf_strdup__(src) : NULL;
@@ -804,14 +793,23 @@ static tf_err tf_eng__schedule(tf_engine *e)
     if (!r->draining && r->uri_count && r->address_count && !r->probe_out && !r->count_out) {
       if (now >= r->next_probe_ms) {
         if (!(a = tf_eng__push(e, TF_ENGINE_PROBE, r, "Probe"))) return tf_error__nomem();
-        /* one URI per address, through the first listener: both halves of a DualStack relay */
+        /* every listener of every address (both halves of a DualStack relay, turns: too); not DTLS,
+         * which the probe cannot speak */
         size_t per = r->uri_count / r->address_count;
-        a->probe_uris = calloc(r->address_count + 1, sizeof(char *));
-        a->probe_addresses = tf_eng__strv_dup((const char *const *)r->addresses, r->address_count);
+        a->probe_uris = calloc(r->uri_count + 1, sizeof(char *));
+        a->probe_addresses = calloc(r->uri_count + 1, sizeof(char *));
         if (!a->probe_uris || !a->probe_addresses) return tf_error__nomem();
-        for (size_t j = 0; j < r->address_count; j++)
-          if (!(a->probe_uris[j] = tf_strdup__(r->uris[j * per]))) return tf_error__nomem();
-        a->pub.probe_count = r->address_count;
+        for (size_t k = 0; k < r->uri_count; k++) {
+          tf_uri *uri = NULL;
+          int dtls = tf_uri_parse(&uri, r->uris[k]) == 0 && tf_uri_open_mode(uri) == TF_URI_MODE_DTLS;
+          tf_uri_free(uri);
+          if (dtls) continue;
+          size_t j = a->pub.probe_count;
+          a->probe_uris[j] = tf_strdup__(r->uris[k]);
+          a->probe_addresses[j] = tf_strdup__(r->addresses[k / per]);
+          a->pub.probe_count++;
+          if (!a->probe_uris[j] || !a->probe_addresses[j]) return tf_error__nomem();
+        }
         a->address = tf_strdup__(r->addresses[0]);
         a->pub.timeout_ms = e->opts.probe_timeout_ms;
         r->probe_out = a->pub.id;

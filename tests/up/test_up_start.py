@@ -55,8 +55,11 @@ class TestUpStart(unittest.TestCase):
         os.chmod(path, 0o600)
 
     def up(self, replicas, addressing, addresses, *extra):
+        return self.up_with(POOL, replicas, addressing, addresses, *extra)
+
+    def up_with(self, template, replicas, addressing, addresses, *extra):
         pool = os.path.join(self.dir, "pool.yaml")
-        self.write(pool, POOL.format(replicas=replicas, addressing=addressing))
+        self.write(pool, template.format(replicas=replicas, addressing=addressing))
         self.err = os.path.join(self.dir, "err.log")
         return [TURNFLEET, "up", "-f", pool, "--secret-file", self.secret, "--addresses", addresses,
                 "--state-dir", self.state, "--metrics-addr", "127.0.0.1:3791", "--probe-interval", "0.5",
@@ -67,6 +70,10 @@ class TestUpStart(unittest.TestCase):
         self.assertEqual(out.returncode, 2, out.stderr)
         self.assertIn(needle, out.stderr)
         return out.stderr
+
+    def err_text(self):
+        with open(self.err) as f:
+            return f.read()
 
     def status(self):
         try:
@@ -172,7 +179,7 @@ class TestUpStart(unittest.TestCase):
         # an empty secret file is reported; the running fleet keeps its secret
         now = {r["name"]: r["pid"] for r in events()[-1]["relays"]}
         self.write(self.secret, "")
-        wait_for("the empty secret reported", lambda: "--secret-file" in open(self.err).read(), 10)
+        wait_for("the empty secret reported", lambda: "--secret-file" in self.err_text(), 10)
         try:
             urllib.request.urlopen("http://127.0.0.1:3791/healthz", timeout=5)
             self.fail("/healthz should fail while the secret file is unusable")
@@ -216,6 +223,21 @@ class TestUpStart(unittest.TestCase):
         wait_for("/healthz to answer", healthy, 20)
         self.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.proc.wait(timeout=30), 0)
+
+    def test_tls_listeners_need_cert_and_key_and_are_probed_over_turns(self):
+        tls = "{mode: HostNetwork}\n  listeners:\n    - {name: turn, protocol: udp, port: 3721}\n" \
+              "    - {name: turns, protocol: tls, port: 3722, tlsSecretRef: {name: certs}}"
+        pool = POOL.replace("  listeners:\n    - {{name: turn, protocol: udp, port: 3721}}\n", "")
+        self.refused(self.up_with(pool, 1, tls, "127.0.0.86"), "--cert/--key")
+        cert, key = os.path.join(self.dir, "tls.crt"), os.path.join(self.dir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-subj", "/CN=relay-test", "-addext", "subjectAltName=IP:127.0.0.86", "-days", "2",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        st = self.run_until_ready(self.up_with(pool, 1, tls, "127.0.0.86", "--cert", cert, "--key", key,
+                                               "--ca-file", cert), 1)
+        self.assertTrue(st["relays"][0]["lastProbe"]["ok"])
+        with open(self.err) as f:
+            self.assertNotIn("FAIL", f.read())
 
     def test_an_existing_state_dir_keeps_its_mode(self):
         os.mkdir(self.state, 0o750)
