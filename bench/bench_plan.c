@@ -141,7 +141,7 @@ static tf_pool *pool(const char *yaml)
 }
 
 /* Best of REPS for one plan; returns the last plan. */
-static tf_plan *time_plan(const tf_pool *p, const tf_nodes *nodes, const tf_fleet *fleet, double *best)
+static tf_plan *time_plan(const tf_pool *p, const tf_nodes *nodes, const tf_existing *fleet, double *best)
 {
   tf_plan *plan = NULL;
   *best = 1e9;
@@ -212,8 +212,8 @@ int main(int argc, char **argv)
   double t0 = now();
   if (tf_plan_to_json(&out, plan) < 0) die("plan json");
   double json_t = now() - t0;
-  tf_fleet *fleet = NULL;
-  if (tf_fleet_parse(&fleet, out, strlen(out)) < 0) die("fleet");
+  tf_existing *fleet = NULL;
+  if (tf_existing_parse(&fleet, out, strlen(out)) < 0) die("fleet");
   tf_plan *replan = time_plan(hn, nodes, fleet, &replan_t);
   tf_plan *pplan = time_plan(part, nodes, fleet, &part_t);
 
@@ -238,10 +238,10 @@ int main(int argc, char **argv)
   char note[160];
   snprintf(note, sizeof(note), "tf_plan_new HostNetwork, %zu relays, no fleet", tf_plan_relay_count(plan));
   row("plan", plan_t, parse, note);
-  snprintf(note, sizeof(note), "tf_plan_new HostNetwork, previous plan as fleet (%zu kept)", tf_fleet_count(fleet));
+  snprintf(note, sizeof(note), "tf_plan_new HostNetwork, previous plan as fleet (%zu kept)", tf_existing_count(fleet));
   row("replan", replan_t, parse, note);
   snprintf(note, sizeof(note), "tf_plan_new PartitionedIP x4, %zu relays, %zu claims of another pool",
-           tf_plan_relay_count(pplan), tf_fleet_count(fleet));
+           tf_plan_relay_count(pplan), tf_existing_count(fleet));
   row("part", part_t, parse, note);
   row("json", json_t, parse, "tf_plan_to_json of the HostNetwork plan (once)");
   double worst = plan_t > replan_t ? plan_t : replan_t;
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
   tf_plan_free(plan);
   tf_plan_free(replan);
   tf_plan_free(pplan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(hn);
   tf_pool_free(part);
   tf_nodes_free(nodes);

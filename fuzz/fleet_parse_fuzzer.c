@@ -6,8 +6,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  tf_fleet *fleet = NULL;
-  tf_err rc = tf_fleet_parse(&fleet, (const char *)data, size);
+  tf_existing *fleet = NULL;
+  tf_err rc = tf_existing_parse(&fleet, (const char *)data, size);
   if (rc < 0) {
     TF_FUZZ_CHECK((rc == TF_EPROTO || rc == TF_EINVALID) && fleet == NULL);
     return 0;
@@ -21,15 +21,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (rc == 0) {
     char *json = NULL;
     TF_FUZZ_CHECK(tf_plan_to_json(&json, plan) == 0);
-    tf_fleet *back = NULL;
-    TF_FUZZ_CHECK(tf_fleet_parse(&back, json, strlen(json)) == 0);
-    TF_FUZZ_CHECK(tf_fleet_count(back) == tf_plan_relay_count(plan));
-    tf_fleet_free(back);
+    tf_existing *back = NULL;
+    TF_FUZZ_CHECK(tf_existing_parse(&back, json, strlen(json)) == 0);
+    TF_FUZZ_CHECK(tf_existing_count(back) == tf_plan_relay_count(plan));
+    tf_existing_free(back);
     tf_free(json);
   }
   tf_plan_free(plan);
   tf_nodes_free(nodes);
   tf_pool_free(pool);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   return 0;
 }

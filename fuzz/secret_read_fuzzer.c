@@ -35,6 +35,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   TF_FUZZ_CHECK(memcmp(secret, data, n) == 0);
   TF_FUZZ_CHECK(!strpbrk(secret, "\r\n"));
   for (size_t i = n; i < size; i++) TF_FUZZ_CHECK(data[i] == '\r' || data[i] == '\n');
-  tf_cred_secret_free(secret);
+  tf_secret_free(secret);
   return 0;
 }

@@ -19,7 +19,7 @@ static void tf_fuzz_same(const tf_uri *a, const tf_uri *b)
   TF_FUZZ_CHECK(tf_uri_host_kind(a) == tf_uri_host_kind(b));
   TF_FUZZ_CHECK(tf_uri_port(a) == tf_uri_port(b));
   TF_FUZZ_CHECK(strcmp(tf_uri_transport(a), tf_uri_transport(b)) == 0);
-  TF_FUZZ_CHECK(tf_uri_get_mode(a) == tf_uri_get_mode(b));
+  TF_FUZZ_CHECK(tf_uri_open_mode(a) == tf_uri_open_mode(b));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -151,12 +151,12 @@ START_TEST(test_cred__secret_read_one_line)
   tf_test_write(path, "s3cr3t with spaces\r\n", 0600);
   TF_OK_OR_FAIL(tf_cred_secret_read(&secret, path));
   ck_assert_str_eq(secret, "s3cr3t with spaces");
-  tf_cred_secret_free(secret);
+  tf_secret_free(secret);
 
   tf_test_write(path, "no-newline", 0600);
   TF_OK_OR_FAIL(tf_cred_secret_read(&secret, path));
   ck_assert_str_eq(secret, "no-newline");
-  tf_cred_secret_free(secret);
+  tf_secret_free(secret);
 
   secret = NULL;
   tf_test_write(path, "line-one\nline-two\n", 0600);
@@ -180,7 +180,7 @@ START_TEST(test_cred__secret_read_one_line)
   ck_assert_int_eq(tf_cred_secret_read(&secret, path), TF_EIO);
   ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "No such file or directory"));
   ck_assert_ptr_null(secret);
-  tf_cred_secret_free(NULL);
+  tf_secret_free(NULL);
   tf_test_rmtree(dir);
   free(dir);
 }

@@ -280,6 +280,69 @@ START_TEST(test_inventory__invalid_inventories)
 }
 END_TEST
 
+/* An informer adds nodes one by one: the same inventory as the NodeList says. */
+START_TEST(test_inventory__built_node_by_node_like_a_parsed_list)
+{
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_nodes_new(&nodes));
+  const char *keys[] = {"zone", "turnfleet.hzmi.dev/relay-node"}, *values[] = {"a", "true"};
+  tf_addr ext, internal, v6;
+  TF_OK_OR_FAIL(tf_addr_parse(&ext, "203.0.113.9"));
+  TF_OK_OR_FAIL(tf_addr_parse(&internal, "10.0.0.9"));
+  TF_OK_OR_FAIL(tf_addr_parse(&v6, "2001:db8::9"));
+  tf_node_info info = TF_NODE_INFO_INIT;
+  info.name = "n2";
+  info.label_keys = keys;
+  info.label_values = values;
+  info.label_count = 2;
+  info.ready = 1;
+  info.external_ips = &ext;
+  info.external_ip_count = 1;
+  info.internal_ips = &internal;
+  info.internal_ip_count = 1;
+  TF_OK_OR_FAIL(tf_nodes_add(nodes, &info));
+  info.name = "n1"; /* sorted by name whatever the order of arrival */
+  info.label_count = 1;
+  info.external_ip_count = 0;
+  info.relay_addresses = &v6;
+  info.relay_address_count = 1;
+  TF_OK_OR_FAIL(tf_nodes_add(nodes, &info));
+  ck_assert_uint_eq(tf_nodes_count(nodes), 2);
+  ck_assert_str_eq(tf_nodes_name(nodes, 0), "n1");
+  tf_pool *pool = tf_test_pool("spec: {auth: {realm: r, secretRef: {name: s}}}");
+  ck_assert_int_eq(tf_nodes_eligible(nodes, 0, pool), 0); /* n1 lacks the relay-node label */
+  ck_assert_int_eq(tf_nodes_eligible(nodes, 1, pool), 1);
+  tf_addr got;
+  TF_OK_OR_FAIL(tf_nodes_host_address(&got, nodes, 1, TF_AF_INET));
+  ck_assert_int_eq(tf_addr_compare(&got, &ext), 0);
+  TF_OK_OR_FAIL(tf_nodes_host_address(&got, nodes, 0, TF_AF_INET6));
+  ck_assert_int_eq(tf_addr_compare(&got, &v6), 0);
+  /* refused as a whole: a duplicate, a bad name, two relay addresses of one family */
+  ck_assert_int_eq(tf_nodes_add(nodes, &info), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "duplicate"));
+  info.name = "Not_A_Name";
+  ck_assert_int_eq(tf_nodes_add(nodes, &info), TF_EINVALID);
+  tf_addr two[2] = {v6, v6};
+  info.name = "n3";
+  info.relay_addresses = two;
+  info.relay_address_count = 2;
+  ck_assert_int_eq(tf_nodes_add(nodes, &info), TF_EINVALID);
+  info.version = 2;
+  ck_assert_int_eq(tf_nodes_add(nodes, &info), TF_EINVALID);
+  ck_assert_uint_eq(tf_nodes_count(nodes), 2);
+  tf_pool_free(pool);
+  tf_nodes_free(nodes);
+  /* a parsed inventory takes more nodes too */
+  nodes = tf_test_nodes("{\"items\":[{\"metadata\":{\"name\":\"m\"}}]}");
+  info = (tf_node_info)TF_NODE_INFO_INIT;
+  info.name = "a";
+  TF_OK_OR_FAIL(tf_nodes_add(nodes, &info));
+  ck_assert_str_eq(tf_nodes_name(nodes, 0), "a");
+  ck_assert_str_eq(tf_nodes_name(nodes, 1), "m");
+  tf_nodes_free(nodes);
+}
+END_TEST
+
 Suite *tf_test_inventory_suite(void)
 {
   Suite *s = suite_create("inventory");
@@ -292,6 +355,7 @@ Suite *tf_test_inventory_suite(void)
   tcase_add_test(tc, test_inventory__lenient_shapes);
   tcase_add_test(tc, test_inventory__arguments);
   tcase_add_test(tc, test_inventory__invalid_inventories);
+  tcase_add_test(tc, test_inventory__built_node_by_node_like_a_parsed_list);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -32,7 +32,7 @@ static tf_pool *pool_of(const char *name, int replicas, const char *addressing, 
                   name, replicas, addressing, start, end);
 }
 
-static tf_plan *plan_of(const tf_pool *pool, const tf_nodes *nodes, const tf_fleet *fleet)
+static tf_plan *plan_of(const tf_pool *pool, const tf_nodes *nodes, const tf_existing *fleet)
 {
   tf_plan *plan = NULL;
   TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, fleet));
@@ -149,10 +149,10 @@ static tf_nodes *nodes_of(const tnode *nodes, size_t n)
   return out;
 }
 
-static tf_fleet *fleet_new(void)
+static tf_existing *fleet_new(void)
 {
-  tf_fleet *f = NULL;
-  TF_OK_OR_FAIL(tf_fleet_new(&f));
+  tf_existing *f = NULL;
+  TF_OK_OR_FAIL(tf_existing_new(&f));
   return f;
 }
 
@@ -457,8 +457,8 @@ START_TEST(test_plan__salted_name_on_clash)
   tf_nodes *nodes = nodes_of(edge, 1);
   tf_pool *pool = pool_of("demo", 1, LOOP_HN, 49152, 49200);
   /* demo-relay-mb7l6 is held by another identity of this pool (a relay still draining) */
-  tf_fleet *fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
+  tf_existing *fleet = fleet_new();
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
   tf_plan *plan = plan_of(pool, nodes, fleet);
   const tf_relay *r = tf_plan_relay(plan, 0);
   ck_assert_str_eq(tf_relay_identity(r), "203.0.113.7/49152-49200");
@@ -466,21 +466,21 @@ START_TEST(test_plan__salted_name_on_clash)
   ck_assert_str_ne(tf_relay_name(r), "demo-relay-mb7l6");
   ck_assert_int_eq(r->is_new, 1);
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
 
   /* the same when the record names its pool; another pool's name is no clash */
   fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "demo", "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "demo", "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
   plan = plan_of(pool, nodes, fleet);
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 0)), name_for("demo", "203.0.113.7/49152-49200#1"));
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "other", "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "other", "demo-relay-mb7l6", "203.0.113.8/49152-49200", 3, NULL, 0));
   plan = plan_of(pool, nodes, fleet);
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 0)), "demo-relay-mb7l6");
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }
@@ -544,13 +544,13 @@ START_TEST(test_plan__kept_names)
 {
   tf_nodes *nodes = nodes_of(LOOP3, 3);
   tf_pool *pool = pool_of("loop", 3, LOOP_HN, 50000, 50099);
-  tf_fleet *fleet = fleet_new();
+  tf_existing *fleet = fleet_new();
   /* kept whatever the name; the identity is compared in canonical form */
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-first", "127.0.0.12/50000-50099", 4, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-first", "127.0.0.12/50000-50099", 4, NULL, 0));
   /* gone from the inventory: not planned */
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "loop", "loop-relay-gone", "127.0.0.99/50000-50099", 0, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "loop", "loop-relay-gone", "127.0.0.99/50000-50099", 0, NULL, 0));
   /* same address, other range: no longer this pool's identity */
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "", "loop-relay-oldrange", "127.0.0.13/50000-50049", 0, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "", "loop-relay-oldrange", "127.0.0.13/50000-50049", 0, NULL, 0));
   tf_plan *plan = plan_of(pool, nodes, fleet);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 3);
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 0)), name_for("loop", "127.0.0.11/50000-50099"));
@@ -561,26 +561,26 @@ START_TEST(test_plan__kept_names)
   ck_assert_ptr_null(tf_plan_find(plan, "loop-relay-oldrange"));
   ck_assert_ptr_eq(tf_plan_find(plan, "loop-relay-first"), tf_plan_relay(plan, 1));
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
 
   /* two records of one identity: the one with more allocations keeps its name */
   fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-aaaaa", "127.0.0.11/50000-50099", 1, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-bbbbb", "127.0.0.11/50000-50099", 9, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-aaaaa", "127.0.0.11/50000-50099", 1, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-bbbbb", "127.0.0.11/50000-50099", 9, NULL, 0));
   plan = plan_of(pool, nodes, fleet);
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 0)), "loop-relay-bbbbb");
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
 
   /* one name on two identities: one keeps it, the other gets a fresh (salted if needed) name */
   fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-ccccc", "127.0.0.11/50000-50099", 1, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-ccccc", "127.0.0.12/50000-50099", 2, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-ccccc", "127.0.0.11/50000-50099", 1, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-ccccc", "127.0.0.12/50000-50099", 2, NULL, 0));
   plan = plan_of(pool, nodes, fleet);
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 1)), "loop-relay-ccccc");
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 0)), name_for("loop", "127.0.0.11/50000-50099"));
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }
@@ -589,10 +589,10 @@ END_TEST
 START_TEST(test_plan__scale_down_fewest_allocations_first)
 {
   tf_nodes *nodes = nodes_of(LOOP3, 3);
-  tf_fleet *fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-one", "127.0.0.11/50000-50099", 2, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-two", "127.0.0.12/50000-50099", 7, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-three", "127.0.0.13/50000-50099", -1, NULL, 0));
+  tf_existing *fleet = fleet_new();
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-one", "127.0.0.11/50000-50099", 2, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-two", "127.0.0.12/50000-50099", 7, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-three", "127.0.0.13/50000-50099", -1, NULL, 0));
   static const char *const want[] = {"", "loop-relay-two\n", "loop-relay-one\nloop-relay-two\n",
                                      "loop-relay-one\nloop-relay-two\nloop-relay-three\n"};
   for (int replicas = 0; replicas <= 3; replicas++) {
@@ -607,13 +607,13 @@ START_TEST(test_plan__scale_down_fewest_allocations_first)
     tf_plan_free(plan);
     tf_pool_free(pool);
   }
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
 
   /* unknown (-1) counts as 0; a tie drops the larger name first */
   fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-one", "127.0.0.11/50000-50099", 0, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-two", "127.0.0.12/50000-50099", 1, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, NULL, "loop-relay-three", "127.0.0.13/50000-50099", -1, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-one", "127.0.0.11/50000-50099", 0, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-two", "127.0.0.12/50000-50099", 1, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, NULL, "loop-relay-three", "127.0.0.13/50000-50099", -1, NULL, 0));
   tf_pool *pool = pool_of("loop", 2, LOOP_HN, 50000, 50099);
   tf_plan *plan = plan_of(pool, nodes, fleet);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 2);
@@ -621,7 +621,7 @@ START_TEST(test_plan__scale_down_fewest_allocations_first)
   ck_assert_str_eq(tf_relay_name(tf_plan_relay(plan, 1)), "loop-relay-two");
   tf_plan_free(plan);
   tf_pool_free(pool);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_nodes_free(nodes);
 }
 END_TEST
@@ -661,8 +661,8 @@ static char *conflict_case(const char *pool_name, const char *identity, const ui
 {
   tf_nodes *nodes = nodes_of(LOOP3, 3);
   tf_pool *pool = pool_of("loop", 3, LOOP_HN, 50000, 50099);
-  tf_fleet *fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, pool_name, pool_name ? NULL : "loop-relay-x", identity, 0, ports, nports));
+  tf_existing *fleet = fleet_new();
+  TF_OK_OR_FAIL(tf_existing_add(fleet, pool_name, pool_name ? NULL : "loop-relay-x", identity, 0, ports, nports));
   tf_plan *plan = plan_of(pool, nodes, fleet);
   assert_condition(plan, 1, "AddressConflict", status, strcmp(status, "True") ? "NoConflict" : "AddressInUse",
                    message);
@@ -672,7 +672,7 @@ static char *conflict_case(const char *pool_name, const char *identity, const ui
     strcat(got, " ");
   }
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
   return strdup(got);
@@ -710,10 +710,10 @@ START_TEST(test_plan__address_conflict_with_other_pools)
   /* several pools and addresses, listed in address order; placeable excludes them */
   tf_nodes *nodes = nodes_of(LOOP3, 3);
   tf_pool *pool = pool_of("loop", 3, LOOP_HN, 50000, 50099);
-  tf_fleet *fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "green", NULL, "127.0.0.13/50000-50000", 0, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "blue", "blue-relay-1", "127.0.0.13,::1/50099-50200", 0, NULL, 0));
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "blue", "blue-relay-2", "127.0.0.12/50099-50200", 0, NULL, 0));
+  tf_existing *fleet = fleet_new();
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "green", NULL, "127.0.0.13/50000-50000", 0, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "blue", "blue-relay-1", "127.0.0.13,::1/50099-50200", 0, NULL, 0));
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "blue", "blue-relay-2", "127.0.0.12/50099-50200", 0, NULL, 0));
   tf_plan *plan = plan_of(pool, nodes, fleet);
   assert_summary(plan, "relay-a 127.0.0.11/50000-50099 0\n");
   ck_assert_uint_eq(tf_plan_placeable_count(plan), 1);
@@ -722,7 +722,7 @@ START_TEST(test_plan__address_conflict_with_other_pools)
   assert_condition(plan, 1, "AddressConflict", "True", "AddressInUse",
                    "127.0.0.12 is in use by pool blue; 127.0.0.13 is in use by pools blue, green");
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }
@@ -733,15 +733,15 @@ START_TEST(test_plan__address_conflict_partitioned_listener_shift)
   /* slice 1 serves its listeners on 3479: only it meets a claim of 3479 */
   tf_nodes *nodes = nodes_of(LOOP3, 3);
   tf_pool *pool = pool_of("part", 6, "{mode: PartitionedIP, partitionedIP: {relaysPerNode: 2}}", 50000, 50099);
-  tf_fleet *fleet = fleet_new();
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "blue", NULL, "127.0.0.11/3479-3479", 0, NULL, 0));
+  tf_existing *fleet = fleet_new();
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "blue", NULL, "127.0.0.11/3479-3479", 0, NULL, 0));
   tf_plan *plan = plan_of(pool, nodes, fleet);
   assert_summary(plan, "relay-a 127.0.0.11/50000-50049 0\n"
                        "relay-b 127.0.0.12/50000-50049 0\nrelay-b 127.0.0.12/50050-50099 1\n"
                        "relay-c 127.0.0.13/50000-50049 0\nrelay-c 127.0.0.13/50050-50099 1\n");
   ck_assert_uint_eq(tf_plan_placeable_count(plan), 5);
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }
@@ -770,14 +770,14 @@ START_TEST(test_plan__conflict_message_is_bounded)
 {
   tnode many[14];
   char names[14][16], addrs[14][24];
-  tf_fleet *fleet = fleet_new();
+  tf_existing *fleet = fleet_new();
   for (unsigned i = 0; i < 14; i++) {
     snprintf(names[i], sizeof(names[i]), "n%02u", i);
     snprintf(addrs[i], sizeof(addrs[i]), "10.0.1.%u", i + 1);
     many[i] = (tnode){names[i], addrs[i], NULL, NULL, NULL, NULL, "True", 0, 0};
     char identity[64];
     snprintf(identity, sizeof(identity), "10.0.1.%u/50000-50000", i + 1);
-    TF_OK_OR_FAIL(tf_fleet_add(fleet, "blue", NULL, identity, 0, NULL, 0));
+    TF_OK_OR_FAIL(tf_existing_add(fleet, "blue", NULL, identity, 0, NULL, 0));
   }
   tf_nodes *nodes = nodes_of(many, 14);
   tf_pool *pool = pool_of("loop", 1, LOOP_HN, 50000, 50099);
@@ -790,7 +790,7 @@ START_TEST(test_plan__conflict_message_is_bounded)
   tf_plan_free(plan);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
 }
 END_TEST
 
@@ -858,9 +858,9 @@ START_TEST(test_plan__fleet_parses_plan_output)
   tf_pool *pool = tf_test_pool_file("pools/partitioned.yaml");
   tf_plan *plan = plan_of(pool, nodes, NULL);
   char *json = plan_json(plan);
-  tf_fleet *fleet = NULL;
-  TF_OK_OR_FAIL(tf_fleet_parse(&fleet, json, strlen(json)));
-  ck_assert_uint_eq(tf_fleet_count(fleet), tf_plan_relay_count(plan));
+  tf_existing *fleet = NULL;
+  TF_OK_OR_FAIL(tf_existing_parse(&fleet, json, strlen(json)));
+  ck_assert_uint_eq(tf_existing_count(fleet), tf_plan_relay_count(plan));
   ck_assert_str_eq(fleet->items[1].pool, "part");
   ck_assert_str_eq(fleet->items[1].name, tf_relay_name(tf_plan_relay(plan, 1)));
   ck_assert_int_eq(fleet->items[1].allocations, -1);
@@ -883,7 +883,7 @@ START_TEST(test_plan__fleet_parses_plan_output)
   tf_free(json2);
   tf_plan_free(again);
   tf_plan_free(plan);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }
@@ -925,33 +925,33 @@ START_TEST(test_plan__fleet_parse_errors)
       {"[{\"pool\": \"p\",", TF_EPROTO, NULL},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    tf_fleet *fleet = (tf_fleet *)&fleet;
-    tf_err rc = tf_fleet_parse(&fleet, cases[i].json, strlen(cases[i].json));
+    tf_existing *fleet = (tf_existing *)&fleet;
+    tf_err rc = tf_existing_parse(&fleet, cases[i].json, strlen(cases[i].json));
     ck_assert_msg(rc == cases[i].code, "case %zu: %d (%s)", i, rc, tf_error_last()->message);
     if (cases[i].message) ck_assert_str_eq(tf_error_last()->message, cases[i].message);
     ck_assert_ptr_null(fleet);
   }
-  tf_fleet *fleet = NULL;
-  TF_OK_OR_FAIL(tf_fleet_parse(&fleet, "[]", 2));
-  ck_assert_uint_eq(tf_fleet_count(fleet), 0);
-  TF_OK_OR_FAIL(tf_fleet_add(fleet, "p", NULL, "2001:db8::1,203.0.113.1/1-2", -1, NULL, 0));
+  tf_existing *fleet = NULL;
+  TF_OK_OR_FAIL(tf_existing_parse(&fleet, "[]", 2));
+  ck_assert_uint_eq(tf_existing_count(fleet), 0);
+  TF_OK_OR_FAIL(tf_existing_add(fleet, "p", NULL, "2001:db8::1,203.0.113.1/1-2", -1, NULL, 0));
   ck_assert_str_eq(fleet->items[0].identity, "203.0.113.1,2001:db8::1/1-2");
-  ck_assert_int_eq(tf_fleet_add(fleet, NULL, "x", NULL, 0, NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(fleet, NULL, "x", NULL, 0, NULL, 0), TF_EINVALID);
   ck_assert_str_eq(tf_error_last()->message, "identity: required");
-  ck_assert_int_eq(tf_fleet_add(fleet, NULL, "x", "1.2.3.4/9-8", 0, NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(fleet, NULL, "x", "1.2.3.4/9-8", 0, NULL, 0), TF_EINVALID);
   ck_assert_str_eq(tf_error_last()->message, "identity: \"9-8\": end 8 is below start 9");
-  ck_assert_int_eq(tf_fleet_add(fleet, NULL, "x", "1.2.3.4/1-2", -5, NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(fleet, NULL, "x", "1.2.3.4/1-2", -5, NULL, 0), TF_EINVALID);
   ck_assert_str_eq(tf_error_last()->message, "allocations: -5 is not -1 (unknown) or a count");
-  ck_assert_int_eq(tf_fleet_add(fleet, NULL, "Bad_Name", "1.2.3.4/1-2", 0, NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(fleet, NULL, "Bad_Name", "1.2.3.4/1-2", 0, NULL, 0), TF_EINVALID);
   ck_assert_str_eq(tf_error_last()->message, "name: \"Bad_Name\" is not a valid relay name");
-  ck_assert_int_eq(tf_fleet_add(fleet, "p", NULL, "1.2.3.4/1-2", 0, NULL, 2), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(fleet, "p", NULL, "1.2.3.4/1-2", 0, NULL, 2), TF_EINVALID);
   static const uint16_t zero[] = {0};
-  ck_assert_int_eq(tf_fleet_add(fleet, "p", NULL, "1.2.3.4/1-2", 0, zero, 1), TF_EINVALID);
-  ck_assert_int_eq(tf_fleet_add(NULL, "p", NULL, "1.2.3.4/1-2", 0, NULL, 0), TF_EINVALID);
-  ck_assert_uint_eq(tf_fleet_count(fleet), 1);
-  tf_fleet_free(fleet);
-  tf_fleet_free(NULL);
-  ck_assert_uint_eq(tf_fleet_count(NULL), 0);
+  ck_assert_int_eq(tf_existing_add(fleet, "p", NULL, "1.2.3.4/1-2", 0, zero, 1), TF_EINVALID);
+  ck_assert_int_eq(tf_existing_add(NULL, "p", NULL, "1.2.3.4/1-2", 0, NULL, 0), TF_EINVALID);
+  ck_assert_uint_eq(tf_existing_count(fleet), 1);
+  tf_existing_free(fleet);
+  tf_existing_free(NULL);
+  ck_assert_uint_eq(tf_existing_count(NULL), 0);
 }
 END_TEST
 
@@ -1116,7 +1116,7 @@ static int share_address(const tf_relay *a, const tf_relay *b)
   return 0;
 }
 
-static void check_plan_properties(const tf_plan *plan, const tf_pool *pool, const tf_fleet *claims, uint32_t seed)
+static void check_plan_properties(const tf_plan *plan, const tf_pool *pool, const tf_existing *claims, uint32_t seed)
 {
   tf_port_range whole = tf_pool_relay_port_range(pool);
   size_t n = tf_plan_relay_count(plan);
@@ -1148,7 +1148,7 @@ static void check_plan_properties(const tf_plan *plan, const tf_pool *pool, cons
     }
     /* nothing meets another pool's claim */
     for (size_t c = 0; claims && c < claims->count; c++) {
-      const tf_fleet_record *rec = &claims->items[c];
+      const tf_existing_record *rec = &claims->items[c];
       int shared = 0;
       for (size_t x = 0; x < rec->addr_count; x++)
         for (size_t y = 0; y < a->addr_count; y++) shared |= tf_addr_compare(&rec->addrs[x], &a->addrs[y]) == 0;
@@ -1164,7 +1164,7 @@ static void check_plan_properties(const tf_plan *plan, const tf_pool *pool, cons
   }
 }
 
-static void random_claims(rng *r, tf_fleet *fleet)
+static void random_claims(rng *r, tf_existing *fleet)
 {
   uint32_t n = rng_below(r, 6);
   for (uint32_t i = 0; i < n; i++) {
@@ -1175,7 +1175,7 @@ static void random_claims(rng *r, tf_fleet *fleet)
     static const char *const nets[] = {"10.0.0.", "203.0.113.", "198.51.100."};
     snprintf(identity, sizeof(identity), "%s%u/%u-%u", nets[rng_below(r, 3)], 1 + rng_below(r, 40), start, end);
     uint16_t ports[2] = {(uint16_t)(3478 + rng_below(r, 4)), (uint16_t)(5349 + rng_below(r, 4))};
-    TF_OK_OR_FAIL(tf_fleet_add(fleet, rng_below(r, 2) ? "blue" : "green", NULL, identity, 0, ports, rng_below(r, 3)));
+    TF_OK_OR_FAIL(tf_existing_add(fleet, rng_below(r, 2) ? "blue" : "green", NULL, identity, 0, ports, rng_below(r, 3)));
   }
 }
 
@@ -1205,7 +1205,7 @@ START_TEST(test_plan__properties_over_random_inventories)
       order[i] = i;
     }
     tf_pool *pool = random_pool(&r);
-    tf_fleet *claims = fleet_new();
+    tf_existing *claims = fleet_new();
     random_claims(&r, claims);
 
     char *json = nodes_json(t, count, NULL);
@@ -1227,10 +1227,10 @@ START_TEST(test_plan__properties_over_random_inventories)
     json = nodes_json(t, count, order);
     tf_nodes *shuffled = tf_test_nodes(json);
     free(json);
-    tf_fleet *reversed = fleet_new();
+    tf_existing *reversed = fleet_new();
     for (size_t c = claims->count; c > 0; c--) {
-      const tf_fleet_record *rec = &claims->items[c - 1];
-      TF_OK_OR_FAIL(tf_fleet_add(reversed, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
+      const tf_existing_record *rec = &claims->items[c - 1];
+      TF_OK_OR_FAIL(tf_existing_add(reversed, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
                                  rec->listener_port_count));
     }
     tf_plan *plan2 = plan_of(pool, shuffled, reversed);
@@ -1238,11 +1238,11 @@ START_TEST(test_plan__properties_over_random_inventories)
     ck_assert_msg(strcmp(pj, pj2) == 0, "seed %u: plans differ\n%s\n%s", seed, pj, pj2);
 
     /* one more node, the previous plan (and the claims) as fleet: no relay is renamed */
-    tf_fleet *fleet = NULL;
-    TF_OK_OR_FAIL(tf_fleet_parse(&fleet, pj, strlen(pj)));
+    tf_existing *fleet = NULL;
+    TF_OK_OR_FAIL(tf_existing_parse(&fleet, pj, strlen(pj)));
     for (size_t c = 0; c < claims->count; c++) {
-      const tf_fleet_record *rec = &claims->items[c];
-      TF_OK_OR_FAIL(tf_fleet_add(fleet, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
+      const tf_existing_record *rec = &claims->items[c];
+      TF_OK_OR_FAIL(tf_existing_add(fleet, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
                                  rec->listener_port_count));
     }
     json = nodes_json(t, count + 1, NULL);
@@ -1251,10 +1251,10 @@ START_TEST(test_plan__properties_over_random_inventories)
     tf_plan *plan3 = plan_of(pool, grown, fleet);
     check_plan_properties(plan3, pool, claims, seed);
     /* ... whatever the order of the fleet's records */
-    tf_fleet *fleet_rev = fleet_new();
+    tf_existing *fleet_rev = fleet_new();
     for (size_t c = fleet->count; c > 0; c--) {
-      const tf_fleet_record *rec = &fleet->items[c - 1];
-      TF_OK_OR_FAIL(tf_fleet_add(fleet_rev, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
+      const tf_existing_record *rec = &fleet->items[c - 1];
+      TF_OK_OR_FAIL(tf_existing_add(fleet_rev, rec->pool, rec->name, rec->identity, rec->allocations, rec->listener_ports,
                                  rec->listener_port_count));
     }
     tf_plan *plan4 = plan_of(pool, grown, fleet_rev);
@@ -1263,7 +1263,7 @@ START_TEST(test_plan__properties_over_random_inventories)
     tf_free(pj3);
     tf_free(pj4);
     tf_plan_free(plan4);
-    tf_fleet_free(fleet_rev);
+    tf_existing_free(fleet_rev);
     for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
       const tf_relay *old = tf_plan_relay(plan, i);
       const tf_relay *same = tf_plan_find(plan3, tf_relay_name(old));
@@ -1285,9 +1285,9 @@ START_TEST(test_plan__properties_over_random_inventories)
     tf_plan_free(plan);
     tf_plan_free(plan2);
     tf_plan_free(plan3);
-    tf_fleet_free(fleet);
-    tf_fleet_free(reversed);
-    tf_fleet_free(claims);
+    tf_existing_free(fleet);
+    tf_existing_free(reversed);
+    tf_existing_free(claims);
     tf_nodes_free(inv);
     tf_nodes_free(shuffled);
     tf_nodes_free(grown);

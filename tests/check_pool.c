@@ -653,6 +653,71 @@ START_TEST(test_pool__odd_keys_stay_on_one_bounded_line)
 }
 END_TEST
 
+/* What a Pod or Secret builder reads, without a JSON round trip. */
+START_TEST(test_pool__accessors_for_manifest_builders)
+{
+  tf_pool *p = pool_valid("metadata: {name: acc}\n"
+                          "spec:\n"
+                          "  replicas: 3\n"
+                          "  dataplane: {image: \"coturn/coturn:4.6.3\", coturnVersion: \"4.6.3\"}\n"
+                          "  addressing: {mode: ExternalIPPool, externalIPPool: {addresses: [203.0.113.0/29]}}\n"
+                          "  nodeSelector: {pool: edge}\n"
+                          "  listeners: [{name: tls, protocol: tls, port: 5349, tlsSecretRef: {name: certs}}]\n"
+                          "  auth: {realm: r, secretRef: {name: s1, key: k}, previousSecretRef: {name: s0}}\n"
+                          "  quota: {userQuota: 2, totalQuota: 50}\n"
+                          "  peerPolicy: {denyPrivate: false, deny: [198.51.100.0/24]}\n"
+                          "  drainTimeout: 45s\n");
+  ck_assert_str_eq(tf_pool_image(p), "coturn/coturn:4.6.3");
+  const char *name, *key;
+  TF_OK_OR_FAIL(tf_pool_secret_ref(p, 0, &name, &key));
+  ck_assert_str_eq(name, "s1");
+  ck_assert_str_eq(key, "k");
+  TF_OK_OR_FAIL(tf_pool_secret_ref(p, 1, &name, &key));
+  ck_assert_str_eq(name, "s0");
+  ck_assert_str_eq(key, "secret");
+  ck_assert_str_eq(tf_pool_listener_tls_secret(p, 0), "certs");
+  ck_assert_ptr_null(tf_pool_listener_tls_secret(p, 1));
+  ck_assert_uint_eq(tf_pool_node_selector_count(p), 1);
+  ck_assert_str_eq(tf_pool_node_selector_key(p, 0), "pool");
+  ck_assert_str_eq(tf_pool_node_selector_value(p, 0), "edge");
+  ck_assert_ptr_null(tf_pool_node_selector_key(p, 1));
+  ck_assert_ptr_null(tf_pool_pod_network(p));
+  ck_assert_uint_eq(tf_pool_external_prefix_count(p), 1);
+  tf_prefix pre;
+  TF_OK_OR_FAIL(tf_pool_external_prefix(&pre, p, 0));
+  ck_assert_uint_eq(pre.bits, 29);
+  ck_assert_int_eq(tf_pool_external_prefix(&pre, p, 1), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_pool_quota(p, 0), 2);
+  ck_assert_int_eq(tf_pool_quota(p, 1), 50);
+  ck_assert_int_eq(tf_pool_peer_deny_private(p), 0);
+  ck_assert_uint_eq(tf_pool_peer_prefix_count(p, 1), 1);
+  ck_assert_uint_eq(tf_pool_peer_prefix_count(p, 0), 0);
+  TF_OK_OR_FAIL(tf_pool_peer_prefix(&pre, p, 1, 0));
+  ck_assert_uint_eq(pre.bits, 24);
+  ck_assert_int_eq(tf_pool_drain_timeout_ms(p), 45000);
+  /* another replica count, everything else the same */
+  tf_pool *five = NULL;
+  TF_OK_OR_FAIL(tf_pool_with_replicas(&five, p, 5));
+  ck_assert_int_eq(tf_pool_replicas(five), 5);
+  ck_assert_str_eq(tf_pool_name(five), "acc");
+  char *a = NULL, *b = NULL;
+  TF_OK_OR_FAIL(tf_pool_to_json(&a, p));
+  TF_OK_OR_FAIL(tf_pool_to_json(&b, five));
+  ck_assert_ptr_nonnull(strstr(b, "\"replicas\":5"));
+  ck_assert_int_eq(strlen(a), strlen(b));
+  tf_free(a);
+  tf_free(b);
+  tf_pool_free(five);
+  tf_pool_free(p);
+  p = pool_valid("metadata: {name: b}\nspec: {auth: {realm: r, secretRef: {name: s}}}");
+  ck_assert_int_eq(tf_pool_secret_ref(p, 1, &name, NULL), TF_ENOTFOUND);
+  ck_assert_ptr_null(name);
+  ck_assert_int_eq(tf_pool_peer_deny_private(p), 1);
+  ck_assert_str_eq(tf_pool_image(p), "coturn/coturn:4.6.1"); /* the default follows coturnVersion */
+  tf_pool_free(p);
+}
+END_TEST
+
 /* Every input is bounded: bytes and values, each named with the field that raises it. */
 START_TEST(test_pool__input_limits_are_named)
 {
@@ -756,6 +821,7 @@ Suite *tf_test_pool_suite(void)
   tcase_add_test(tc, test_pool__bad_arguments_and_null_pool);
   tcase_add_test(tc, test_pool__validate_counts_the_rest);
   tcase_add_test(tc, test_pool__odd_keys_stay_on_one_bounded_line);
+  tcase_add_test(tc, test_pool__accessors_for_manifest_builders);
   tcase_add_test(tc, test_pool__input_limits_are_named);
   tcase_add_test(tc, test_pool__strings_refused_alike);
   suite_add_tcase(s, tc);

@@ -71,7 +71,7 @@ START_TEST(test_uri__vectors)
     ck_assert_int_eq(tf_uri_port_explicit(u), cJSON_IsTrue(cJSON_GetObjectItem(o, "port_explicit")));
     ck_assert_str_eq(tf_uri_transport(u), tf_vec_str(o, "transport"));
     ck_assert_int_eq(tf_uri_transport_explicit(u), cJSON_IsTrue(cJSON_GetObjectItem(o, "transport_explicit")));
-    ck_assert_str_eq(mode_name(tf_uri_get_mode(u)), tf_vec_str(o, "mode"));
+    ck_assert_str_eq(mode_name(tf_uri_open_mode(u)), tf_vec_str(o, "mode"));
     tf_uri_free(u);
     valid++;
   }
@@ -109,12 +109,12 @@ START_TEST(test_uri__more_cases_from_the_reference_parser)
   ck_assert_int_eq(tf_uri_host_kind(u), TF_URI_HOST_NAME);
   ck_assert_int_eq(tf_uri_port(u), 1);
   ck_assert_str_eq(tf_uri_transport(u), "sctp");
-  ck_assert_int_eq(tf_uri_get_mode(u), TF_URI_MODE_UNSUPPORTED);
+  ck_assert_int_eq(tf_uri_open_mode(u), TF_URI_MODE_UNSUPPORTED);
   tf_uri_free(u);
   TF_OK_OR_FAIL(tf_uri_parse(&u, "turns:[::1]:?Transport=Tcp"));
   ck_assert_int_eq(tf_uri_port(u), 5349);
   ck_assert_int_eq(tf_uri_port_explicit(u), 0);
-  ck_assert_int_eq(tf_uri_get_mode(u), TF_URI_MODE_TLS);
+  ck_assert_int_eq(tf_uri_open_mode(u), TF_URI_MODE_TLS);
   tf_uri_free(u);
   /* a dotted quad with a leading zero is a name, as Python's ipaddress sees it */
   TF_OK_OR_FAIL(tf_uri_parse(&u, "turn:203.0.113.07:65535"));
@@ -153,7 +153,7 @@ START_TEST(test_uri__format_and_parse_back)
     TF_OK_OR_FAIL(tf_addr_parse(&back, tf_uri_host(u)));
     ck_assert_int_eq(tf_addr_compare(&a, &back), 0);
     ck_assert_int_eq(tf_uri_port(u), cases[i].port);
-    ck_assert_int_eq(tf_uri_get_mode(u), cases[i].mode);
+    ck_assert_int_eq(tf_uri_open_mode(u), cases[i].mode);
     ck_assert_int_eq(tf_uri_host_kind(u), a.family == TF_AF_INET ? TF_URI_HOST_IPV4 : TF_URI_HOST_IPV6);
     tf_uri_free(u);
     tf_free(text);

@@ -378,7 +378,7 @@ TF_TEXT_IN(const char *json, size_t len)
 %enddef
 
 TF_STRING_OUT(char **TF_STR_OUT, tf_free)
-TF_STRING_OUT(char **TF_SECRET_OUT, tf_cred_secret_free)
+TF_STRING_OUT(char **TF_SECRET_OUT, tf_secret_free)
 %apply char **TF_STR_OUT { char **out, char **username };
 %apply char **TF_SECRET_OUT { char **password, char **secret_out };
 
@@ -574,7 +574,7 @@ struct TYPE {}; /* SWIG only: a class to hang the destructor on; C sees the opaq
 TF_HANDLE(tf_pool, tf_pool_free)
 TF_HANDLE(tf_problems, tf_problems_free)
 TF_HANDLE(tf_nodes, tf_nodes_free)
-TF_HANDLE(tf_fleet, tf_fleet_free)
+TF_HANDLE(tf_existing, tf_existing_free)
 TF_HANDLE(tf_plan, tf_plan_free)
 TF_HANDLE(tf_capacity, tf_capacity_free)
 TF_HANDLE(tf_uri, tf_uri_free)
@@ -595,7 +595,7 @@ struct tf_relay {};
 /* ---- what is not exposed ---- */
 
 %ignore tf_free;               /* every string is converted and freed by the typemaps */
-%ignore tf_cred_secret_free;
+%ignore tf_secret_free;
 %ignore tf_error_last;         /* read by the tf_err typemap */
 %ignore tf_error;
 %ignore TF__ERR_PLACEHOLDER;
@@ -631,7 +631,7 @@ struct tf_relay {};
 %ignore tf_parse_options_init;
 %ignore tf_pool_parse_with;
 %ignore tf_nodes_parse_with;
-%ignore tf_fleet_parse_with;
+%ignore tf_existing_parse_with;
 /* replaced by helpers that fit Python better */
 %ignore tf_pool_validate;
 %ignore tf_cred_secret_read;
@@ -816,11 +816,11 @@ tf_err tf_py_nodes_parse_with(tf_nodes **out, const void *data, size_t len, size
   return rc < 0 ? rc : tf_nodes_parse_with(out, (const char *)data, len, &o);
 }
 
-tf_err tf_py_fleet_parse_with(tf_fleet **out, const void *data, size_t len, size_t max_bytes, size_t max_values)
+tf_err tf_py_existing_parse_with(tf_existing **out, const void *data, size_t len, size_t max_bytes, size_t max_values)
 {
   tf_parse_options o;
   tf_err rc = tf_py__limits(&o, max_bytes, max_values);
-  return rc < 0 ? rc : tf_fleet_parse_with(out, (const char *)data, len, &o);
+  return rc < 0 ? rc : tf_existing_parse_with(out, (const char *)data, len, &o);
 }
 %}
 

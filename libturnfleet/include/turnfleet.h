@@ -21,5 +21,7 @@
 #include "turnfleet/uri.h"
 #include "turnfleet/probe.h"
 #include "turnfleet/reconcile.h"
+#include "turnfleet/engine.h"
+#include "turnfleet/relayctl.h"
 
 #endif

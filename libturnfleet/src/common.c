@@ -304,3 +304,10 @@ void tf_problems_free(tf_problems *p)
   free(p->items);
   free(p);
 }
+
+void tf_secret_free(char *secret)
+{
+  if (!secret) return;
+  tf_crypto__wipe(secret, strlen(secret));
+  free(secret);
+}

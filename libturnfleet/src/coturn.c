@@ -584,6 +584,9 @@ tf_err tf_coturn_cli_command(char **out, tf_coturn_cli_op op, const char *passwo
   case TF_COTURN_CLI_PRINT_USERS:
     line = strdup("pu\r\n");
     break;
+  case TF_COTURN_CLI_PRINT_SESSIONS:
+    line = strdup("ps\r\n");
+    break;
   default:
     return tf_error__set(TF_EINVALID, "op: %d is not a tf_coturn_cli_op", (int)op);
   }

@@ -161,9 +161,3 @@ tf_err tf_cred_secret_read(char **out, const char *path)
   return TF_OK;
 }
 
-void tf_cred_secret_free(char *secret)
-{
-  if (!secret) return;
-  tf_crypto__wipe(secret, strlen(secret));
-  free(secret);
-}

@@ -394,8 +394,93 @@ tf_err tf_nodes_parse_with(tf_nodes **out, const char *json, size_t len, const t
 void tf_nodes_free(tf_nodes *nodes)
 {
   if (!nodes) return;
+  if (nodes->items_heap) free(nodes->items);
   tf_arena__free(nodes->chunks);
   free(nodes);
+}
+
+tf_err tf_nodes_new(tf_nodes **out)
+{
+  TF_ASSERT_ARG(out);
+  *out = calloc(1, sizeof(**out));
+  if (!*out) return tf_error__nomem();
+  (*out)->items_heap = 1;
+  return TF_OK;
+}
+
+static tf_addr *tf_inventory__addr_copy(struct tf_nodes__chunk **arena, const tf_addr *src, size_t n, int *ok)
+{
+  if (!n) return NULL;
+  tf_addr *dst = tf_arena__alloc(arena, n * sizeof(tf_addr));
+  if (dst) memcpy(dst, src, n * sizeof(tf_addr));
+  else *ok = 0;
+  return dst;
+}
+
+tf_err tf_nodes_add(tf_nodes *nodes, const tf_node_info *info)
+{
+  TF_ASSERT_ARG(nodes);
+  TF_ASSERT_ARG(info);
+  if (info->version == 0 || info->version > TF_NODE_INFO_VERSION)
+    return tf_error__set(TF_EINVALID, "info.version: %u is not a tf_node_info version (1-%d)", info->version,
+                         TF_NODE_INFO_VERSION);
+  if (!info->name || !tf_inventory__valid_name(info->name, 253))
+    return tf_error__set(TF_EINVALID, "info.name: \"%.64s\" is not a lowercase RFC 1123 subdomain",
+                         info->name ? info->name : "");
+  size_t at = 0;
+  while (at < nodes->count && strcmp(nodes->items[at].name, info->name) < 0) at++;
+  if (at < nodes->count && strcmp(nodes->items[at].name, info->name) == 0)
+    return tf_error__set(TF_EINVALID, "info.name: duplicate node \"%s\"", info->name);
+  if (info->label_count && (!info->label_keys || !info->label_values))
+    return tf_error__set(TF_EINVALID, "info.label_keys: required with label_count");
+  for (size_t i = 0; i < info->label_count; i++)
+    if (!info->label_keys[i] || !info->label_values[i])
+      return tf_error__set(TF_EINVALID, "info.label_keys[%zu]: a key and a value are required", i);
+  for (size_t i = 0; i < info->relay_address_count; i++)
+    for (size_t j = 0; j < i; j++)
+      if (info->relay_addresses[i].family == info->relay_addresses[j].family)
+        return tf_error__set(TF_EINVALID, "info.relay_addresses[%zu]: at most one address per family", i);
+  /* room first, so that nothing is added on failure */
+  if (!nodes->items_heap || nodes->count == nodes->cap) {
+    size_t cap = nodes->cap > nodes->count ? nodes->cap : (nodes->count + 1) * 2;
+    tf_node *grown = malloc(cap * sizeof(tf_node));
+    if (!grown) return tf_error__nomem();
+    if (nodes->count) memcpy(grown, nodes->items, nodes->count * sizeof(tf_node));
+    if (nodes->items_heap) free(nodes->items);
+    nodes->items = grown;
+    nodes->items_heap = 1;
+    nodes->cap = cap;
+  }
+  tf_node node;
+  memset(&node, 0, sizeof(node));
+  int ok = (node.name = tf_arena__strdup(&nodes->chunks, info->name)) != NULL;
+  node.ready = info->ready < 0 ? -1 : info->ready ? 1 : 0;
+  node.unschedulable = info->unschedulable ? 1 : 0;
+  if (ok && info->label_count) {
+    node.labels = tf_arena__alloc(&nodes->chunks, info->label_count * sizeof(tf_kv));
+    ok = node.labels != NULL;
+    for (size_t i = 0; ok && i < info->label_count; i++) {
+      node.labels[i].key = tf_arena__strdup(&nodes->chunks, info->label_keys[i]);
+      node.labels[i].value = tf_arena__strdup(&nodes->chunks, info->label_values[i]);
+      ok = node.labels[i].key && node.labels[i].value;
+    }
+    node.label_count = info->label_count;
+    if (ok) qsort(node.labels, node.label_count, sizeof(tf_kv), tf_inventory__kv_cmp);
+  }
+#define TF__COPY(dst, src, n)                                                 \
+  node.dst = tf_inventory__addr_copy(&nodes->chunks, info->src, info->n, &ok); \
+  node.n = info->n
+  TF__COPY(internal_ips, internal_ips, internal_ip_count);
+  TF__COPY(external_ips, external_ips, external_ip_count);
+  TF__COPY(relay_address, relay_addresses, relay_address_count);
+  TF__COPY(external_addresses, external_addresses, external_address_count);
+  TF__COPY(pod_addresses, pod_addresses, pod_address_count);
+#undef TF__COPY
+  if (!ok) return tf_error__nomem(); /* the arena keeps the bytes until the inventory goes */
+  memmove(&nodes->items[at + 1], &nodes->items[at], (nodes->count - at) * sizeof(tf_node));
+  nodes->items[at] = node;
+  nodes->count++;
+  return TF_OK;
 }
 
 size_t tf_nodes_count(const tf_nodes *nodes) { return nodes ? nodes->count : 0; }

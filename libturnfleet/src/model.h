@@ -99,6 +99,8 @@ struct tf_nodes {
   tf_node *items; /* sorted by name, names unique */
   size_t count;
   struct tf_nodes__chunk *chunks; /* arena holding items and everything they point to */
+  size_t cap;     /* built inventories (tf_nodes_add): items is malloc'd with room for cap */
+  int items_heap; /* 1: items is malloc'd, not in the arena */
 };
 
 /* The address a node offers in HostNetwork/PartitionedIP mode for family @p af
@@ -109,7 +111,7 @@ const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
  * (Kubernetes object names: nodes, pools, relays). */
 int tf_inventory__valid_name(const char *s, size_t max);
 
-typedef struct tf_fleet_record {
+typedef struct tf_existing_record {
   char *pool; /* NULL = the pool being planned */
   char *name;
   char *identity;
@@ -119,10 +121,10 @@ typedef struct tf_fleet_record {
   tf_port_range range;
   uint16_t *listener_ports;
   size_t listener_port_count;
-} tf_fleet_record;
+} tf_existing_record;
 
-struct tf_fleet {
-  tf_fleet_record *items;
+struct tf_existing {
+  tf_existing_record *items;
   size_t count;
   size_t cap;
 };

@@ -1,6 +1,6 @@
 /* plan: relay identities per addressing mode, stable names, conflicts.
  *
- * tf_plan_new() is a pure function of (pool, nodes, fleet). Its steps:
+ * tf_plan_new() is a pure function of (pool, nodes, existing relays). Its steps:
  *  1. candidates: every identity the eligible nodes offer, in (node name,
  *     address, range start) order; an address offered by two nodes goes to
  *     the first node only;
@@ -155,18 +155,18 @@ tf_err tf_relay_name_for(char *buf, size_t size, const char *pool, const char *i
   return TF_OK;
 }
 
-/* ---- fleet ---- */
+/* ---- existing relays ---- */
 
-tf_err tf_fleet_new(tf_fleet **out)
+tf_err tf_existing_new(tf_existing **out)
 {
   TF_ASSERT_ARG(out);
-  *out = calloc(1, sizeof(tf_fleet));
+  *out = calloc(1, sizeof(tf_existing));
   return *out ? TF_OK : tf_error__nomem();
 }
 
-size_t tf_fleet_count(const tf_fleet *fleet) { return fleet ? fleet->count : 0; }
+size_t tf_existing_count(const tf_existing *fleet) { return fleet ? fleet->count : 0; }
 
-static void tf_plan__record_free(tf_fleet_record *r)
+static void tf_plan__record_free(tf_existing_record *r)
 {
   free(r->pool);
   free(r->name);
@@ -174,7 +174,7 @@ static void tf_plan__record_free(tf_fleet_record *r)
   free(r->listener_ports);
 }
 
-void tf_fleet_free(tf_fleet *fleet)
+void tf_existing_free(tf_existing *fleet)
 {
   if (!fleet) return;
   for (size_t i = 0; i < fleet->count; i++) tf_plan__record_free(&fleet->items[i]);
@@ -183,7 +183,7 @@ void tf_fleet_free(tf_fleet *fleet)
 }
 
 /* Add a record; @p where prefixes field paths in messages ("relays[2]."). */
-static tf_err tf_plan__fleet_add(tf_fleet *fleet, const char *pool, const char *name, const char *identity,
+static tf_err tf_plan__fleet_add(tf_existing *fleet, const char *pool, const char *name, const char *identity,
                                  int64_t allocations, const uint16_t *ports, size_t port_count, const char *where)
 {
   if (!identity) return tf_error__set(TF_EINVALID, "%sidentity: required", where);
@@ -200,7 +200,7 @@ static tf_err tf_plan__fleet_add(tf_fleet *fleet, const char *pool, const char *
   for (size_t i = 0; i < port_count; i++)
     if (ports[i] == 0) return tf_error__set(TF_EINVALID, "%slistenerPorts[%zu]: 0 is not a port", where, i);
 
-  tf_fleet_record r;
+  tf_existing_record r;
   memset(&r, 0, sizeof(r));
   if (tf_identity__parse(identity, r.addrs, &r.addr_count, &r.range) < 0) {
     char why[512];
@@ -211,7 +211,7 @@ static tf_err tf_plan__fleet_add(tf_fleet *fleet, const char *pool, const char *
   if (tf_identity__format(canonical, sizeof(canonical), r.addrs, r.addr_count, r.range) < 0) return TF_EINVALID;
   if (fleet->count == fleet->cap) {
     size_t cap = fleet->cap ? fleet->cap * 2 : 16;
-    tf_fleet_record *items = realloc(fleet->items, cap * sizeof(*items));
+    tf_existing_record *items = realloc(fleet->items, cap * sizeof(*items));
     if (!items) return tf_error__nomem();
     fleet->items = items;
     fleet->cap = cap;
@@ -231,7 +231,7 @@ static tf_err tf_plan__fleet_add(tf_fleet *fleet, const char *pool, const char *
   return TF_OK;
 }
 
-tf_err tf_fleet_add(tf_fleet *fleet, const char *pool, const char *name, const char *identity, int64_t allocations,
+tf_err tf_existing_add(tf_existing *fleet, const char *pool, const char *name, const char *identity, int64_t allocations,
                     const uint16_t *listener_ports, size_t listener_ports_count)
 {
   TF_ASSERT_ARG(fleet);
@@ -253,7 +253,7 @@ static const cJSON *tf_plan__member(const cJSON *obj, const char *key)
   return cJSON_IsNull(v) ? NULL : v;
 }
 
-static tf_err tf_plan__fleet_record(tf_fleet *fleet, const cJSON *rec, const char *default_pool, const char *where)
+static tf_err tf_plan__fleet_record(tf_existing *fleet, const cJSON *rec, const char *default_pool, const char *where)
 {
   if (!cJSON_IsObject(rec)) return tf_error__set(TF_EINVALID, "%.*s: must be an object", (int)strlen(where) - 1, where);
   const char *s[3] = {default_pool, NULL, NULL};
@@ -306,12 +306,12 @@ static tf_err tf_plan__fleet_record(tf_fleet *fleet, const cJSON *rec, const cha
   return rc;
 }
 
-tf_err tf_fleet_parse(tf_fleet **out, const char *json, size_t len)
+tf_err tf_existing_parse(tf_existing **out, const char *json, size_t len)
 {
-  return tf_fleet_parse_with(out, json, len, NULL);
+  return tf_existing_parse_with(out, json, len, NULL);
 }
 
-tf_err tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const tf_parse_options *opts)
+tf_err tf_existing_parse_with(tf_existing **out, const char *json, size_t len, const tf_parse_options *opts)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(json || len == 0);
@@ -333,8 +333,8 @@ tf_err tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const t
   } else if (!cJSON_IsArray(root)) {
     rc = tf_error__set(TF_EINVALID, "document: must be a list of relay records or an object with `relays`");
   }
-  tf_fleet *fleet = NULL;
-  if (rc == TF_OK) rc = tf_fleet_new(&fleet);
+  tf_existing *fleet = NULL;
+  if (rc == TF_OK) rc = tf_existing_new(&fleet);
   if (rc == TF_OK) {
     size_t i = 0;
     const cJSON *rec;
@@ -347,7 +347,7 @@ tf_err tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const t
   }
   cJSON_Delete(root);
   if (rc < 0) {
-    tf_fleet_free(fleet);
+    tf_existing_free(fleet);
     return rc;
   }
   *out = fleet;
@@ -387,7 +387,7 @@ typedef struct tf_plan__pick {
 typedef struct tf_plan__names {
   tf_map map;
   struct tf_plan__name_info {
-    const tf_fleet_record *holder; /* a fleet record of this pool with the name */
+    const tf_existing_record *holder; /* a fleet record of this pool with the name */
     int holders_differ;            /* records with the name hold different identities */
     int taken;                     /* used in this plan */
   } *info;
@@ -397,7 +397,7 @@ typedef struct tf_plan__names {
 typedef struct tf_plan__work {
   const tf_pool *pool;
   const tf_nodes *nodes;
-  const tf_fleet *fleet;
+  const tf_existing *fleet;
   tf_plan__cand *cands;
   size_t cand_count, cand_cap;
   tf_buf conflicts;      /* the AddressConflict message */
@@ -564,7 +564,7 @@ static tf_err tf_plan__duplicates(tf_plan__work *w)
   return TF_OK;
 }
 
-static int tf_plan__is_other_pool(const tf_fleet_record *r, const char *pool)
+static int tf_plan__is_other_pool(const tf_existing_record *r, const char *pool)
 {
   return r->pool && *r->pool && strcmp(r->pool, pool) != 0;
 }
@@ -574,7 +574,7 @@ static int tf_plan__overlap(tf_port_range a, tf_port_range b) { return a.start <
 static int tf_plan__in(uint16_t port, tf_port_range r) { return port >= r.start && port <= r.end; }
 
 /* Do a candidate's ports (range and shifted listeners) meet a claim's? */
-static int tf_plan__ports_meet(const tf_pool *pool, const tf_plan__cand *c, const tf_fleet_record *claim)
+static int tf_plan__ports_meet(const tf_pool *pool, const tf_plan__cand *c, const tf_existing_record *claim)
 {
   if (tf_plan__overlap(c->range, claim->range)) return 1;
   for (size_t i = 0; i < pool->listener_count; i++) {
@@ -604,7 +604,7 @@ static int tf_plan__hit_cmp(const void *pa, const void *pb)
 /* Other pools' claims: sorted by address, each candidate address binary-searched. */
 static tf_err tf_plan__claims(tf_plan__work *w)
 {
-  const tf_fleet *f = w->fleet;
+  const tf_existing *f = w->fleet;
   size_t n = 0;
   for (size_t i = 0; f && i < f->count; i++)
     if (tf_plan__is_other_pool(&f->items[i], w->pool->name)) n += f->items[i].addr_count;
@@ -634,7 +634,7 @@ static tf_err tf_plan__claims(tf_plan__work *w)
         else hi = mid;
       }
       for (size_t j = lo; j < n && tf_addr_compare(&claims[j].addr, &c->addrs[k]) == 0; j++) {
-        const tf_fleet_record *claim = &f->items[claims[j].owner];
+        const tf_existing_record *claim = &f->items[claims[j].owner];
         if (!tf_plan__ports_meet(w->pool, c, claim)) continue;
         c->state = TF__CAND_CONFLICT;
         if (hit_count == hit_cap) {
@@ -738,7 +738,7 @@ static struct tf_plan__name_info *tf_plan__name(tf_plan__names *t, const char *n
   return &t->info[*at];
 }
 
-static int tf_plan__record_is(const tf_fleet_record *r, const tf_plan__cand *c)
+static int tf_plan__record_is(const tf_existing_record *r, const tf_plan__cand *c)
 {
   return tf_plan__key_cmp(r->addrs, r->addr_count, r->range, c->addrs, c->addr_count, c->range) == 0;
 }
@@ -760,7 +760,7 @@ static tf_err tf_plan__append_condition(tf_plan *plan, const char *type, const c
 static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
 {
   const tf_pool *pool = w->pool;
-  const tf_fleet *f = w->fleet;
+  const tf_existing *f = w->fleet;
   size_t usable = 0;
   for (size_t i = 0; i < w->cand_count; i++) usable += w->cands[i].state == TF__CAND_USABLE;
   size_t own = 0;
@@ -787,7 +787,7 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
     if (w->cands[i].state == TF__CAND_USABLE) index[n++] = (uint32_t)i;
   qsort_r(index, n, sizeof(*index), tf_plan__cand_index_cmp, w->cands);
   for (size_t i = 0; f && i < f->count; i++) {
-    const tf_fleet_record *r = &f->items[i];
+    const tf_existing_record *r = &f->items[i];
     if (tf_plan__is_other_pool(r, pool->name) || !r->name) continue;
     int fresh;
     struct tf_plan__name_info *s = tf_plan__name(&names, r->name, &fresh);
@@ -953,7 +953,7 @@ static tf_err tf_plan__conditions(tf_plan__work *w, tf_plan *plan)
   return tf_plan__append_condition(plan, "AddressConflict", "True", "AddressInUse", msg);
 }
 
-tf_err tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes, const tf_fleet *fleet)
+tf_err tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes, const tf_existing *fleet)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(pool);

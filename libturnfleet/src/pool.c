@@ -1005,7 +1005,7 @@ static tf_err tf_pool__defaults(tf_pool__ctx *c)
   return c->rc;
 }
 
-tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, int format)
+tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format)
 {
   return tf_pool_parse_with(out, text, len, format, NULL);
 }
@@ -1466,7 +1466,96 @@ tf_err tf_pool_to_json(char **out, const tf_pool *pool)
   return TF_OK;
 }
 
+tf_err tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas)
+{
+  TF_ASSERT_ARG(out);
+  *out = NULL;
+  TF_ASSERT_ARG(pool);
+  if (replicas < 0) return tf_error__set(TF_EINVALID, "replicas: must be >= 0, not %lld", (long long)replicas);
+  /* a copy through the canonical form: one parser, so the copy is what a reader of that JSON would get */
+  cJSON *root = tf_pool__json(pool);
+  char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) return tf_error__nomem();
+  tf_pool *copy = NULL;
+  tf_err rc = tf_pool_parse(&copy, text, strlen(text), TF_FORMAT_JSON);
+  cJSON_free(text);
+  if (rc < 0) return rc;
+  copy->replicas = replicas;
+  *out = copy;
+  return TF_OK;
+}
+
 /* ---- accessors ---- */
+
+const char *tf_pool_image(const tf_pool *pool) { return pool && pool->image ? pool->image : ""; }
+
+tf_err tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, const char **key)
+{
+  if (name) *name = NULL;
+  if (key) *key = NULL;
+  TF_ASSERT_ARG(pool);
+  const tf_secret_ref *r = previous ? &pool->previous_secret : &pool->secret;
+  if (!r->name) return tf_error__set(TF_ENOTFOUND, "spec.auth.%s: absent", previous ? "previousSecretRef" : "secretRef");
+  if (name) *name = r->name;
+  if (key) *key = r->key ? r->key : "secret";
+  return TF_OK;
+}
+
+const char *tf_pool_listener_tls_secret(const tf_pool *pool, size_t i)
+{
+  return pool && i < pool->listener_count ? pool->listeners[i].tls_secret : NULL;
+}
+
+size_t tf_pool_node_selector_count(const tf_pool *pool) { return pool ? pool->node_selector_count : 0; }
+
+const char *tf_pool_node_selector_key(const tf_pool *pool, size_t i)
+{
+  return pool && i < pool->node_selector_count ? pool->node_selector[i].key : NULL;
+}
+
+const char *tf_pool_node_selector_value(const tf_pool *pool, size_t i)
+{
+  return pool && i < pool->node_selector_count ? pool->node_selector[i].value : NULL;
+}
+
+const char *tf_pool_pod_network(const tf_pool *pool) { return pool ? pool->pod_network : NULL; }
+
+size_t tf_pool_external_prefix_count(const tf_pool *pool) { return pool ? pool->external_prefix_count : 0; }
+
+static tf_err tf_pool__prefix_at(tf_prefix *out, const tf_prefix *items, size_t n, size_t i, const char *what)
+{
+  TF_ASSERT_ARG(out);
+  if (i >= n) return tf_error__set(TF_ENOTFOUND, "%s[%zu]: out of range (%zu)", what, i, n);
+  *out = items[i];
+  return TF_OK;
+}
+
+tf_err tf_pool_external_prefix(tf_prefix *out, const tf_pool *pool, size_t i)
+{
+  TF_ASSERT_ARG(pool);
+  return tf_pool__prefix_at(out, pool->external_prefixes, pool->external_prefix_count, i,
+                            "spec.addressing.externalIPPool.addresses");
+}
+
+int64_t tf_pool_quota(const tf_pool *pool, int total)
+{
+  return pool ? (total ? pool->total_quota : pool->user_quota) : 0;
+}
+
+int tf_pool_peer_deny_private(const tf_pool *pool) { return pool ? pool->deny_private : 1; }
+
+size_t tf_pool_peer_prefix_count(const tf_pool *pool, int deny)
+{
+  return pool ? (deny ? pool->peer_deny_count : pool->peer_allow_count) : 0;
+}
+
+tf_err tf_pool_peer_prefix(tf_prefix *out, const tf_pool *pool, int deny, size_t i)
+{
+  TF_ASSERT_ARG(pool);
+  return deny ? tf_pool__prefix_at(out, pool->peer_deny, pool->peer_deny_count, i, "spec.peerPolicy.deny")
+              : tf_pool__prefix_at(out, pool->peer_allow, pool->peer_allow_count, i, "spec.peerPolicy.allow");
+}
 
 const char *tf_pool_name(const tf_pool *pool) { return pool && pool->name ? pool->name : ""; }
 

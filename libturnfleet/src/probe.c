@@ -254,7 +254,7 @@ static tf_err popts_new(popts **out, const tf_probe_options *o, tf_uri **uri_out
     return tf_error__set(e->code == TF_ENOMEM ? TF_ENOMEM : TF_EINVALID, "uri: %s", e->message);
   }
   tf_err rc = TF_OK;
-  tf_uri_mode mode = tf_uri_get_mode(uri);
+  tf_uri_mode mode = tf_uri_open_mode(uri);
   const char *user = o->user ? o->user : PROBE_DEFAULT_USER;
   tf_addr expect;
   memset(&expect, 0, sizeof(expect));
@@ -1670,7 +1670,7 @@ static tf_err probe_new(probe **out, popts *c, tf_uri *uri)
   }
   p->opts = c;
   p->uri = uri;
-  p->mode = tf_uri_get_mode(uri);
+  p->mode = tf_uri_open_mode(uri);
   p->res = result_new(c->o.uri);
   if (!p->res) {
     probe_free(p);

@@ -16,6 +16,8 @@
  * No clock (now comes in), no I/O, no randomness; every list is sorted on
  * values, so input order never shows in the output. */
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +65,7 @@ struct tf_observed {
   tf_rec__obs *relays;
   size_t count, cap;
   size_t adds; /* calls of tf_observed_add_relay (for field paths) */
-  tf_fleet *claims;
+  tf_existing *claims;
   size_t claim_adds;
   tf_rec__prev *prev;
   size_t prev_count;
@@ -109,7 +111,7 @@ tf_err tf_observed_new(tf_observed **out)
   TF_ASSERT_ARG(out);
   tf_observed *o = calloc(1, sizeof(*o));
   if (!o) return tf_error__nomem();
-  if (tf_fleet_new(&o->claims) < 0) {
+  if (tf_existing_new(&o->claims) < 0) {
     free(o);
     return tf_error__nomem();
   }
@@ -122,7 +124,7 @@ void tf_observed_free(tf_observed *o)
   if (!o) return;
   for (size_t i = 0; i < o->count; i++) tf_rec__obs_clear(&o->relays[i]);
   free(o->relays);
-  tf_fleet_free(o->claims);
+  tf_existing_free(o->claims);
   tf_rec__prev_free(o->prev, o->prev_count);
   free(o);
 }
@@ -264,7 +266,7 @@ tf_err tf_observed_add_claim(tf_observed *obs, const char *pool, const char *ide
   TF_ASSERT_ARG(obs);
   size_t n = obs->claim_adds;
   if (!pool || !*pool) return tf_error__set(TF_EINVALID, "claims[%zu].pool: required", n);
-  tf_err rc = tf_fleet_add(obs->claims, pool, NULL, identity, -1, listener_ports, listener_ports_count);
+  tf_err rc = tf_existing_add(obs->claims, pool, NULL, identity, -1, listener_ports, listener_ports_count);
   if (rc < 0) {
     char why[512];
     snprintf(why, sizeof(why), "%s", tf_error_last()->message);
@@ -378,8 +380,45 @@ tf_err tf_reconcile_options_init(tf_reconcile_options *opts, unsigned int versio
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_reconcile_options version (1-%d)", version,
                          TF_RECONCILE_OPTIONS_VERSION);
   tf_reconcile_options init = TF_RECONCILE_OPTIONS_INIT;
-  *opts = init;
   opts->version = version;
+  opts->coturn = init.coturn;
+  opts->log_dir = init.log_dir;
+  opts->pressure_threshold = init.pressure_threshold;
+  opts->backoff_initial_ms = init.backoff_initial_ms;
+  opts->backoff_max_ms = init.backoff_max_ms;
+  if (version >= 2) opts->cli_password_per_relay = init.cli_password_per_relay;
+  return TF_OK;
+}
+
+/* The caller's options read field by field up to its version, the rest defaulted: a struct from an
+ * older caller is shorter than ours and is never read past. */
+static void tf_rec__read_options(tf_reconcile_options *dst, const tf_reconcile_options *src)
+{
+  tf_reconcile_options init = TF_RECONCILE_OPTIONS_INIT;
+  *dst = init;
+  dst->version = src->version;
+  dst->coturn = src->coturn;
+  dst->log_dir = src->log_dir;
+  dst->pressure_threshold = src->pressure_threshold;
+  dst->backoff_initial_ms = src->backoff_initial_ms;
+  dst->backoff_max_ms = src->backoff_max_ms;
+  if (src->version >= 2) dst->cli_password_per_relay = src->cli_password_per_relay;
+}
+
+tf_err tf_reconcile_cli_password(char **out, const char *master, const char *relay)
+{
+  TF_ASSERT_ARG(out);
+  *out = NULL;
+  if (!master || !*master || !relay || !*relay) return tf_error__set(TF_EINVALID, "master, relay: required");
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), master, (int)strlen(master), (const unsigned char *)relay, strlen(relay), mac, &len))
+    return tf_error__nomem();
+  char *hex = malloc(33);
+  if (!hex) return tf_error__nomem();
+  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+  tf_crypto__wipe(mac, sizeof(mac));
+  *out = hex;
   return TF_OK;
 }
 
@@ -691,7 +730,12 @@ static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_ob
     if (!r->planned) continue;
     tf_coturn_options copt = *base;
     copt.cli_port = r->cli_port;
-    char *log = NULL;
+    char *log = NULL, *password = NULL;
+    if (o->cli_password_per_relay && base->cli_port && base->cli_password) {
+      tf_err prc = tf_reconcile_cli_password(&password, base->cli_password, r->name);
+      if (prc < 0) return prc;
+      copt.cli_password = password;
+    }
     if (o->log_dir) {
       log = tf_asprintf__("%s/%s.log", o->log_dir, r->name);
       if (!log) return tf_error__nomem();
@@ -699,6 +743,7 @@ static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_ob
     }
     tf_err rc = tf_coturn_render(&r->config, pool, rec->plan, r->name, &copt);
     free(log);
+    tf_secret_free(password);
     if (rc == TF_OK) rc = tf_coturn_config_hash(&r->config_hash, r->config);
     if (rc == TF_OK) rc = tf_rec__relay_uris(r, pool);
     if (rc < 0) {
@@ -1136,6 +1181,9 @@ tf_err tf_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes 
   if (now_ms < 0) return tf_error__set(TF_EINVALID, "now_ms: must be >= 0");
   tf_err rc = tf_rec__check_options(opts);
   if (rc < 0) return rc;
+  tf_reconcile_options read;
+  tf_rec__read_options(&read, opts);
+  opts = &read;
   if ((rc = tf_pool_validate(NULL, pool)) < 0) return rc;
   const char *pool_name = tf_pool_name(pool);
   for (size_t i = 0; obs && i < obs->claims->count; i++)
@@ -1144,27 +1192,27 @@ tf_err tf_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes 
                                         "with tf_observed_add_relay)", i, pool_name);
 
   /* 1. the plan over the fleet of relays that stay, and the claims */
-  tf_fleet *fleet = NULL;
-  if ((rc = tf_fleet_new(&fleet)) < 0) return rc;
+  tf_existing *fleet = NULL;
+  if ((rc = tf_existing_new(&fleet)) < 0) return rc;
   const tf_rec__obs **sorted = calloc((obs ? obs->count : 0) + 1, sizeof(*sorted));
   if (!sorted) {
-    tf_fleet_free(fleet);
+    tf_existing_free(fleet);
     return tf_error__nomem();
   }
   for (size_t i = 0; obs && i < obs->count; i++) sorted[i] = &obs->relays[i];
   qsort(sorted, obs ? obs->count : 0, sizeof(*sorted), tf_rec__obs_ptr_cmp);
   for (size_t i = 0; rc == TF_OK && obs && i < obs->count; i++)
     if (!sorted[i]->draining)
-      rc = tf_fleet_add(fleet, NULL, sorted[i]->name, sorted[i]->identity, sorted[i]->allocations, NULL, 0);
+      rc = tf_existing_add(fleet, NULL, sorted[i]->name, sorted[i]->identity, sorted[i]->allocations, NULL, 0);
   for (size_t i = 0; rc == TF_OK && obs && i < obs->claims->count; i++) {
-    const tf_fleet_record *c = &obs->claims->items[i];
-    rc = tf_fleet_add(fleet, c->pool, c->name, c->identity, -1, c->listener_ports, c->listener_port_count);
+    const tf_existing_record *c = &obs->claims->items[i];
+    rc = tf_existing_add(fleet, c->pool, c->name, c->identity, -1, c->listener_ports, c->listener_port_count);
   }
   free(sorted);
   tf_reconcile *rec = calloc(1, sizeof(*rec));
   if (!rec) rc = rc < 0 ? rc : tf_error__nomem();
   if (rc == TF_OK) rc = tf_plan_new(&rec->plan, pool, nodes, fleet);
-  tf_fleet_free(fleet);
+  tf_existing_free(fleet);
   if (rc == TF_OK) {
     rec->pool_name = strdup(pool_name);
     rec->ns = strdup(tf_pool_namespace(pool));

@@ -211,7 +211,7 @@ const char *tf_uri_transport(const tf_uri *uri) { return uri ? uri->transport : 
 
 int tf_uri_transport_explicit(const tf_uri *uri) { return uri ? uri->transport_explicit : 0; }
 
-tf_uri_mode tf_uri_get_mode(const tf_uri *uri) { return uri ? uri->mode : TF_URI_MODE_UNSUPPORTED; }
+tf_uri_mode tf_uri_open_mode(const tf_uri *uri) { return uri ? uri->mode : TF_URI_MODE_UNSUPPORTED; }
 
 tf_err tf_uri_format(char **out, int secure, const tf_addr *addr, uint16_t port, const char *transport)
 {

@@ -32,7 +32,7 @@ run() {
 
 json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); $1" 2> "$tmp/pyerr"; }
 
-run version 0 version && grep -q '^turnfleet 0\.1\.0$' "$tmp/out" && ok || fail "version output"
+run version 0 version && grep -q '^turnfleet 0\.2\.0$' "$tmp/out" && ok || fail "version output"
 
 run validate 0 validate -f "$pool" &&
   grep -q 'valid TURNPool default/demo: HostNetwork IPv4, 3 replicas, relay ports 50000-50099' "$tmp/out" && ok || fail "validate output: $(cat "$tmp/out")"

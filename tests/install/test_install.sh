@@ -28,14 +28,14 @@ mkdir "$tmp/pc"
 cp "$src/examples/c/plan.c" "$src/examples/c/Makefile" "$tmp/pc/"
 PKG_CONFIG_PATH=$libdir/pkgconfig make -s -C "$tmp/pc" plan
 LD_LIBRARY_PATH=$libdir "$tmp/pc/plan" "$pool" "$nodes" > "$tmp/pc.out"
-grep -q '^libturnfleet 0\.1\.0: pool demo, 3 relays$' "$tmp/pc.out" || { echo "pkg-config build printed:"; cat "$tmp/pc.out"; exit 1; }
+grep -q '^libturnfleet 0\.2\.0: pool demo, 3 relays$' "$tmp/pc.out" || { echo "pkg-config build printed:"; cat "$tmp/pc.out"; exit 1; }
 # it really links the installed shared library
-LD_LIBRARY_PATH=$libdir ldd "$tmp/pc/plan" | grep -q "$libdir/libturnfleet.so.0.1" || { echo "not linked to the installed library"; exit 1; }
+LD_LIBRARY_PATH=$libdir ldd "$tmp/pc/plan" | grep -q "$libdir/libturnfleet.so.0.2" || { echo "not linked to the installed library"; exit 1; }
 
 # 2. find_package(Turnfleet)
 cmake -S "$src/examples/c" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cm.log"
 cmake --build "$tmp/cm" > "$tmp/cm-build.log"
 LD_LIBRARY_PATH=$libdir "$tmp/cm/plan" "$pool" "$nodes" > "$tmp/cm.out"
 cmp "$tmp/pc.out" "$tmp/cm.out" || { echo "pkg-config and find_package builds disagree"; exit 1; }
-echo "install: examples/c built with pkg-config and find_package(Turnfleet) against $(basename "$libdir")/libturnfleet.so.0.1:"
+echo "install: examples/c built with pkg-config and find_package(Turnfleet) against $(basename "$libdir")/libturnfleet.so.0.2:"
 cat "$tmp/cm.out"

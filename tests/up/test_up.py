@@ -17,7 +17,10 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
+
+from uphelpers import alive, wait_for
 
 TURNFLEET = TURNFLEET_PROBE = None
 TURNSERVER = os.environ.get("TF_TEST_TURNSERVER") or "turnserver"
@@ -41,28 +44,6 @@ spec:
   drainTimeout: {drain}
 """
 METRICS = "http://127.0.0.1:3790"
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie of ours is not alive
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class TestUp(unittest.TestCase):
@@ -197,7 +178,8 @@ class TestUp(unittest.TestCase):
         with open(os.path.join(self.state, "iceServers.json")) as f:
             ice = json.load(f)
         self.assertEqual(sorted(u for s in ice for u in s["urls"]), want)
-        text = self.metrics()
+        # counted too (a count waits half a probe interval after a probe)
+        text = wait_for("counts in /metrics", lambda: (t := self.metrics()).count("turnfleet_relay_ports_in_use{") == 3 and t, 10)
         for r in st["relays"]:
             labels = '{namespace="default",pool="e2e",relay="%s"}' % r["name"]
             self.assertIn("turnfleet_relay_ports_total%s 8\n" % labels, text)
@@ -221,7 +203,32 @@ class TestUp(unittest.TestCase):
         self.assertEqual(after["actions"], [])
         with open(self.err.name) as f:
             self.assertIn("spec.replicas", f.read())
+        # valid, but it cannot be rendered (a TLS listener without --cert/--key): refused as a whole,
+        # the running pool still managed, the refusal in status.json, the events and /healthz
+        tls = POOL.format(replicas=3, drain="5s", version=VERSION).replace(
+            "- {name: turn-tcp, protocol: tcp, port: 3701}",
+            "- {name: turn-tls, protocol: tls, port: 3702, tlsSecretRef: {name: certs}}")
+        self.write_pool(3, text=tls)
+        ev = wait_for("the refusal reported", lambda: [e for e in self.lines() if e["event"] == "poolRefused"], 10)
+        self.assertIn("cert", ev[-1]["message"])
+        st = wait_for("the refusal in status.json", lambda: (s := self.status()) and s.get("refusedChange") and s, 10)
+        self.assertEqual(st["readyRelays"], 3)
+        self.assertEqual(sorted(self.uris()), sorted(uris))
+        try:
+            urllib.request.urlopen(METRICS + "/healthz", timeout=5)
+            self.fail("/healthz should fail after a refused pool edit")
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 503)
+            self.assertIn(b"refused", e.read())
         self.write_pool(3)  # valid again, unchanged fleet
+        wait_for("the refusal cleared", lambda: (s := self.status()) and s.get("refusedChange") is None, 10)
+        # every event says desired vs placed replicas and every condition with reason and message
+        last = self.last()
+        self.assertEqual((last["desiredReplicas"], last["placedReplicas"]), (3, 3))
+        conds = {c["type"]: c for c in last["conditions"]}
+        self.assertEqual(sorted(conds), sorted(["Ready", "ProbeSucceeded", "CapacityPressure", "AddressConflict",
+                                                "ReachableFromVantage"]))
+        self.assertTrue(all(c["reason"] and c["message"] for c in conds.values()))
 
     def test_3_killed_relay_restarted(self):
         ev = wait_for("a ready fleet", lambda: (e := self.last()) and e["readyRelays"] == 3 and e, 10)
@@ -231,7 +238,7 @@ class TestUp(unittest.TestCase):
         def restarted():
             e = self.last()
             r = [r for r in e["relays"] if r["name"] == victim["name"]]
-            return r and r[0]["pid"] not in (0, victim["pid"]) and r[0]["state"] == "ready" and r[0]
+            return r and r[0]["pid"] not in (0, victim["pid"]) and r[0]["state"] == "Ready" and r[0]
 
         r = wait_for("the relay restarted and ready", restarted, 20)
         self.assertEqual(r["restarts"], 1)
@@ -244,7 +251,7 @@ class TestUp(unittest.TestCase):
         held_at = len([e for e in self.lines() if e["event"] == "reconcile"])
 
         def all_counted(e):
-            return all((r.get("allocations") or 0) >= 2 for r in e["relays"] if r["state"] != "stopped")
+            return all((r.get("allocations") or 0) >= 2 for r in e["relays"] if r["state"] != "Draining")
 
         wait_for("held allocations counted", lambda: all_counted(self.last()), 10)
         s = wait_for("held allocations in status.json", lambda: (s := self.status()) and all(
@@ -330,7 +337,7 @@ class TestUp(unittest.TestCase):
         uris_before = set(self.uris())
         # coturn 4.18 drains itself: a long deadline, so its exit cannot be the deadline's doing
         self.write_pool(2, drain="120s" if DRAIN_MODE else "8s")
-        ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "draining"], 10)
+        ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "Draining"], 10)
         gone = ev[0]["name"]
         t_drain = time.monotonic()
         st = self.status()
@@ -382,8 +389,11 @@ class TestUp(unittest.TestCase):
         for name, pid in pids.items():
             if name != gone:
                 self.assertTrue(alive(pid), name)
-        ev = [e for e in self.lines() if e["event"] == "reconcile"][-1]
-        self.assertEqual(ev["actions"], [], "the drained relay left no restart behind")
+        # the drained relay left no restart behind: the events after its stop start nothing
+        wait_for("an event after the stop", lambda: self.last()["actions"] == [], 10)
+        evs = [e for e in self.lines() if e["event"] == "reconcile"]
+        stop = max(i for i, e in enumerate(evs) if any(a.startswith("stop %s" % gone) for a in e["actions"]))
+        self.assertEqual([a for e in evs[stop + 1:] for a in e["actions"]], [], "the drained relay left no restart behind")
 
     def test_6_no_secret_in_argv_output_or_files(self):
         for pid in os.listdir("/proc"):
@@ -428,6 +438,8 @@ class TestUp(unittest.TestCase):
         self.assertEqual(out.strip(), "")
         st = self.status()
         self.assertEqual((st["readyRelays"], st["relays"]), (0, []))
+        ready = {c["type"]: c for c in st["conditions"]}["Ready"]
+        self.assertEqual((ready["status"], ready["reason"]), ("False", "Stopped"))  # a stopped fleet is not Ready
 
     def test_8_no_coturn_complained_about_its_config(self):
         logs = os.path.join(self.state, "logs")

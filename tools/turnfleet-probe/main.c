@@ -14,6 +14,7 @@
 
 #include <turnfleet.h>
 
+#include "tool_io.h"
 #include "secure.h"
 
 #define PROG "turnfleet-probe"
@@ -34,16 +35,7 @@ static const char usage_text[] =
     "See docs/probe.md.\n";
 
 /* "turnfleet-probe: <what>: <why>" on stderr. */
-__attribute__((format(printf, 2, 3))) static void complain(const char *what, const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  if (what) fprintf(stderr, "%s: ", what);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
+#define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 typedef struct cli {
   const char *uri, *secret_file, *secret_env, *user, *expect_address, *ca_file;
@@ -95,7 +87,7 @@ static int load_secret(cli *c)
 
 static void wipe_secret(cli *c)
 {
-  tf_cred_secret_free(c->secret);
+  tf_secret_free(c->secret);
   c->secret = NULL;
 }
 

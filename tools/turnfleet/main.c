@@ -13,6 +13,7 @@
 
 #include <turnfleet.h>
 
+#include "tool_io.h"
 #include "secure.h"
 #include "up.h"
 
@@ -39,16 +40,7 @@ static const char usage_text[] =
   "See docs/cli.md.\n";
 
 /* "turnfleet: <what>: <why>" on stderr. */
-__attribute__((format(printf, 2, 3))) static void complain(const char *what, const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  if (what) fprintf(stderr, "%s: ", what);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
+#define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
@@ -106,7 +98,7 @@ typedef struct cli {
   int prometheus; /* render: coturn's exporter (a build that has it) */
   tf_pool *pool;
   tf_nodes *nodes;
-  tf_fleet *fleet;
+  tf_existing *fleet;
   tf_plan *plan;
 } cli;
 
@@ -162,7 +154,7 @@ static int load_plan(cli *c)
   if (c->existing_file) {
     text = read_file(c->existing_file, &len, c->limits.max_bytes);
     if (!text) return EXIT_BAD_INPUT;
-    rc = tf_fleet_parse_with(&c->fleet, text, len, &c->limits);
+    rc = tf_existing_parse_with(&c->fleet, text, len, &c->limits);
     free(text);
     if (rc < 0) return parse_failed(c->existing_file);
   }
@@ -328,7 +320,7 @@ static int cmd_capacity(cli *c)
   return 0;
 }
 
-/* A secret file (one line); NULL after a message. Release with tf_cred_secret_free(). */
+/* A secret file (one line); NULL after a message. Release with tf_secret_free(). */
 static char *read_secret(const char *flag, const char *path)
 {
   char *secret = NULL;
@@ -393,9 +385,9 @@ static int cmd_render(cli *c)
   } else {
     fputs(conf, stdout);
   }
-  tf_cred_secret_free(conf); /* the config holds the secret: wipe it too */
+  tf_secret_free(conf); /* the config holds the secret: wipe it too */
 done:
-  for (size_t i = 0; i < n; i++) tf_cred_secret_free(secrets[i]);
+  for (size_t i = 0; i < n; i++) tf_secret_free(secrets[i]);
   return st;
 }
 
@@ -466,7 +458,7 @@ int main(int argc, char **argv)
     complain(NULL, "cannot disable core dumps: %s", strerror(errno));
     return 1;
   }
-  if (!strcmp(cmd, "up")) return tf_up_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "up")) return up_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
                       : !strcmp(cmd, "plan")   ? cmd_plan
                       : !strcmp(cmd, "capacity") ? cmd_capacity
@@ -521,7 +513,7 @@ int main(int argc, char **argv)
 
   int st = run(&c);
   tf_plan_free(c.plan);
-  tf_fleet_free(c.fleet);
+  tf_existing_free(c.fleet);
   tf_nodes_free(c.nodes);
   tf_pool_free(c.pool);
   return st;

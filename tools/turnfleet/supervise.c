@@ -16,14 +16,18 @@
 
 #include "up.h"
 
-int64_t tf_up_now_ms(void)
+static int64_t clock_ms(clockid_t id)
 {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(id, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-pid_t tf_up_spawn(const char *turnserver, const char *conf, const char *log_path)
+int64_t up_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+int64_t up_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+pid_t up_spawn(const char *turnserver, const char *conf, const char *log_path)
 {
   int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (logfd < 0) return -1;
@@ -53,7 +57,7 @@ pid_t tf_up_spawn(const char *turnserver, const char *conf, const char *log_path
   return pid;
 }
 
-int tf_up_stop(pid_t pid, int grace_ms)
+int up_stop(pid_t pid, int grace_ms)
 {
   int status = 0;
   if (pid <= 0) return -1;
@@ -61,12 +65,12 @@ int tf_up_stop(pid_t pid, int grace_ms)
     pid_t r = waitpid(pid, &status, WNOHANG);
     return r == pid ? status : -1;
   }
-  int64_t deadline = tf_up_now_ms() + grace_ms;
+  int64_t deadline = up_now_ms() + grace_ms;
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) return status;
     if (r < 0 && errno != EINTR) return -1;
-    if (tf_up_now_ms() >= deadline) break;
+    if (up_now_ms() >= deadline) break;
     struct timespec ts = {0, 20 * 1000000};
     nanosleep(&ts, NULL);
   }
@@ -76,14 +80,14 @@ int tf_up_stop(pid_t pid, int grace_ms)
   return status;
 }
 
-pid_t tf_up_reap(int *status)
+pid_t up_reap(int *status)
 {
   pid_t r = waitpid(-1, status, WNOHANG);
   if (r < 0 && errno == ECHILD) return -1;
   return r < 0 ? 0 : r;
 }
 
-int tf_up_capture(const char *cmd, const char *arg, char *buf, size_t size, int timeout_ms)
+int up_capture(const char *cmd, const char *arg, char *buf, size_t size, int timeout_ms)
 {
   int fds[2];
   if (size == 0 || pipe2(fds, O_CLOEXEC) < 0) return -1;
@@ -104,9 +108,9 @@ int tf_up_capture(const char *cmd, const char *arg, char *buf, size_t size, int 
   }
   close(fds[1]);
   size_t len = 0;
-  int64_t deadline = tf_up_now_ms() + timeout_ms;
+  int64_t deadline = up_now_ms() + timeout_ms;
   for (;;) {
-    int64_t left = deadline - tf_up_now_ms();
+    int64_t left = deadline - up_now_ms();
     struct pollfd p = {fds[0], POLLIN, 0};
     if (left <= 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR)) break;
     char chunk[4096];

@@ -1,44 +1,55 @@
-/* turnfleet up: the local runtime. One loop: observe (children, probes,
- * allocation counts), tf_reconcile_new(), carry out its actions, write
- * status.json / turn-uris / iceServers.json atomically, serve /metrics, print.
- * Secrets live only in the 0600 relay configs and in memory. */
+/* turnfleet up: the local runtime, a thin driver of the library's fleet
+ * engine. It feeds the engine facts (children started and reaped, probe and
+ * count results, the pool and nodes files) and carries out its actions with
+ * processes, files, the coturn CLI (relayctl workers) and probes; it writes
+ * status.json / turn-uris / iceServers.json atomically, serves /metrics and
+ * /healthz, and prints a table or JSON events. Secrets live only in the 0600
+ * relay configs and in memory. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "secure.h"
+#include "tool_http.h"
+#include "tool_io.h"
 #include "up.h"
 
 #define PROG "turnfleet up"
-#define MAX_FAIL_CODES 16
+#define say(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 static const char up_usage[] =
   "usage: turnfleet up -f POOL --secret-file F [--addresses LIST | --nodes NODES] [--state-dir DIR]\n"
   "                    [--metrics-addr ADDR:PORT] [--probe-interval S] [--cli-port PORT]\n"
-  "                    [--turnserver PATH] [--name NAME] [--json]\n"
+  "                    [--turnserver PATH] [--name NAME] [--peer-check [--allow-loopback-peers]]\n"
+  "                    [--cert F --key F [--ca-file F]] [--json]\n"
   "  --addresses   this host's relay addresses: 127.0.0.11-13, 127.0.0.11,127.0.0.12, fd00::1-3\n"
   "  --state-dir   configs (0600), logs, status.json, turn-uris, iceServers.json (default ./turnfleet-state)\n"
   "  --metrics-addr  /metrics and /healthz (default 127.0.0.1:9650)\n"
-  "  --probe-interval  seconds between probe rounds (default 5; fractions allowed)\n"
-  "  --cli-port    first loopback CLI port, one per relay, for counting and drain (default 5766)\n"
+  "  --probe-interval  seconds between a relay's probes (default 5; fractions allowed)\n"
+  "  --cli-port    first loopback CLI port of the relays: counting and drain (default 5766)\n"
+  "  --peer-check  probes also send data through each relay to a second allocation\n"
+  "  --allow-loopback-peers  let coturn relay to loopback peers (test fleets on 127.0.0.0/8 only)\n"
+  "  --cert/--key  the relays' TLS certificate and key (required with tls listeners)\n"
+  "  --ca-file     what the probes verify the relays' certificate with (default: the system's CAs)\n"
+
   "  --turnserver  the coturn to run (default turnserver on PATH), or a wrapper such as\n"
   "                tools/dev/turnserver-rootfs; its --version must be the pool's coturnVersion\n";
 
@@ -50,212 +61,55 @@ static void on_signal(int sig)
   stop_signals++;
 }
 
-typedef struct relay_rt {
-  char *name, *identity, *config_hash, *address;
-  uint16_t cli_port, metrics_port, port_start, port_end;
+#define UP_LOG 12
+
+typedef struct child {
+  char *name;
   pid_t pid;
-  int64_t started_ms, exited_ms, restarts;
-  int draining;
-  int64_t draining_since_ms, allocations, probe_ms;
-  int probe_ok, probe_error_code, saw_508;
-  char *probe_message;
-  int fail_codes[MAX_FAIL_CODES];
-  int64_t fail_counts[MAX_FAIL_CODES];
-  size_t nfail;
-  char **uris;
-  size_t nuris;
-} relay_rt;
+} child;
 
 typedef struct up {
-  const char *pool_file, *name, *addresses, *nodes_file, *turnserver;
-  char *state_dir, *log_dir, *secret, *status_json;
+  const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr, *secret_file, *ca_file;
+  char *cert, *key;
+  char *state_dir, *log_dir, *secret, *previous, *last_status; /* secret, previous: wiped */
   char cli_password[33];
-  const char *metrics_addr;
   double probe_interval;
   uint16_t cli_port;
-  int json;
-  tf_pool *pool, *shutdown_pool;
-  struct timespec pool_mtime;
-  off_t pool_size;
-  tf_nodes *nodes;
-  uint32_t features;
+  int json, grace_ms, peer_check, allow_loopback_peers;
+  struct timespec pool_mtime, secret_mtime, nodes_mtime;
+  tf_engine *engine;
+  tf_relayctl_workers *ctl;
+  child *children;
+  size_t nchildren;
+  pthread_mutex_t mu; /* the HTTP thread reads what follows */
   uint32_t ts_version, ts_build; /* the turnserver that runs: its version and TF_COTURN_BUILD_* bits */
   char ts_version_text[64];
-  relay_rt *relays;
-  size_t nrelays;
-  int64_t next_probe_ms;
-  pthread_mutex_t mu;
   char *metrics_text;
+  const char *unhealthy[4]; /* why /healthz fails, per source (static strings); NULL: fine */
   struct MHD_Daemon *mhd;
-  int lock_fd;
+  char *log[UP_LOG]; /* the table's event log, a ring */
+  size_t log_next;
+  int64_t loop_ms;   /* when the loop last went round (for /healthz) */
+  char **acts; /* the last step's lifecycle actions, printed after the next step */
+  size_t nacts;
+  int event_due;
 } up;
 
-__attribute__((format(printf, 2, 3))) static void say(const char *what, const char *fmt, ...)
+/* A line of the table's event log, stamped with the time (the JSON events carry their own). */
+__attribute__((format(printf, 2, 3))) static void log_line(up *u, const char *fmt, ...)
 {
+  char when[16], *text = NULL;
+  time_t t = time(NULL);
+  struct tm tm;
+  strftime(when, sizeof(when), "%H:%M:%S", localtime_r(&t, &tm));
   va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  if (what) fprintf(stderr, "%s: ", what);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  if (vasprintf(&text, fmt, ap) < 0) text = NULL;
   va_end(ap);
-  fputc('\n', stderr);
-}
-
-static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
-
-static char *join(const char *a, const char *b)
-{
-  size_t n = strlen(a) + strlen(b) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", a, b);
-  return p;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    if (n + 1 >= cap) {
-      char *bigger = realloc(buf, cap * 2);
-      if (!bigger) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = bigger;
-      cap *= 2;
-    }
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    if (r == 0) break;
-    n += r;
-  }
-  fclose(f);
-  if (buf) buf[n] = '\0';
-  if (len) *len = n;
-  return buf;
-}
-
-/* Write dir/name through dir/.name.tmp + rename, so readers never see half a file. */
-static int write_atomic(const char *dir, const char *name, const char *data, mode_t mode)
-{
-  char tmp[4096], path[4096];
-  snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return -1;
-  size_t len = strlen(data), off = 0;
-  int ok = fchmod(fd, mode) == 0;
-  while (ok && off < len) {
-    ssize_t w = write(fd, data + off, len - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) ok = 0;
-    else off += (size_t)w;
-  }
-  if (close(fd) < 0) ok = 0;
-  if (!ok || rename(tmp, path) < 0) {
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
-}
-
-/* ---- inventory from --addresses ---- */
-
-/* "127.0.0.11-13,127.0.0.20,fd00::1-3": the last octet (IPv4, decimal) or
- * group (IPv6, hex) may be a range. Appends canonical texts to a cJSON array. */
-static int parse_addresses(const char *list, cJSON *out)
-{
-  char *copy = strdup(list), *save = NULL;
-  int rc = copy ? 0 : -1;
-  for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; item && !rc; item = strtok_r(NULL, ",", &save)) {
-    while (*item == ' ') item++;
-    char *dash = strrchr(item, '-');
-    unsigned long last = 0;
-    if (dash) {
-      char *end;
-      int v6 = strchr(item, ':') != NULL;
-      last = strtoul(dash + 1, &end, v6 ? 16 : 10);
-      if (end == dash + 1 || *end) rc = -1;
-      *dash = '\0';
-    }
-    tf_addr a;
-    if (rc || tf_addr_parse(&a, item) < 0) {
-      rc = -1;
-      break;
-    }
-    unsigned long first = a.family == TF_AF_INET ? a.bytes[3] : ((unsigned long)a.bytes[14] << 8 | a.bytes[15]);
-    if (!dash) last = first;
-    if (last < first || last > (a.family == TF_AF_INET ? 255ul : 65535ul) || last - first > 255) {
-      rc = -1;
-      break;
-    }
-    for (unsigned long v = first; v <= last; v++) {
-      if (a.family == TF_AF_INET) a.bytes[3] = (uint8_t)v;
-      else a.bytes[14] = (uint8_t)(v >> 8), a.bytes[15] = (uint8_t)v;
-      char text[TF_ADDR_STRLEN];
-      tf_addr_format(text, sizeof(text), &a);
-      cJSON_AddItemToArray(out, cJSON_CreateString(text));
-    }
-  }
-  free(copy);
-  if (!rc && cJSON_GetArraySize(out) == 0) rc = -1;
-  return rc;
-}
-
-/* A NodeList with one Ready node per address, labelled with the pool's nodeSelector. */
-static int nodes_from_addresses(tf_nodes **out, const char *list, const tf_pool *pool)
-{
-  char *pool_json = NULL;
-  cJSON *addrs = cJSON_CreateArray(), *doc = NULL, *root = NULL;
-  int rc = -1;
-  if (!addrs || parse_addresses(list, addrs) < 0) {
-    say("--addresses", "cannot parse \"%s\" (want e.g. 127.0.0.11-13,127.0.0.20 or fd00::1-3)", list);
-    goto done;
-  }
-  if (tf_pool_to_json(&pool_json, pool) < 0 || !(doc = cJSON_Parse(pool_json))) goto done;
-  const cJSON *selector = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "spec"), "nodeSelector");
-  root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "apiVersion", "v1");
-  cJSON_AddStringToObject(root, "kind", "List");
-  cJSON *items = cJSON_AddArrayToObject(root, "items");
-  int i = 0;
-  const cJSON *a;
-  cJSON_ArrayForEach(a, addrs)
-  {
-    char name[32];
-    snprintf(name, sizeof(name), "local-%03d", ++i);
-    cJSON *node = cJSON_CreateObject();
-    cJSON_AddItemToArray(items, node);
-    cJSON_AddStringToObject(node, "apiVersion", "v1");
-    cJSON_AddStringToObject(node, "kind", "Node");
-    cJSON *meta = cJSON_AddObjectToObject(node, "metadata");
-    cJSON_AddStringToObject(meta, "name", name);
-    cJSON_AddItemToObject(meta, "labels", selector ? cJSON_Duplicate(selector, 1) : cJSON_CreateObject());
-    cJSON *status = cJSON_AddObjectToObject(node, "status");
-    cJSON *na = cJSON_AddArrayToObject(status, "addresses");
-    cJSON *ip = cJSON_CreateObject();
-    cJSON_AddStringToObject(ip, "type", "InternalIP");
-    cJSON_AddStringToObject(ip, "address", a->valuestring);
-    cJSON_AddItemToArray(na, ip);
-    cJSON *conds = cJSON_AddArrayToObject(status, "conditions");
-    cJSON *ready = cJSON_CreateObject();
-    cJSON_AddStringToObject(ready, "type", "Ready");
-    cJSON_AddStringToObject(ready, "status", "True");
-    cJSON_AddItemToArray(conds, ready);
-  }
-  char *text = cJSON_PrintUnformatted(root);
-  if (text && tf_nodes_parse(out, text, strlen(text)) == 0) rc = 0;
-  else say("--addresses", "%s", text ? tf_error_last()->message : "out of memory");
+  free(u->log[u->log_next]);
+  if (text && asprintf(&u->log[u->log_next], "%s %s", when, text) < 0) u->log[u->log_next] = NULL;
   free(text);
-done:
-  cJSON_Delete(root);
-  cJSON_Delete(doc);
-  cJSON_Delete(addrs);
-  tf_free(pool_json);
-  return rc;
+  u->log_next = (u->log_next + 1) % UP_LOG;
 }
 
 /* ---- the turnserver ---- */
@@ -265,7 +119,7 @@ done:
 static int detect_turnserver(up *u)
 {
   char out[512];
-  int n = tf_up_capture(u->turnserver, "--version", out, sizeof(out), 15000);
+  int n = up_capture(u->turnserver, "--version", out, sizeof(out), 15000);
   if (n < 0) {
     say("--turnserver", "cannot run %s: %s", u->turnserver, strerror(errno));
     return -1;
@@ -280,7 +134,7 @@ static int detect_turnserver(up *u)
   snprintf(u->ts_version_text, sizeof(u->ts_version_text), "%s", first);
   size_t size = 256 * 1024;
   char *help = malloc(size);
-  n = help ? tf_up_capture(u->turnserver, "-h", help, size, 15000) : -1;
+  n = help ? up_capture(u->turnserver, "-h", help, size, 15000) : -1;
   if (n < 0 || tf_coturn_build_features(&u->ts_build, help, (size_t)n) < 0) {
     say("--turnserver", "%s -h: %s", u->turnserver, n < 0 ? strerror(errno) : tf_error_last()->message);
     free(help);
@@ -300,37 +154,38 @@ static int coturn_mismatch(const up *u, const tf_pool *pool, char *why, size_t s
            "spec.dataplane.coturnVersion: \"%s\" contradicts the turnserver this runs: %s is coturn %s "
            "(set coturnVersion to it, or give --turnserver a coturn %s)",
            want ? want : "", u->turnserver, u->ts_version_text, want ? want : "of that version");
-  say(u->pool_file, "%s", why);
   return 1;
 }
 
-/* ---- the pool file ---- */
+/* ---- files ---- */
 
-/* Parse and validate; NULL with the problems reported when invalid. */
-static tf_pool *load_pool(up *u, int json_report)
+static int file_changed(const char *path, struct timespec *seen)
+{
+  struct stat st;
+  if (stat(path, &st) < 0 || (st.st_mtim.tv_sec == seen->tv_sec && st.st_mtim.tv_nsec == seen->tv_nsec)) return 0;
+  *seen = st.st_mtim;
+  return 1;
+}
+
+/* Parse and validate the pool file; NULL with every problem reported when it is not a valid pool. */
+static tf_pool *load_pool(up *u)
 {
   size_t len;
-  char *text = slurp(u->pool_file, &len);
+  char *text = tool_read_file(u->pool_file, &len);
   tf_pool *pool = NULL;
   tf_problems *problems = NULL;
   cJSON *report = cJSON_CreateArray();
+  char line[1024];
   if (!text) {
-    say(u->pool_file, "cannot read: %s", strerror(errno));
-    cJSON_AddItemToArray(report, cJSON_CreateString("cannot read the file"));
-  } else if (tf_pool_parse(&pool, text, len, TF_FORMAT_AUTO) < 0 ||
-             (u->name && tf_pool_set_name(pool, u->name) < 0)) {
-    say(u->pool_file, "%s", tf_error_last()->message);
-    cJSON_AddItemToArray(report, cJSON_CreateString(tf_error_last()->message));
-    tf_pool_free(pool);
-    pool = NULL;
-  } else if (tf_pool_validate(&problems, pool) < 0) {
+    snprintf(line, sizeof(line), "cannot read: %s", strerror(errno));
+    cJSON_AddItemToArray(report, cJSON_CreateString(line));
+  } else if (tf_pool_parse(&pool, text, len, TF_FORMAT_AUTO) < 0 || (u->name && tf_pool_set_name(pool, u->name) < 0) ||
+             tf_pool_validate(&problems, pool) < 0) {
     for (size_t i = 0; i < tf_problems_count(problems); i++) {
-      char line[1024];
       snprintf(line, sizeof(line), "%s: %s", tf_problems_path(problems, i), tf_problems_message(problems, i));
-      say(u->pool_file, "%s", line);
       cJSON_AddItemToArray(report, cJSON_CreateString(line));
     }
-    if (!tf_problems_count(problems)) say(u->pool_file, "%s", tf_error_last()->message);
+    if (!tf_problems_count(problems)) cJSON_AddItemToArray(report, cJSON_CreateString(tf_error_last()->message));
     tf_pool_free(pool);
     pool = NULL;
   }
@@ -340,16 +195,18 @@ static tf_pool *load_pool(up *u, int json_report)
     tf_pool_free(pool);
     pool = NULL;
   }
-  if (!pool && json_report && u->json) {
+  const cJSON *p;
+  cJSON_ArrayForEach(p, report) say(u->pool_file, "%s", p->valuestring);
+  if (!pool && u->json && u->engine) {
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "poolInvalid");
     cJSON_AddStringToObject(ev, "file", u->pool_file);
     cJSON_AddItemToObject(ev, "problems", report);
     report = NULL;
-    char *line = cJSON_PrintUnformatted(ev);
-    if (line) printf("%s\n", line);
+    char *out = cJSON_PrintUnformatted(ev);
+    if (out) printf("%s\n", out);
     fflush(stdout);
-    free(line);
+    free(out);
     cJSON_Delete(ev);
   }
   cJSON_Delete(report);
@@ -358,421 +215,405 @@ static tf_pool *load_pool(up *u, int json_report)
   return pool;
 }
 
-static int pool_changed(up *u)
+/* The inventory of this host: HostNetwork and PartitionedIP get one Ready node per address (the
+ * i-th IPv4 with the i-th IPv6 in DualStack); ExternalIPPool and PodIP one node listing every
+ * address (the planner keeps those in the pool's CIDRs). Labelled with the pool's nodeSelector. */
+static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
 {
-  struct stat st;
-  if (stat(u->pool_file, &st) < 0) return 0;
-  if (st.st_mtim.tv_sec == u->pool_mtime.tv_sec && st.st_mtim.tv_nsec == u->pool_mtime.tv_nsec &&
-      st.st_size == u->pool_size)
-    return 0;
-  u->pool_mtime = st.st_mtim;
-  u->pool_size = st.st_size;
-  return 1;
-}
-
-static int load_nodes(up *u, const tf_pool *pool, tf_nodes **out)
-{
-  if (u->addresses) return nodes_from_addresses(out, u->addresses, pool);
-  size_t len;
-  char *text = slurp(u->nodes_file, &len);
-  if (!text) {
-    say(u->nodes_file, "cannot read: %s", strerror(errno));
-    return -1;
-  }
-  int rc = tf_nodes_parse(out, text, len) < 0 ? -1 : 0;
-  if (rc) say(u->nodes_file, "%s", tf_error_last()->message);
-  free(text);
-  return rc;
-}
-
-/* Re-read a changed pool file: a valid one replaces the current pool; an invalid one changes nothing. */
-static void watch_pool(up *u)
-{
-  if (!pool_changed(u)) return;
-  tf_pool *pool = load_pool(u, 1);
-  if (!pool) {
-    say(u->pool_file, "invalid: the running fleet is left as it is");
-    return;
-  }
+  enum { MAX = 1024 };
+  tf_addr *addrs = calloc(MAX, sizeof(tf_addr)), *v4 = calloc(MAX, sizeof(tf_addr)), *v6 = calloc(MAX, sizeof(tf_addr));
+  size_t n = 0, n4 = 0, n6 = 0, nl = tf_pool_node_selector_count(pool);
   tf_nodes *nodes = NULL;
-  if (u->addresses && load_nodes(u, pool, &nodes) < 0) {
-    tf_pool_free(pool);
-    return;
+  const char *keys[64], *values[64];
+  for (size_t i = 0; i < nl && i < 64; i++)
+    keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
+  int ok = addrs && v4 && v6 && tf_addr_list_parse(addrs, MAX, &n, list) == 0 && tf_nodes_new(&nodes) == 0;
+  if (!ok) say("--addresses", "%s (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", tf_error_last()->message);
+  for (size_t i = 0; ok && i < n; i++) {
+    if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
+    else v6[n6++] = addrs[i];
   }
-  tf_pool_free(u->pool);
-  u->pool = pool;
-  if (nodes) {
-    tf_nodes_free(u->nodes);
-    u->nodes = nodes;
+  tf_mode mode = tf_pool_mode(pool);
+  int listed = mode == TF_MODE_EXTERNAL_IP_POOL || mode == TF_MODE_POD_IP;
+  int dual = tf_pool_family(pool) == TF_FAMILY_DUAL_STACK;
+  size_t nodes_wanted = listed ? 1 : dual ? (n4 < n6 ? n4 : n6) : n;
+  for (size_t i = 0; ok && i < nodes_wanted; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), listed ? "local" : "local-%03zu", i + 1);
+    tf_addr pair[2] = {v4[i < n4 ? i : 0], v6[i < n6 ? i : 0]};
+    tf_node_info info = TF_NODE_INFO_INIT;
+    info.name = name;
+    info.label_keys = keys;
+    info.label_values = values;
+    info.label_count = nl < 64 ? nl : 64;
+    info.ready = 1;
+    info.internal_ips = listed ? addrs : dual ? pair : &addrs[i];
+    info.internal_ip_count = listed ? n : dual ? 2 : 1;
+    if (mode == TF_MODE_EXTERNAL_IP_POOL) info.external_addresses = addrs, info.external_address_count = n;
+    if (mode == TF_MODE_POD_IP) info.pod_addresses = addrs, info.pod_address_count = n;
+    ok = tf_nodes_add(nodes, &info) == 0;
   }
-  u->features = 0;
-  uint32_t v;
-  if (tf_coturn_version_parse(&v, tf_pool_coturn_version(pool)) == 0) u->features = tf_coturn_features(v);
-  if (!u->json) {
-    say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
-  } else {
-    printf("{\"event\":\"poolReloaded\",\"replicas\":%lld,\"drainTimeoutMs\":%lld}\n",
-           (long long)tf_pool_replicas(pool), (long long)tf_pool_drain_timeout_ms(pool));
-    fflush(stdout);
-  }
-}
-
-/* The pool with replicas 0: what SIGINT/SIGTERM reconciles to, so the core drains every relay. */
-static tf_pool *pool_scaled_to_zero(const tf_pool *pool)
-{
-  char *json = NULL;
-  tf_pool *zero = NULL;
-  if (tf_pool_to_json(&json, pool) < 0) return NULL;
-  cJSON *doc = cJSON_Parse(json);
-  cJSON *spec = cJSON_GetObjectItemCaseSensitive(doc, "spec");
-  if (spec) cJSON_ReplaceItemInObjectCaseSensitive(spec, "replicas", cJSON_CreateNumber(0));
-  char *text = spec ? cJSON_PrintUnformatted(doc) : NULL;
-  if (text && tf_pool_parse(&zero, text, strlen(text), TF_FORMAT_JSON) < 0) zero = NULL;
-  if (zero && *tf_pool_name(pool) && tf_pool_set_name(zero, tf_pool_name(pool)) < 0) {
-    tf_pool_free(zero);
-    zero = NULL;
-  }
-  free(text);
-  cJSON_Delete(doc);
-  tf_free(json);
-  return zero;
-}
-
-/* ---- relays ---- */
-
-static relay_rt *find_relay(up *u, const char *name)
-{
-  for (size_t i = 0; i < u->nrelays; i++)
-    if (!strcmp(u->relays[i].name, name)) return &u->relays[i];
+  free(addrs);
+  free(v4);
+  free(v6);
+  if (ok) return nodes;
+  tf_nodes_free(nodes);
   return NULL;
 }
 
-static void relay_clear(relay_rt *r)
-{
-  free(r->name);
-  free(r->identity);
-  free(r->config_hash);
-  free(r->address);
-  free(r->probe_message);
-  for (size_t j = 0; j < r->nuris; j++) free(r->uris[j]);
-  free(r->uris);
-  memset(r, 0, sizeof(*r));
-}
-
-static void relay_forget(up *u, relay_rt *r)
-{
-  size_t i = (size_t)(r - u->relays);
-  relay_clear(r);
-  memmove(&u->relays[i], &u->relays[i + 1], (u->nrelays - i - 1) * sizeof(*r));
-  u->nrelays--;
-}
-
-static relay_rt *relay_add(up *u, const char *name)
-{
-  relay_rt *grown = realloc(u->relays, (u->nrelays + 1) * sizeof(*grown));
-  if (!grown) return NULL;
-  u->relays = grown;
-  relay_rt *r = &u->relays[u->nrelays++];
-  memset(r, 0, sizeof(*r));
-  r->name = strdup(name);
-  r->allocations = -1;
-  return r;
-}
-
-static int grace_ms(const up *u) { return (u->features & TF_COTURN_GRACEFUL_SIGTERM) ? 8000 : 3000; }
-
-static void relay_paths(const up *u, const char *name, char *conf, char *out, size_t size)
-{
-  snprintf(conf, size, "%s/%s/turnserver.conf", u->state_dir, name);
-  snprintf(out, size, "%s/%s.out", u->log_dir, name);
-}
-
-static void relay_kill(up *u, relay_rt *r)
-{
-  if (r->pid > 0) tf_up_stop(r->pid, grace_ms(u));
-  r->pid = 0;
-}
-
-/* START (or the second half of RESTART): config 0600, then turnserver -c. */
-static int relay_start(up *u, const tf_reconcile *rec, size_t i, int64_t now)
-{
-  const char *name = tf_reconcile_relay_name(rec, i);
-  const char *config = tf_reconcile_relay_config(rec, i);
-  const tf_relay *planned = tf_plan_find(tf_reconcile_plan(rec), name);
-  if (!config || !planned) return -1;
-  relay_rt *r = find_relay(u, name);
-  if (r && r->pid > 0) relay_kill(u, r);
-  if (!r && !(r = relay_add(u, name))) return -1;
-  else if (r->exited_ms && !r->draining) r->restarts++;
-  char dir[4096], conf[4096], out[4096];
-  snprintf(dir, sizeof(dir), "%s/%s", u->state_dir, name);
-  relay_paths(u, name, conf, out, sizeof(conf));
-  if (mkdir(dir, 0700) < 0 && errno != EEXIST) return -1;
-  if (write_atomic(dir, "turnserver.conf", config, 0600) < 0) {
-    say(name, "cannot write its config: %s", strerror(errno));
-    return -1;
-  }
-  free(r->identity);
-  free(r->config_hash);
-  free(r->address);
-  r->identity = xstrdup(tf_relay_identity(planned));
-  r->config_hash = xstrdup(tf_reconcile_relay_config_hash(rec, i));
-  tf_addr a;
-  char text[TF_ADDR_STRLEN] = "";
-  if (tf_relay_address(&a, planned, 0) == 0) tf_addr_format(text, sizeof(text), &a);
-  r->address = strdup(text);
-  tf_port_range range = tf_relay_port_range(planned);
-  r->port_start = range.start;
-  r->port_end = range.end;
-  r->cli_port = tf_reconcile_relay_cli_port(rec, i);
-  r->metrics_port = tf_reconcile_relay_metrics_port(rec, i);
-  for (size_t j = 0; j < r->nuris; j++) free(r->uris[j]);
-  free(r->uris);
-  r->nuris = tf_reconcile_relay_uri_count(rec, i);
-  r->uris = calloc(r->nuris ? r->nuris : 1, sizeof(char *));
-  for (size_t j = 0; r->uris && j < r->nuris; j++) r->uris[j] = xstrdup(tf_reconcile_relay_uri(rec, i, j));
-  if (!r->uris) r->nuris = 0;
-  r->draining = 0;
-  r->draining_since_ms = 0;
-  r->allocations = -1;
-  r->probe_ms = 0;
-  r->probe_ok = 0;
-  r->probe_error_code = 0;
-  r->saw_508 = 0;
-  free(r->probe_message);
-  r->probe_message = NULL;
-  r->started_ms = now;
-  r->pid = tf_up_spawn(u->turnserver, conf, out);
-  if (r->pid < 0) {
-    say(name, "cannot start %s: %s", u->turnserver, strerror(errno));
-    r->pid = 0;
-    r->exited_ms = now;
-    return -1;
-  }
-  return 0;
-}
-
-static void relay_drain(up *u, relay_rt *r, int64_t now)
-{
-  if (r->pid > 0) {
-    if (u->features & TF_COTURN_DRAIN) {
-      kill(r->pid, SIGUSR1); /* >= 4.6.3 only: it kills older versions */
-    } else if (!r->cli_port || tf_up_cli_refuse_allocations(r->cli_port, u->cli_password, 2000) < 0) {
-      say(r->name, "could not refuse new allocations through its CLI; draining by its URI only");
-    }
-  }
-  r->draining = 1;
-  r->draining_since_ms = now;
-}
-
-static void relay_stop(up *u, relay_rt *r)
-{
-  char conf[4096], out[4096];
-  relay_paths(u, r->name, conf, out, sizeof(conf));
-  relay_kill(u, r);
-  unlink(conf); /* the only copy of the secret on disk goes with the relay */
-  relay_forget(u, r);
-}
-
-/* A child that died: remember when, so the core restarts it after its backoff. */
-static void reap_children(up *u, int64_t now)
-{
-  int status;
-  pid_t pid;
-  while ((pid = tf_up_reap(&status)) > 0) {
-    for (size_t i = 0; i < u->nrelays; i++) {
-      if (u->relays[i].pid != pid) continue;
-      relay_rt *r = &u->relays[i];
-      r->pid = 0;
-      r->exited_ms = now;
-      if (!u->json)
-        say(r->name, "turnserver %d exited (%s %d)", (int)pid, WIFSIGNALED(status) ? "signal" : "status",
-            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    }
-  }
-}
-
-/* ---- probes and counts ---- */
-
-static void probe_round(up *u)
-{
-  tf_probe_set *set = NULL;
-  relay_rt **probed = calloc(u->nrelays ? u->nrelays : 1, sizeof(*probed));
-  size_t n = 0;
-  if (!probed || tf_probe_set_new(&set, 16) < 0) {
-    free(probed);
-    return;
-  }
-  int timeout = (int)(u->probe_interval * 1000);
-  timeout = timeout < 1000 ? 1000 : timeout > 4000 ? 4000 : timeout;
-  for (size_t i = 0; i < u->nrelays; i++) {
-    relay_rt *r = &u->relays[i];
-    if (r->pid <= 0 || r->draining || !r->nuris) continue;
-    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
-    po.uri = r->uris[0];
-    po.secret = u->secret;
-    po.expect_address = r->address;
-    po.expect_port_start = r->port_start;
-    po.expect_port_end = r->port_end;
-    po.timeout_ms = timeout;
-    po.rto_ms = 200;
-    if (tf_probe_set_add(set, &po) == 0) probed[n++] = r;
-  }
-  if (n) (void)tf_probe_set_run(set, NULL, NULL);
-  int64_t now = tf_up_now_ms();
-  for (size_t i = 0; i < n; i++) {
-    const tf_probe_result *res = tf_probe_set_result(set, i);
-    relay_rt *r = probed[i];
-    if (!res) continue;
-    r->probe_ms = now;
-    r->probe_ok = tf_probe_result_ok(res);
-    r->probe_error_code = tf_probe_result_error_code(res);
-    free(r->probe_message);
-    r->probe_message = xstrdup(tf_probe_result_message(res));
-    if (r->probe_ok) r->saw_508 = 0;
-    if (r->probe_error_code == 508) r->saw_508 = 1;
-    if (r->probe_error_code && tf_probe_result_stage(res) == TF_PROBE_STAGE_ALLOCATE) {
-      size_t k = 0;
-      while (k < r->nfail && r->fail_codes[k] != r->probe_error_code) k++;
-      if (k < MAX_FAIL_CODES) {
-        if (k == r->nfail) r->fail_codes[r->nfail++] = r->probe_error_code, r->fail_counts[k] = 0;
-        r->fail_counts[k]++;
-      }
-    }
-  }
-  tf_probe_set_free(set);
-  free(probed);
-}
-
-static void count_allocations(up *u)
-{
-  for (size_t i = 0; i < u->nrelays; i++) {
-    relay_rt *r = &u->relays[i];
-    int64_t n = -1;
-    int rc = -1;
-    if (r->pid <= 0) {
-      r->allocations = -1;
-      continue;
-    }
-    if (r->metrics_port && (u->features & TF_COTURN_ALLOCATIONS_BY_TYPE))
-      rc = tf_up_metrics_allocations(&n, r->address, r->metrics_port, 1000);
-    else if (r->cli_port)
-      rc = tf_up_cli_allocations(&n, r->cli_port, u->cli_password, 1000);
-    r->allocations = rc == 0 ? n : -1;
-  }
-}
-
-/* ---- metrics over HTTP ---- */
-
-static enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                    const char *version, const char *upload, size_t *upload_size, void **ctx)
-{
-  (void)version;
-  (void)upload;
-  (void)upload_size;
-  (void)ctx;
-  up *u = cls;
-  const char *type = "text/plain; charset=utf-8";
-  unsigned int code = MHD_HTTP_OK;
-  char *body = NULL;
-  if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
-    code = MHD_HTTP_METHOD_NOT_ALLOWED;
-    body = strdup("method not allowed\n");
-  } else if (!strcmp(url, "/healthz")) {
-    body = strdup(stop_signals ? "stopping\n" : "ok\n");
-    if (stop_signals) code = MHD_HTTP_SERVICE_UNAVAILABLE;
-  } else if (!strcmp(url, "/metrics")) {
-    type = "text/plain; version=0.0.4; charset=utf-8";
-    pthread_mutex_lock(&u->mu);
-    body = strdup(u->metrics_text ? u->metrics_text : "");
-    pthread_mutex_unlock(&u->mu);
-  } else {
-    code = MHD_HTTP_NOT_FOUND;
-    body = strdup("not found\n");
-  }
-  if (!body) return MHD_NO;
-  struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
-    free(body);
-    return MHD_NO;
-  }
-  MHD_add_response_header(resp, "Content-Type", type);
-  enum MHD_Result rc = MHD_queue_response(conn, code, resp);
-  MHD_destroy_response(resp);
-  return rc;
-}
-
-static int start_http(up *u)
+/* 0 when (addr, port) can be bound for @p type now; else the errno (EADDRINUSE: someone has it). */
+static int bind_error(const tf_addr *addr, uint16_t port, int type)
 {
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof(ss));
-  char host[128];
-  const char *colon = strrchr(u->metrics_addr, ':');
-  if (!colon || (size_t)(colon - u->metrics_addr) >= sizeof(host)) return -1;
-  memcpy(host, u->metrics_addr, (size_t)(colon - u->metrics_addr));
-  host[colon - u->metrics_addr] = '\0';
-  char *h = host, *end;
-  if (h[0] == '[' && h[strlen(h) - 1] == ']') h[strlen(h) - 1] = '\0', h++;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end || end == colon + 1 || port < 0 || port > 65535) return -1;
-  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
-  struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-  if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
+  socklen_t len;
+  if (addr->family == TF_AF_INET) {
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     v4->sin_family = AF_INET;
-    v4->sin_port = htons((uint16_t)port);
-  } else if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons((uint16_t)port);
-    flags |= MHD_USE_IPv6;
+    v4->sin_port = htons(port);
+    memcpy(&v4->sin_addr, addr->bytes, 4);
+    len = sizeof(*v4);
   } else {
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    memcpy(&v6->sin6_addr, addr->bytes, 16);
+    len = sizeof(*v6);
+  }
+  int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), err = 0;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0) err = errno;
+  if (fd >= 0) close(fd);
+  return err;
+}
+
+/* Refuse at start what cannot work on these nodes: replicas that cannot all be placed (with the
+ * planner's reason), and a listener address and port that another process already holds. */
+static int check_plan(const tf_pool *pool, const tf_nodes *nodes)
+{
+  tf_plan *plan = NULL;
+  if (tf_plan_new(&plan, pool, nodes, NULL) < 0) return say("plan", "%s", tf_error_last()->message), -1;
+  int64_t placed = (int64_t)tf_plan_relay_count(plan);
+  int bad = placed < tf_pool_replicas(pool);
+  for (size_t k = 0; bad && k < tf_plan_condition_count(plan); k++) {
+    const char *type, *message;
+    if (tf_plan_condition(plan, k, &type, NULL, NULL, &message) == 0 && strcmp(type, "Placed") == 0)
+      say("--addresses/--nodes", "%lld of %lld replicas can be placed (%s %s): %s", (long long)placed,
+          (long long)tf_pool_replicas(pool), tf_mode_name(tf_pool_mode(pool)), tf_family_name(tf_pool_family(pool)),
+          message);
+  }
+  for (size_t i = 0; !bad && i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    for (size_t a = 0; a < tf_relay_address_count(r); a++)
+      for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
+        tf_addr addr;
+        char text[TF_ADDR_STRLEN];
+        int proto = tf_pool_listener_protocol(pool, l), err;
+        int type = proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_DTLS ? SOCK_DGRAM : SOCK_STREAM;
+        uint16_t port = tf_relay_listener_port(r, l);
+        if (tf_relay_address(&addr, r, a) < 0 || !(err = bind_error(&addr, port, type))) continue;
+        tf_addr_format(text, sizeof(text), &addr);
+        say(tf_relay_name(r), "cannot listen on %s port %u (%s): %s%s", text, port, tf_protocol_name(proto),
+            strerror(err), err == EADDRINUSE ? " (another turnfleet up, or another process, holds it)" : "");
+        bad = 1;
+      }
+  }
+  tf_plan_free(plan);
+  return bad ? -1 : 0;
+}
+
+static tf_nodes *load_nodes(up *u, const tf_pool *pool)
+{
+  if (u->addresses) return nodes_from_addresses(u->addresses, pool);
+  size_t len;
+  char *text = tool_read_file(u->nodes_file, &len);
+  tf_nodes *nodes = NULL;
+  if (!text) say(u->nodes_file, "cannot open: %s", strerror(errno));
+  else if (tf_nodes_parse(&nodes, text, len) < 0) say(u->nodes_file, "%s", tf_error_last()->message);
+  free(text);
+  return nodes;
+}
+
+enum { H_POOL, H_NODES, H_SECRET, H_FILES };
+
+static void set_unhealthy(up *u, int source, const char *why)
+{
+  pthread_mutex_lock(&u->mu);
+  u->unhealthy[source] = why;
+  pthread_mutex_unlock(&u->mu);
+}
+
+/* A changed pool file: a valid pool that the engine accepts replaces the running one; anything else changes nothing. */
+static void watch_pool(up *u)
+{
+  if (!file_changed(u->pool_file, &u->pool_mtime)) return;
+  tf_pool *pool = load_pool(u);
+  tf_nodes *nodes = pool && u->addresses ? load_nodes(u, pool) : NULL;
+  if (pool && (!u->addresses || nodes) && (!nodes || tf_engine_set_nodes(u->engine, nodes) == 0) &&
+      tf_engine_set_pool(u->engine, pool) == 0) {
+    set_unhealthy(u, H_POOL, NULL);
+    if (!u->json) {
+      say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
+    } else {
+      printf("{\"event\":\"poolReloaded\",\"replicas\":%lld,\"drainTimeoutMs\":%lld}\n",
+             (long long)tf_pool_replicas(pool), (long long)tf_pool_drain_timeout_ms(pool));
+      fflush(stdout);
+    }
+    return;
+  }
+  if (pool && (!u->addresses || nodes)) {
+    say(u->pool_file, "refused: %s", tf_error_last()->message);
+    log_line(u, "pool edit refused: %s", tf_error_last()->message);
+    if (u->json) {
+      cJSON *ev = cJSON_CreateObject();
+      cJSON_AddStringToObject(ev, "event", "poolRefused");
+      cJSON_AddStringToObject(ev, "file", u->pool_file);
+      cJSON_AddStringToObject(ev, "message", tf_error_last()->message);
+      char *out = cJSON_PrintUnformatted(ev);
+      if (out) printf("%s\n", out);
+      fflush(stdout);
+      free(out);
+      cJSON_Delete(ev);
+    }
+  }
+  else if (pool) tf_pool_free(pool);
+  say(u->pool_file, "not applied: the running fleet is left as it is");
+  set_unhealthy(u, H_POOL, "the last pool edit was refused");
+}
+
+/* ---- actions ---- */
+
+static child *find_child(up *u, const char *name)
+{
+  for (size_t i = 0; i < u->nchildren; i++)
+    if (!strcmp(u->children[i].name, name)) return &u->children[i];
+  return NULL;
+}
+
+static void stop_child(up *u, const char *name)
+{
+  child *c = find_child(u, name);
+  if (!c) return;
+  if (c->pid > 0) up_stop(c->pid, u->grace_ms);
+  free(c->name);
+  *c = u->children[--u->nchildren];
+}
+
+/* START (or the second half of RESTART): config 0600, then turnserver -c. @return the pid or -1. */
+static pid_t start_relay(up *u, const tf_engine_action *a)
+{
+  char dir[4096], conf[4200], out[4200];
+  snprintf(dir, sizeof(dir), "%s/%s", u->state_dir, a->relay);
+  snprintf(conf, sizeof(conf), "%s/turnserver.conf", dir);
+  snprintf(out, sizeof(out), "%s/%s.out", u->log_dir, a->relay);
+  /* the only copy of the secret on disk: 0600, atomic, never through a symbolic link */
+  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || secure_write_file(conf, a->config, strlen(a->config)) < 0) {
+    say(a->relay, "cannot write its config: %s", strerror(errno));
     return -1;
   }
-  u->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, http_handler, u, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_END);
-  return u->mhd ? 0 : -1;
+  pid_t pid = up_spawn(u->turnserver, conf, out);
+  child *grown = pid > 0 ? realloc(u->children, (u->nchildren + 1) * sizeof(child)) : NULL;
+  if (pid > 0 && grown) {
+    u->children = grown;
+    u->children[u->nchildren++] = (child){strdup(a->relay), pid};
+  }
+  if (pid < 0) say(a->relay, "cannot start %s: %s", u->turnserver, strerror(errno));
+  return pid;
+}
+
+static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_set *probes, uint64_t *probe_ids,
+                      size_t *nprobes)
+{
+  char id[24] = "", path[4200];
+  switch (a->kind) {
+  case TF_ENGINE_RESTART:
+  case TF_ENGINE_START: {
+    if (a->kind == TF_ENGINE_RESTART) stop_child(u, a->relay);
+    pid_t pid = start_relay(u, a);
+    if (pid > 0) snprintf(id, sizeof(id), "%d", (int)pid);
+    (void)tf_engine_done(u->engine, a->id, pid > 0, id, now);
+    break;
+  }
+  case TF_ENGINE_STOP:
+    stop_child(u, a->relay);
+    snprintf(path, sizeof(path), "%s/%s/turnserver.conf", u->state_dir, a->relay);
+    unlink(path); /* the only copy of the secret on disk goes with the relay */
+    (void)tf_engine_done(u->engine, a->id, 1, NULL, now);
+    break;
+  case TF_ENGINE_DRAIN:
+  case TF_ENGINE_COUNT: {
+    tf_relayctl_request req = TF_RELAYCTL_REQUEST_INIT;
+    req.op = a->kind == TF_ENGINE_COUNT ? (a->count == TF_ENGINE_COUNT_METRICS ? TF_RELAYCTL_COUNT_METRICS : TF_RELAYCTL_COUNT)
+             : a->drain == TF_ENGINE_DRAIN_MODE ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE;
+    req.address = a->address;
+    req.port = req.op == TF_RELAYCTL_COUNT_METRICS ? a->metrics_port : a->cli_port;
+    req.password = a->cli_password; /* the relay's own, and only to a listener of its process */
+    req.owner_pid = a->relay_id ? atoi(a->relay_id) : 0;
+    req.timeout_ms = (int)a->timeout_ms;
+    if (tf_relayctl_workers_submit(u->ctl, &req, a->id) < 0) {
+      if (a->kind == TF_ENGINE_COUNT) (void)tf_engine_count_done(u->engine, a->id, -1, now);
+      else (void)tf_engine_done(u->engine, a->id, 0, NULL, now);
+    }
+    break;
+  }
+  case TF_ENGINE_PROBE:
+    for (size_t j = 0; j < a->probe_count; j++) {
+      tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+      tf_addr addr;
+      po.uri = a->probe_uris[j];
+      po.secret = u->previous ? u->previous : u->secret; /* every relay, restarted or not, takes it */
+      po.expect_address = a->probe_addresses[j];
+      po.family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
+      po.expect_port_start = a->ports.start;
+      po.expect_port_end = a->ports.end;
+      po.timeout_ms = (int)a->timeout_ms;
+      po.rto_ms = 200;
+      po.peer_check = u->peer_check;
+      po.ca_file = u->ca_file;
+      if (tf_probe_set_add(probes, &po) == 0) probe_ids[(*nprobes)++] = a->id;
+    }
+    break;
+  }
+}
+
+/* Run the round's probes on one poll loop (bounded by one timeout); a relay passes when all its URIs do. */
+static void run_probes(up *u, tf_probe_set *set, const uint64_t *ids, size_t n)
+{
+  if (!n) return;
+  (void)tf_probe_set_run(set, NULL, NULL);
+  int64_t now = up_now_ms();
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    const tf_probe_result *bad = NULL;
+    for (; j < n && ids[j] == ids[i]; j++)
+      if (!tf_probe_result_ok(tf_probe_set_result(set, j)) && !bad) bad = tf_probe_set_result(set, j);
+    const tf_probe_result *r = bad ? bad : tf_probe_set_result(set, i);
+    (void)tf_engine_probe_done(u->engine, ids[i], !bad, tf_probe_result_error_code(r),
+                               tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, tf_probe_result_message(r), now);
+    i = j;
+  }
+}
+
+/* Results of the CLI and /metrics requests that came back. */
+static void take_results(up *u)
+{
+  uint64_t id;
+  tf_err rc;
+  int64_t count;
+  while (tf_relayctl_workers_next(u->ctl, &id, &rc, &count) == 1)
+    if (tf_engine_count_done(u->engine, id, rc == 0 ? count : -1, up_now_ms()) == TF_ENOTFOUND)
+      (void)tf_engine_done(u->engine, id, rc == 0, NULL, up_now_ms());
+}
+
+/* A child that died: a fact for the engine, which restarts it after its backoff. */
+static void reap_children(up *u)
+{
+  int status;
+  pid_t pid;
+  while ((pid = up_reap(&status)) > 0)
+    for (size_t i = 0; i < u->nchildren; i++) {
+      if (u->children[i].pid != pid) continue;
+      child gone = u->children[i];
+      u->children[i] = u->children[--u->nchildren]; /* a restart adds it again */
+      tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+      f.name = gone.name;
+      f.running = 0;
+      (void)tf_engine_observe(u->engine, &f, up_now_ms());
+      log_line(u, "%s: turnserver %d exited (%s %d)", f.name, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
+               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      free(gone.name);
+      break;
+    }
 }
 
 /* ---- output ---- */
 
-static const char *relay_state(unsigned int flags, const relay_rt *r)
+static int write_text(up *u, const char *name, const char *text)
 {
-  if (flags & TF_RELAY_DRAINING) return "draining";
-  if (flags & TF_RELAY_READY) return "ready";
-  if (flags & TF_RELAY_WAITING) return "waiting";
-  if (r && r->pid > 0) return "starting";
-  return (flags & TF_RELAY_PLANNED) ? "down" : "leaving";
+  if (tool_write_atomic(u->state_dir, name, text, strlen(text), 0644) == 0) return 0;
+  say(name, "cannot write: %s (kept retrying)", strerror(errno));
+  return -1;
 }
 
-static void print_iteration(up *u, const tf_reconcile *rec, int64_t now, const char *const *acts, size_t nacts)
+static void publish(up *u)
 {
-  size_t nr = tf_reconcile_relay_count(rec), ready = 0;
-  for (size_t i = 0; i < nr; i++)
-    if (tf_reconcile_relay_flags(rec, i) & TF_RELAY_READY) ready++;
+  const tf_reconcile *rec = tf_engine_reconcile(u->engine);
+  char *status = NULL, *ice = NULL, *metrics = NULL;
+  int failed = 0;
+  tf_metrics *m = NULL;
+  if (tf_engine_status_json(&status, u->engine) == 0 && (!u->last_status || strcmp(status, u->last_status))) {
+    size_t cap = 2;
+    for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++) cap += strlen(tf_reconcile_uri(rec, i)) + 1;
+    char *uris = calloc(1, cap), *with_nl = NULL;
+    for (size_t i = 0; uris && i < tf_reconcile_uri_count(rec); i++)
+      strcat(strcat(uris, tf_reconcile_uri(rec, i)), "\n");
+    /* the URIs first: a relay that left them is never still published by a newer status */
+    failed |= !uris || write_text(u, "turn-uris", uris) < 0;
+    if (tf_reconcile_ice_servers_json(&ice, rec) == 0 && asprintf(&with_nl, "%s\n", ice) > 0)
+      failed |= write_text(u, "iceServers.json", with_nl) < 0;
+    free(with_nl);
+    with_nl = NULL;
+    if (asprintf(&with_nl, "%s\n", status) > 0) failed |= write_text(u, "status.json", with_nl) < 0;
+    free(with_nl);
+    free(uris);
+    if (!failed) {
+      free(u->last_status);
+      u->last_status = strdup(status);
+    }
+    set_unhealthy(u, H_FILES, failed ? "the state directory cannot be written" : NULL);
+  }
+  if (tf_metrics_new(&m) == 0 && tf_reconcile_metrics(m, rec) == 0 && tf_metrics_to_text(&metrics, m) == 0) {
+    pthread_mutex_lock(&u->mu);
+    tf_free(u->metrics_text);
+    u->metrics_text = metrics;
+    pthread_mutex_unlock(&u->mu);
+  }
+  tf_metrics_free(m);
+  tf_free(status);
+  tf_free(ice);
+}
+
+static void print_event(up *u, const char *const *acts, size_t nacts)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(u->engine);
+  const tf_pool *pool = tf_engine_pool(u->engine);
+  size_t n = tf_engine_relay_count(u->engine), ready = 0;
+  for (size_t i = 0; i < n; i++) ready += tf_engine_relay_at(u->engine, i)->state == TF_ENGINE_RELAY_READY;
   if (u->json) {
-    cJSON *ev = cJSON_CreateObject();
+    cJSON *ev = cJSON_CreateObject(), *rel, *a, *uris;
     cJSON_AddStringToObject(ev, "event", "reconcile");
-    cJSON_AddNumberToObject(ev, "timeMs", (double)now);
-    cJSON_AddStringToObject(ev, "pool", tf_pool_name(u->pool));
+    cJSON_AddNumberToObject(ev, "timeMs", (double)up_wall_ms());
+    cJSON_AddStringToObject(ev, "pool", tf_pool_name(pool));
     cJSON_AddBoolToObject(ev, "stopping", stop_signals > 0);
     cJSON_AddNumberToObject(ev, "readyRelays", (double)ready);
-    cJSON *a = cJSON_AddArrayToObject(ev, "actions");
+    cJSON_AddNumberToObject(ev, "desiredReplicas", (double)tf_pool_replicas(pool));
+    cJSON_AddNumberToObject(ev, "placedReplicas", (double)tf_plan_relay_count(tf_reconcile_plan(rec)));
+    cJSON *conds = cJSON_AddArrayToObject(ev, "conditions");
+    for (size_t i = 0; i < tf_reconcile_condition_count(rec); i++) {
+      const char *type, *status, *reason, *message;
+      if (tf_reconcile_condition(rec, i, &type, &status, &reason, &message, NULL) < 0) continue;
+      cJSON *c = cJSON_CreateObject();
+      cJSON_AddStringToObject(c, "type", type);
+      cJSON_AddStringToObject(c, "status", status);
+      cJSON_AddStringToObject(c, "reason", reason);
+      cJSON_AddStringToObject(c, "message", message);
+      cJSON_AddItemToArray(conds, c);
+    }
+    cJSON_AddItemToObject(ev, "actions", a = cJSON_CreateArray());
     for (size_t i = 0; i < nacts; i++) cJSON_AddItemToArray(a, cJSON_CreateString(acts[i]));
-    cJSON *rel = cJSON_AddArrayToObject(ev, "relays");
-    for (size_t i = 0; i < nr; i++) {
-      unsigned int fl = tf_reconcile_relay_flags(rec, i);
-      relay_rt *r = find_relay(u, tf_reconcile_relay_name(rec, i));
+    cJSON_AddItemToObject(ev, "relays", rel = cJSON_CreateArray());
+    for (size_t i = 0; i < n; i++) {
+      const tf_engine_relay *r = tf_engine_relay_at(u->engine, i);
       cJSON *o = cJSON_CreateObject();
       cJSON_AddItemToArray(rel, o);
-      cJSON_AddStringToObject(o, "name", tf_reconcile_relay_name(rec, i));
-      cJSON_AddStringToObject(o, "state", relay_state(fl, r));
-      cJSON_AddBoolToObject(o, "published", (fl & TF_RELAY_PUBLISHED) != 0);
-      cJSON_AddNumberToObject(o, "pid", r ? (double)r->pid : 0);
-      cJSON_AddNumberToObject(o, "restarts", r ? (double)r->restarts : 0);
-      if (r && r->allocations >= 0) cJSON_AddNumberToObject(o, "allocations", (double)r->allocations);
+      cJSON_AddStringToObject(o, "name", r->name);
+      cJSON_AddStringToObject(o, "state", tf_engine_relay_state_name(r->state));
+      cJSON_AddBoolToObject(o, "published", (r->flags & TF_RELAY_PUBLISHED) != 0);
+      cJSON_AddNumberToObject(o, "pid", r->id ? atoi(r->id) : 0);
+      cJSON_AddNumberToObject(o, "restarts", (double)r->restarts);
+      if (r->allocations >= 0) cJSON_AddNumberToObject(o, "allocations", (double)r->allocations);
       else cJSON_AddNullToObject(o, "allocations");
     }
-    cJSON *uris = cJSON_AddArrayToObject(ev, "uris");
+    cJSON_AddItemToObject(ev, "uris", uris = cJSON_CreateArray());
     for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++)
       cJSON_AddItemToArray(uris, cJSON_CreateString(tf_reconcile_uri(rec, i)));
     char *line = cJSON_PrintUnformatted(ev);
@@ -780,384 +621,341 @@ static void print_iteration(up *u, const tf_reconcile *rec, int64_t now, const c
     free(line);
     cJSON_Delete(ev);
   } else {
-    time_t t = (time_t)(now / 1000);
-    struct tm tm;
-    char when[32];
-    localtime_r(&t, &tm);
-    strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    printf("\033[H\033[J");
-    printf("turnfleet up  pool %s/%s  coturn %s  %s  ready %zu/%lld  uris %zu%s\n\n", tf_pool_namespace(u->pool),
-           tf_pool_name(u->pool), tf_pool_coturn_version(u->pool), when, ready, (long long)tf_pool_replicas(u->pool),
-           tf_reconcile_uri_count(rec), stop_signals ? "  STOPPING (draining)" : "");
-    printf("%-22s %-16s %-13s %-9s %-7s %-8s %-8s %s\n", "RELAY", "ADDRESS", "PORTS", "STATE", "ALLOCS", "PID",
-           "RESTARTS", "LAST PROBE");
-    for (size_t i = 0; i < nr; i++) {
-      unsigned int fl = tf_reconcile_relay_flags(rec, i);
-      relay_rt *r = find_relay(u, tf_reconcile_relay_name(rec, i));
-      char ports[32] = "-", allocs[32] = "-", probe[96] = "-";
-      if (r && r->port_start) snprintf(ports, sizeof(ports), "%u-%u", r->port_start, r->port_end);
-      if (r && r->allocations >= 0) snprintf(allocs, sizeof(allocs), "%lld", (long long)r->allocations);
-      if (r && r->probe_ms)
-        snprintf(probe, sizeof(probe), "%s%s%.60s", r->probe_ok ? "ok" : "FAIL",
-                 r->probe_ok ? "" : ": ", r->probe_ok ? "" : (r->probe_message ? r->probe_message : ""));
-      printf("%-22s %-16s %-13s %-9s %-7s %-8d %-8lld %s\n", tf_reconcile_relay_name(rec, i),
-             r && r->address ? r->address : "-", ports, relay_state(fl, r), allocs, r ? (int)r->pid : 0,
-             r ? (long long)r->restarts : 0LL, probe);
+    printf("\033[H\033[Jturnfleet up  pool %s/%s  coturn %s  ready %zu/%lld  uris %zu%s\n\n%-22s %-16s %-13s %-9s "
+           "%-7s %-8s %-8s %s\n", tf_pool_namespace(pool), tf_pool_name(pool), tf_pool_coturn_version(pool), ready,
+           (long long)tf_pool_replicas(pool), tf_reconcile_uri_count(rec), stop_signals ? "  STOPPING (draining)" : "",
+           "RELAY", "ADDRESS", "PORTS", "STATE", "ALLOCS", "PID", "RESTARTS", "LAST PROBE");
+    for (size_t i = 0; i < n; i++) {
+      const tf_engine_relay *r = tf_engine_relay_at(u->engine, i);
+      char ports[32] = "-", allocs[24] = "-";
+      if (r->ports.start) snprintf(ports, sizeof(ports), "%u-%u", r->ports.start, r->ports.end);
+      if (r->allocations >= 0) snprintf(allocs, sizeof(allocs), "%lld", (long long)r->allocations);
+      printf("%-22s %-16s %-13s %-9s %-7s %-8s %-8lld %s%s%.60s\n", r->name, *r->address ? r->address : "-", ports,
+             tf_engine_relay_state_name(r->state), allocs, r->id ? r->id : "-", (long long)r->restarts,
+             !r->probe_ms ? "-" : r->probe_ok ? "ok" : "FAIL", r->probe_ms && !r->probe_ok ? ": " : "",
+             r->probe_ms && !r->probe_ok && r->probe_message ? r->probe_message : "");
     }
     printf("\nturn URIs:\n");
     for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++) printf("  %s\n", tf_reconcile_uri(rec, i));
-    for (size_t i = 0; i < nacts; i++) printf("%s %s\n", i ? "      " : "acted:", acts[i]);
+    printf("\nconditions:\n");
+    for (size_t i = 0; i < tf_reconcile_condition_count(rec); i++) {
+      const char *type, *status, *reason, *message;
+      if (tf_reconcile_condition(rec, i, &type, &status, &reason, &message, NULL) == 0)
+        printf("  %-20s %-5s %s: %s\n", type, status, reason, message);
+    }
+    /* the event log survives the redraws: the last lines of what happened */
+    for (size_t i = 0; i < nacts; i++) log_line(u, "%s", acts[i]);
+    printf("\nevents:\n");
+    for (size_t i = 0; i < UP_LOG; i++)
+      if (u->log[(u->log_next + i) % UP_LOG]) printf("  %s\n", u->log[(u->log_next + i) % UP_LOG]);
   }
   fflush(stdout);
 }
 
-/* ---- one iteration ---- */
+/* ---- HTTP ---- */
 
-static tf_observed *observe(up *u)
+static enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                    const char *version, const char *upload, size_t *upload_size, void **ctx)
 {
-  tf_observed *obs = NULL;
-  if (tf_observed_new(&obs) < 0) return NULL;
-  for (size_t i = 0; i < u->nrelays; i++) {
-    relay_rt *r = &u->relays[i];
-    tf_relay_observation o = TF_RELAY_OBSERVATION_INIT;
-    o.name = r->name;
-    o.identity = r->identity;
-    o.config_hash = r->config_hash;
-    o.cli_port = r->cli_port;
-    o.running = r->pid > 0;
-    o.started_ms = r->started_ms;
-    o.exited_ms = r->exited_ms;
-    o.restarts = r->restarts;
-    o.draining = r->draining;
-    o.draining_since_ms = r->draining_since_ms;
-    o.allocations = r->allocations;
-    o.probe_ms = r->probe_ms;
-    o.probe_ok = r->probe_ok;
-    o.probe_error_code = r->probe_error_code;
-    o.probe_message = r->probe_message;
-    o.saw_508 = r->saw_508;
-    o.failure_codes = r->fail_codes;
-    o.failure_counts = r->fail_counts;
-    o.failure_count = r->nfail;
-    o.uris = (const char *const *)r->uris;
-    o.uri_count = r->nuris;
-    if (tf_observed_add_relay(obs, &o) < 0) say(r->name, "%s", tf_error_last()->message);
+  (void)version, (void)upload, (void)upload_size, (void)ctx;
+  up *u = cls;
+  if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+    return tool_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+  pthread_mutex_lock(&u->mu);
+  char *body = NULL;
+  unsigned int code = MHD_HTTP_OK;
+  const char *type = "text/plain; charset=utf-8";
+  if (!strcmp(url, "/healthz")) {
+    int64_t quiet = up_now_ms() - u->loop_ms, limit = (int64_t)(u->probe_interval * 3000) + 20000; /* a stop waits up to 8 s */
+    const char *why = stop_signals ? "stopping" : quiet > limit ? "the runtime loop is stalled" : NULL;
+    for (int k = 0; k < 4 && !why; k++) why = u->unhealthy[k];
+    code = why ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
+    if (asprintf(&body, "%s\n", why ? why : "ok") < 0) body = NULL;
+  } else if (!strcmp(url, "/metrics")) {
+    type = "text/plain; version=0.0.4; charset=utf-8";
+    body = strdup(u->metrics_text ? u->metrics_text : "");
   }
-  if (u->status_json) (void)tf_observed_set_status(obs, u->status_json, strlen(u->status_json));
-  return obs;
+  pthread_mutex_unlock(&u->mu);
+  enum MHD_Result rc = body ? tool_http_reply(conn, code, type, body)
+                            : tool_http_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n");
+  free(body);
+  return rc;
 }
 
-static void publish(up *u, const tf_reconcile *rec)
-{
-  char *status = NULL, *ice = NULL;
-  if (tf_reconcile_status_json(&status, rec) == 0) {
-    size_t n = strlen(status);
-    char *with_nl = malloc(n + 2);
-    if (with_nl) {
-      memcpy(with_nl, status, n);
-      memcpy(with_nl + n, "\n", 2);
-      if (write_atomic(u->state_dir, "status.json", with_nl, 0644) < 0) say("status.json", "%s", strerror(errno));
-      free(with_nl);
-    }
-    free(u->status_json);
-    u->status_json = strdup(status);
-    tf_free(status);
-  }
-  size_t cap = 1;
-  for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++) cap += strlen(tf_reconcile_uri(rec, i)) + 1;
-  char *uris = malloc(cap), *p = uris;
-  if (uris) {
-    *p = '\0';
-    for (size_t i = 0; i < tf_reconcile_uri_count(rec); i++) p += sprintf(p, "%s\n", tf_reconcile_uri(rec, i));
-    if (write_atomic(u->state_dir, "turn-uris", uris, 0644) < 0) say("turn-uris", "%s", strerror(errno));
-    free(uris);
-  }
-  if (tf_reconcile_ice_servers_json(&ice, rec) == 0) {
-    size_t n = strlen(ice);
-    char *with_nl = malloc(n + 2);
-    if (with_nl) {
-      memcpy(with_nl, ice, n);
-      memcpy(with_nl + n, "\n", 2);
-      if (write_atomic(u->state_dir, "iceServers.json", with_nl, 0644) < 0) say("iceServers.json", "%s", strerror(errno));
-      free(with_nl);
-    }
-    tf_free(ice);
-  }
-  tf_metrics *m = NULL;
-  char *text = NULL;
-  if (tf_metrics_new(&m) == 0 && tf_reconcile_metrics(m, rec) == 0 && tf_metrics_to_text(&text, m) == 0) {
-    pthread_mutex_lock(&u->mu);
-    tf_free(u->metrics_text);
-    u->metrics_text = text;
-    pthread_mutex_unlock(&u->mu);
-  }
-  tf_metrics_free(m);
-}
+/* ---- the loop ---- */
 
-/* Returns the core's next deadline (0: none), or -1 when the reconcile failed. */
-static int64_t iterate(up *u, const tf_coturn_options *copts)
+/* One step: decide, act, report back. What was done is printed after the next step, which shows its effect. */
+static void iterate(up *u)
 {
-  int64_t now = tf_up_now_ms();
-  tf_observed *obs = observe(u);
-  tf_reconcile_options ro = TF_RECONCILE_OPTIONS_INIT;
-  ro.coturn = copts;
-  ro.log_dir = u->log_dir;
-  tf_reconcile *rec = NULL;
-  const tf_pool *pool = u->shutdown_pool ? u->shutdown_pool : u->pool;
-  if (!obs || tf_reconcile_new(&rec, pool, u->nodes, obs, now, &ro) < 0) {
-    say("reconcile", "%s", tf_error_last()->message);
-    tf_observed_free(obs);
-    return -1;
+  int64_t now = up_now_ms();
+  if (tf_engine_step(u->engine, now, up_wall_ms()) < 0) {
+    say("engine", "%s", tf_error_last()->message);
+    return;
   }
-  tf_observed_free(obs);
-  size_t nacts = tf_reconcile_action_count(rec);
-  char **acts = calloc(nacts ? nacts : 1, sizeof(char *));
-  for (size_t k = 0; k < nacts; k++) {
-    tf_action action;
-    size_t i;
-    const char *reason;
-    if (tf_reconcile_action(rec, k, &action, &i, &reason) < 0) continue;
-    const char *name = tf_reconcile_relay_name(rec, i);
-    relay_rt *r = find_relay(u, name);
-    char line[256];
-    snprintf(line, sizeof(line), "%s %s (%s)", tf_action_name(action), name, reason);
-    if (acts) acts[k] = strdup(line);
-    switch (action) {
-    case TF_ACTION_STOP:
-      if (r) relay_stop(u, r);
-      break;
-    case TF_ACTION_DRAIN:
-      if (r) relay_drain(u, r, now);
-      break;
-    case TF_ACTION_RESTART:
-      if (r) relay_kill(u, r);
-      /* fall through */
-    case TF_ACTION_START:
-      (void)relay_start(u, rec, i, now);
-      break;
-    }
+  if (u->event_due) print_event(u, (const char *const *)u->acts, u->nacts);
+  for (size_t i = 0; i < u->nacts; i++) free(u->acts[i]);
+  free(u->acts);
+  size_t n = tf_engine_action_count(u->engine), nprobes = 0;
+  u->acts = calloc(n + 1, sizeof(char *));
+  u->nacts = 0;
+  uint64_t *probe_ids = calloc(n * 2 + 1, sizeof(uint64_t));
+  tf_probe_set *set = NULL;
+  if (!u->acts || !probe_ids || tf_probe_set_new(&set, 16) < 0) n = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tf_engine_action *a = tf_engine_action_at(u->engine, i);
+    if (a->kind <= TF_ENGINE_STOP && asprintf(&u->acts[u->nacts], "%s %s (%s)", tf_engine_action_name(a->kind),
+                                              a->relay, a->reason) > 0)
+      u->nacts++;
+    carry_out(u, a, now, set, probe_ids, &nprobes);
   }
-  publish(u, rec);
-  print_iteration(u, rec, now, (const char *const *)acts, acts ? nacts : 0);
-  for (size_t k = 0; acts && k < nacts; k++) free(acts[k]);
-  free(acts);
-  int64_t next = tf_reconcile_next_ms(rec);
-  tf_reconcile_free(rec);
-  return next;
+  run_probes(u, set, probe_ids, nprobes);
+  tf_probe_set_free(set);
+  free(probe_ids);
+  publish(u);
+  u->event_due = u->nacts || nprobes;
 }
-
-static void sleep_until(up *u, int64_t deadline, sig_atomic_t seen_signals)
-{
-  while (tf_up_now_ms() < deadline && stop_signals == seen_signals) {
-    struct timespec ts = {0, 50 * 1000000};
-    nanosleep(&ts, NULL);
-    int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG | __WNOTHREAD);
-    if (pid > 0) {
-      /* put it back in our books and wake up: a relay died */
-      for (size_t i = 0; i < u->nrelays; i++)
-        if (u->relays[i].pid == pid) {
-          u->relays[i].pid = 0;
-          u->relays[i].exited_ms = tf_up_now_ms();
-          if (!u->json) say(u->relays[i].name, "turnserver %d exited", (int)pid);
-        }
-      return;
-    }
-  }
-}
-
-/* ---- main ---- */
 
 enum { O_SECRET = 256, O_ADDRESSES, O_NODES, O_STATE_DIR, O_METRICS_ADDR, O_PROBE_INTERVAL, O_JSON, O_NAME,
-       O_CLI_PORT, O_TURNSERVER };
+       O_CLI_PORT, O_TURNSERVER, O_PEER_CHECK, O_ALLOW_LOOPBACK, O_CERT, O_KEY, O_CA_FILE };
 
-static char *absolute_dir(const char *path)
-{
-  if (mkdir(path, 0700) < 0 && errno != EEXIST) return NULL;
-  return realpath(path, NULL);
-}
-
-int tf_up_main(int argc, char **argv)
+static int parse_flags(up *u, int argc, char **argv, const char **secret_file, const char **state_dir)
 {
   static const struct option opts[] = {
-    {"file", required_argument, NULL, 'f'},
-    {"secret-file", required_argument, NULL, O_SECRET},
-    {"addresses", required_argument, NULL, O_ADDRESSES},
-    {"nodes", required_argument, NULL, O_NODES},
-    {"state-dir", required_argument, NULL, O_STATE_DIR},
-    {"metrics-addr", required_argument, NULL, O_METRICS_ADDR},
-    {"probe-interval", required_argument, NULL, O_PROBE_INTERVAL},
-    {"cli-port", required_argument, NULL, O_CLI_PORT},
-    {"turnserver", required_argument, NULL, O_TURNSERVER},
-    {"name", required_argument, NULL, O_NAME},
-    {"json", no_argument, NULL, O_JSON},
-    {"help", no_argument, NULL, 'h'},
+    {"file", required_argument, NULL, 'f'},       {"secret-file", required_argument, NULL, O_SECRET},
+    {"addresses", required_argument, NULL, O_ADDRESSES}, {"nodes", required_argument, NULL, O_NODES},
+    {"state-dir", required_argument, NULL, O_STATE_DIR}, {"metrics-addr", required_argument, NULL, O_METRICS_ADDR},
+    {"probe-interval", required_argument, NULL, O_PROBE_INTERVAL}, {"cli-port", required_argument, NULL, O_CLI_PORT},
+    {"turnserver", required_argument, NULL, O_TURNSERVER}, {"name", required_argument, NULL, O_NAME},
+    {"json", no_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
+    {"peer-check", no_argument, NULL, O_PEER_CHECK}, {"allow-loopback-peers", no_argument, NULL, O_ALLOW_LOOPBACK},
+    {"cert", required_argument, NULL, O_CERT},     {"key", required_argument, NULL, O_KEY},
+    {"ca-file", required_argument, NULL, O_CA_FILE},
     {NULL, 0, NULL, 0},
   };
-  up u;
-  memset(&u, 0, sizeof(u));
-  u.metrics_addr = "127.0.0.1:9650";
-  u.probe_interval = 5;
-  u.cli_port = 5766;
-  u.turnserver = "turnserver";
-  u.lock_fd = -1;
-  u.json = !isatty(STDOUT_FILENO);
-  const char *secret_file = NULL, *state_dir = "turnfleet-state";
   int opt;
   opterr = 0;
   optind = 1;
   while ((opt = getopt_long(argc, argv, ":f:h", opts, NULL)) != -1) {
     char *end = NULL;
+    long port;
     switch (opt) {
     case 'h': fputs(up_usage, stdout); return 0;
-    case 'f': u.pool_file = optarg; break;
-    case O_SECRET: secret_file = optarg; break;
-    case O_ADDRESSES: u.addresses = optarg; break;
-    case O_NODES: u.nodes_file = optarg; break;
-    case O_STATE_DIR: state_dir = optarg; break;
-    case O_METRICS_ADDR: u.metrics_addr = optarg; break;
-    case O_NAME: u.name = optarg; break;
-    case O_JSON: u.json = 1; break;
-    case O_TURNSERVER: u.turnserver = optarg; break;
+    case 'f': u->pool_file = optarg; break;
+    case O_SECRET: *secret_file = optarg; break;
+    case O_ADDRESSES: u->addresses = optarg; break;
+    case O_NODES: u->nodes_file = optarg; break;
+    case O_STATE_DIR: *state_dir = optarg; break;
+    case O_METRICS_ADDR: u->metrics_addr = optarg; break;
+    case O_NAME: u->name = optarg; break;
+    case O_JSON: u->json = 1; break;
+    case O_PEER_CHECK: u->peer_check = 1; break;
+    case O_ALLOW_LOOPBACK: u->allow_loopback_peers = 1; break;
+    case O_CA_FILE: u->ca_file = optarg; break;
+    case O_CERT:
+    case O_KEY: /* coturn resolves relative names its own way: absolute paths */
+      if (!(*(opt == O_CERT ? &u->cert : &u->key) = realpath(optarg, NULL)))
+        return say(opt == O_CERT ? "--cert" : "--key", "%s: %s", optarg, strerror(errno)), 2;
+      break;
+    case O_TURNSERVER: u->turnserver = optarg; break;
     case O_PROBE_INTERVAL:
-      u.probe_interval = strtod(optarg, &end);
-      if (!*optarg || *end || !(u.probe_interval >= 0.1 && u.probe_interval <= 3600)) {
-        say("--probe-interval", "\"%s\" is not a number of seconds in 0.1-3600", optarg);
-        return 2;
-      }
+      u->probe_interval = strtod(optarg, &end);
+      if (!*optarg || *end || !(u->probe_interval >= 0.1 && u->probe_interval <= 3600))
+        return say("--probe-interval", "\"%s\" is not a number of seconds in 0.1-3600", optarg), 2;
       break;
-    case O_CLI_PORT: {
-      long p = strtol(optarg, &end, 10);
-      if (!*optarg || *end || p < 1 || p > 65535) {
-        say("--cli-port", "\"%s\" is not a port", optarg);
-        return 2;
-      }
-      u.cli_port = (uint16_t)p;
+    case O_CLI_PORT:
+      port = strtol(optarg, &end, 10);
+      if (!*optarg || *end || port < 1 || port > 65535) return say("--cli-port", "\"%s\" is not a port", optarg), 2;
+      u->cli_port = (uint16_t)port;
       break;
-    }
-    case ':': say(NULL, "option \"%s\" needs a value", argv[optind - 1]); return 2;
-    default: say(NULL, "unknown option \"%s\"\n%s", argv[optind - 1], up_usage); return 2;
+    case ':': return say(NULL, "option \"%s\" needs a value", argv[optind - 1]), 2;
+    default: return say(NULL, "unknown option \"%s\"\n%s", argv[optind - 1], up_usage), 2;
     }
   }
-  if (optind < argc) {
-    say(NULL, "unexpected argument \"%s\"", argv[optind]);
-    return 2;
-  }
-  if (!u.pool_file || !secret_file) {
-    say(NULL, "-f POOL and --secret-file F are required\n%s", up_usage);
-    return 2;
-  }
-  if (!u.addresses == !u.nodes_file) {
-    say(NULL, "give exactly one of --addresses LIST and --nodes NODES");
-    return 2;
-  }
+  if (optind < argc) return say(NULL, "unexpected argument \"%s\"", argv[optind]), 2;
+  if (!u->pool_file || !*secret_file) return say(NULL, "-f POOL and --secret-file F are required\n%s", up_usage), 2;
+  if (!u->addresses == !u->nodes_file) return say(NULL, "give exactly one of --addresses LIST and --nodes NODES"), 2;
+  if (!u->cert != !u->key) return say("--cert/--key", "give both or neither"), 2;
+  return -1;
+}
 
-  int st = 2;
-  tf_coturn_options copts = TF_COTURN_OPTIONS_INIT;
-  pthread_mutex_init(&u.mu, NULL);
-  if (tf_cred_secret_read(&u.secret, secret_file) < 0) {
-    say("--secret-file", "%s", tf_error_last()->message);
-    goto done;
+/* The render options: the current secret, and the one before it while relays may still run with it. */
+static tf_coturn_options coturn_options(up *u, const char *secrets[2])
+{
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  secrets[0] = u->secret;
+  secrets[1] = u->previous;
+  co.secrets = secrets;
+  co.secrets_count = u->previous ? 2 : 1;
+  co.state_dir = u->state_dir;
+  co.cli_port = u->cli_port;
+  co.cli_password = u->cli_password;
+  co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
+  co.cert_file = u->cert;
+  co.key_file = u->key;
+  /* coturn's own exporter only where the build has it (Debian's 4.6.1 and 4.18 count through the CLI) */
+  co.prometheus = (u->ts_build & TF_COTURN_BUILD_PROMETHEUS) ? 1 : 0;
+  return co;
+}
+
+/* A rotated secret: relays re-render with (new, old) and restart one at a time; an empty or
+ * missing file is reported and the running fleet kept. */
+static void watch_secret(up *u)
+{
+  if (!file_changed(u->secret_file, &u->secret_mtime)) return;
+  char *secret = NULL;
+  if (tf_cred_secret_read(&secret, u->secret_file) < 0) {
+    say("--secret-file", "%s: the running fleet keeps the secret it has", tf_error_last()->message);
+    log_line(u, "secret file unusable: %s", tf_error_last()->message);
+    set_unhealthy(u, H_SECRET, "the secret file cannot be used");
+    return;
   }
-  if (detect_turnserver(&u) < 0) goto done;
-  if (!(u.pool = load_pool(&u, 0))) goto done;
-  pool_changed(&u); /* remember its mtime */
-  uint32_t v;
-  if (tf_coturn_version_parse(&v, tf_pool_coturn_version(u.pool)) == 0) u.features = tf_coturn_features(v);
-  if (load_nodes(&u, u.pool, &u.nodes) < 0) goto done;
-  if (!(u.state_dir = absolute_dir(state_dir))) {
-    say("--state-dir", "cannot create %s: %s", state_dir, strerror(errno));
-    goto done;
+  if (!strcmp(secret, u->secret)) {
+    tf_secret_free(secret);
+    set_unhealthy(u, H_SECRET, NULL);
+    return;
   }
-  chmod(u.state_dir, 0700);
-  u.log_dir = join(u.state_dir, "logs");
-  if (!u.log_dir || (mkdir(u.log_dir, 0700) < 0 && errno != EEXIST)) goto done;
-  char *lock_path = join(u.state_dir, "lock");
-  u.lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+  char *old_previous = u->previous;
+  u->previous = u->secret;
+  u->secret = secret;
+  const char *secrets[2];
+  tf_coturn_options co = coturn_options(u, secrets);
+  if (tf_engine_set_coturn_options(u->engine, &co) < 0) { /* refused: back to what runs */
+    say("--secret-file", "refused: %s", tf_error_last()->message);
+    u->secret = u->previous;
+    u->previous = old_previous;
+    tf_secret_free(secret);
+    set_unhealthy(u, H_SECRET, "the rotated secret was refused");
+    return;
+  }
+  tf_secret_free(old_previous);
+  set_unhealthy(u, H_SECRET, NULL);
+  log_line(u, "secret rotated: relays restart one at a time");
+}
+
+/* A changed --nodes file: a valid inventory the engine accepts replaces the running one. */
+static void watch_nodes(up *u)
+{
+  if (!u->nodes_file || !file_changed(u->nodes_file, &u->nodes_mtime)) return;
+  tf_nodes *nodes = load_nodes(u, tf_engine_pool(u->engine));
+  if (!nodes || tf_engine_set_nodes(u->engine, nodes) < 0) {
+    if (nodes) say(u->nodes_file, "refused: %s", tf_error_last()->message);
+    say(u->nodes_file, "not applied: the running fleet is left as it is");
+    set_unhealthy(u, H_NODES, "the last nodes edit was refused");
+    return;
+  }
+  set_unhealthy(u, H_NODES, NULL);
+}
+
+/* Everything before the loop; @return -1 to go on, else the exit code. */
+static int start(up *u, const char *secret_file, const char *state_dir)
+{
+  tf_pool *pool = NULL;
+  tf_nodes *nodes = NULL;
+  if (detect_turnserver(u) < 0) return 2;
+  u->secret_file = secret_file;
+  if (tf_cred_secret_read(&u->secret, secret_file) < 0) return say("--secret-file", "%s", tf_error_last()->message), 2;
+  if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_plan(pool, nodes) < 0)
+    return tf_pool_free(pool), tf_nodes_free(nodes), 2;
+  file_changed(u->pool_file, &u->pool_mtime);
+  for (size_t l = 0; l < tf_pool_listener_count(pool) && !u->cert; l++)
+    if (tf_pool_listener_protocol(pool, l) == TF_PROTOCOL_TLS || tf_pool_listener_protocol(pool, l) == TF_PROTOCOL_DTLS)
+      return say("--cert/--key", "listener %s is %s: give the relays' certificate and key", tf_pool_listener_name(pool, l),
+                 tf_protocol_name(tf_pool_listener_protocol(pool, l))), tf_pool_free(pool), tf_nodes_free(nodes), 2;
+  if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || !(u->state_dir = realpath(state_dir, NULL)) ||
+      !(u->log_dir = tool_join(u->state_dir, "logs")) || (mkdir(u->log_dir, 0700) < 0 && errno != EEXIST))
+    return say("--state-dir", "cannot create %s: %s", state_dir, strerror(errno)), tf_pool_free(pool), tf_nodes_free(nodes), 2;
+  char *lock_path = tool_join(u->state_dir, "lock");
+  int lock_fd = lock_path ? open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1; /* held until exit */
   free(lock_path);
-  if (u.lock_fd < 0 || flock(u.lock_fd, LOCK_EX | LOCK_NB) < 0) {
-    say("--state-dir", "%s is in use by another turnfleet up", u.state_dir);
-    goto done;
-  }
+  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+    return say("--state-dir", "%s is in use by another turnfleet up", u->state_dir), tf_pool_free(pool), tf_nodes_free(nodes), 2;
   unsigned char rnd[16];
-  if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) goto done;
-  for (size_t i = 0; i < sizeof(rnd); i++) snprintf(u.cli_password + 2 * i, 3, "%02x", rnd[i]);
+  if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) return tf_pool_free(pool), tf_nodes_free(nodes), 1;
+  for (size_t i = 0; i < sizeof(rnd); i++) snprintf(u->cli_password + 2 * i, 3, "%02x", rnd[i]);
   explicit_bzero(rnd, sizeof(rnd));
-  {
-    char *status_path = join(u.state_dir, "status.json");
-    u.status_json = status_path ? slurp(status_path, NULL) : NULL; /* conditions keep their transition times */
-    free(status_path);
-  }
-
+  uint32_t v = 0;
+  tf_coturn_version_parse(&v, tf_pool_coturn_version(pool));
+  u->grace_ms = (tf_coturn_features(v) & TF_COTURN_GRACEFUL_SIGTERM) ? 8000 : 3000;
+  const char *secrets[2];
+  tf_coturn_options co = coturn_options(u, secrets);
+  file_changed(u->secret_file, &u->secret_mtime);
+  if (u->nodes_file) file_changed(u->nodes_file, &u->nodes_mtime);
+  tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+  eo.coturn = &co;
+  eo.log_dir = u->log_dir;
+  eo.probe_interval_ms = (int64_t)(u->probe_interval * 1000);
+  eo.publish_delay_ms = eo.probe_interval_ms; /* turn-uris is rewritten at once; readers poll it */
+  if (tf_engine_new(&u->engine, pool, nodes, &eo) < 0) return say(u->pool_file, "%s", tf_error_last()->message), 2;
+  char *status_path = tool_join(u->state_dir, "status.json"), *old = status_path ? tool_read_file(status_path, NULL) : NULL;
+  if (old) (void)tf_engine_set_status(u->engine, old, strlen(old)); /* conditions keep their transition times */
+  free(old);
+  free(status_path);
+  if (tf_relayctl_workers_new(&u->ctl, 8) < 0) return say("relayctl", "%s", tf_error_last()->message), 1;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  if (start_http(&u) < 0) {
-    say("--metrics-addr", "cannot serve on %s", u.metrics_addr);
-    st = 1;
-    goto done;
-  }
+  u->loop_ms = up_now_ms();
+  if (!(u->mhd = tool_http_start(u->metrics_addr, http_handler, u)))
+    return say("--metrics-addr", "cannot serve on %s", u->metrics_addr), 1;
+  return -1;
+}
 
-  const char *secrets[1] = {u.secret};
-  copts.secrets = secrets;
-  copts.secrets_count = 1;
-  copts.state_dir = u.state_dir;
-  copts.cli_port = u.cli_port;
-  copts.cli_password = u.cli_password;
-  /* coturn's own exporter only where the build has it (Debian's 4.6.1 and 4.18 count through the CLI) */
-  copts.prometheus = (u.ts_build & TF_COTURN_BUILD_PROMETHEUS) ? 1 : 0;
-
-  st = 0;
-  sig_atomic_t seen = 0;
-  int64_t stop_deadline = 0;
-  for (;;) {
-    int64_t now = tf_up_now_ms();
-    reap_children(&u, now);
+int up_main(int argc, char **argv)
+{
+  up u;
+  memset(&u, 0, sizeof(u));
+  u.metrics_addr = "127.0.0.1:9650";
+  u.probe_interval = 5;
+  u.cli_port = 5766;
+  u.turnserver = "turnserver";
+  u.json = !isatty(STDOUT_FILENO);
+  pthread_mutex_init(&u.mu, NULL);
+  const char *secret_file = NULL, *state_dir = "turnfleet-state";
+  int st = parse_flags(&u, argc, argv, &secret_file, &state_dir);
+  if (st < 0) st = start(&u, secret_file, state_dir);
+  for (sig_atomic_t seen = 0; st < 0;) {
+    pthread_mutex_lock(&u.mu);
+    u.loop_ms = up_now_ms();
+    pthread_mutex_unlock(&u.mu);
+    reap_children(&u);
+    take_results(&u);
     if (stop_signals != seen) {
+      (void)tf_engine_shutdown(u.engine, up_now_ms(), seen > 0); /* a second signal: stop at once */
       seen = stop_signals;
-      if (!u.shutdown_pool) {
-        u.shutdown_pool = pool_scaled_to_zero(u.pool);
-        /* bounded: drainTimeout, plus time to stop the processes */
-        stop_deadline = now + tf_pool_drain_timeout_ms(u.pool) + 30000;
-        if (!u.shutdown_pool) break;
-      } else {
-        break; /* a second signal: stop at once */
-      }
     }
-    if (!u.shutdown_pool) watch_pool(&u);
-    if (now >= u.next_probe_ms) {
-      count_allocations(&u); /* first: the last round's probe allocations have had an interval to close */
-      probe_round(&u);
-      u.next_probe_ms = tf_up_now_ms() + (int64_t)(u.probe_interval * 1000);
-    }
-    int64_t next = iterate(&u, &copts);
-    if (u.shutdown_pool && u.nrelays == 0) break;
-    if (u.shutdown_pool && tf_up_now_ms() > stop_deadline) break;
-    int64_t wake = u.next_probe_ms;
-    if (next > 0 && next < wake) wake = next;
-    sleep_until(&u, wake, seen);
+    if (!seen) watch_pool(&u), watch_secret(&u), watch_nodes(&u);
+    iterate(&u);
+    if (tf_engine_finished(u.engine)) st = 0;
+    int64_t wait = tf_engine_next_ms(u.engine) - up_now_ms();
+    struct pollfd p = {tf_relayctl_workers_fd(u.ctl), POLLIN, 0};
+    if (st < 0 && wait > 0) poll(&p, 1, wait > 100 ? 100 : (int)wait); /* children, signals, files: every 100 ms */
   }
-  for (size_t i = u.nrelays; i-- > 0;) relay_stop(&u, &u.relays[i]);
-  if (u.shutdown_pool) (void)iterate(&u, &copts); /* the final status: no relay left */
-  if (u.shutdown_pool && !u.json) printf("turnfleet up: every relay drained and stopped\n");
-
-done:
+  if (u.engine && tf_engine_finished(u.engine)) {
+    iterate(&u); /* the final status: no relay left, not ready */
+    u.event_due = 1;
+    iterate(&u);
+    if (!u.json) printf("turnfleet up: every relay drained and stopped\n");
+  }
   if (u.mhd) MHD_stop_daemon(u.mhd);
-  for (size_t i = u.nrelays; i-- > 0;) relay_stop(&u, &u.relays[i]);
-  free(u.relays);
-  tf_pool_free(u.pool);
-  tf_pool_free(u.shutdown_pool);
-  tf_nodes_free(u.nodes);
-  tf_cred_secret_free(u.secret);
+  while (u.nchildren) stop_child(&u, u.children[0].name);
+  free(u.children);
+  for (size_t i = 0; i < u.nacts; i++) free(u.acts[i]);
+  free(u.acts);
+  tf_relayctl_workers_free(u.ctl);
+  tf_engine_free(u.engine);
+  tf_secret_free(u.secret);
+  tf_secret_free(u.previous);
   explicit_bzero(u.cli_password, sizeof(u.cli_password));
-  free(u.status_json);
+  free(u.last_status);
   tf_free(u.metrics_text);
+  for (size_t i = 0; i < UP_LOG; i++) free(u.log[i]);
   free(u.state_dir);
+  free(u.cert);
+  free(u.key);
   free(u.log_dir);
-  if (u.lock_fd >= 0) close(u.lock_fd);
   pthread_mutex_destroy(&u.mu);
   return st;
 }

@@ -53,7 +53,7 @@ def exercise():
         pass
     for c in (p, p2, p3, cap, pool, bad, nodes):
         c.close()
-    with turnfleet.Fleet.from_json('[{"pool": "o", "identity": "10.0.0.1/1-2"}]') as f:
+    with turnfleet.Existing.from_json('[{"pool": "o", "identity": "10.0.0.1/1-2"}]') as f:
         f.add("10.0.0.2/1-2", pool="o", listener_ports=[1, 2])
     user, pw = turnfleet.mint_credentials("s", "u", 60, now=0)
     turnfleet.verify_credentials("s", user, pw, now=1)

@@ -93,7 +93,7 @@ class PlanTest(unittest.TestCase):
                         (first.to_json().encode(), existing),
                         (json.loads(first.to_json()), existing),
                         (records, records_path),
-                        (turnfleet.Fleet.from_records(records), records_path),
+                        (turnfleet.Existing.from_records(records), records_path),
                     ):
                         with self.subTest(existing=type(existing_arg).__name__):
                             cli = json.loads(h.run_cli("plan", "-f", small_path, "--nodes", nodes_path,

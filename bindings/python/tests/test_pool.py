@@ -1,4 +1,4 @@
-"""Pool, Nodes and Fleet: parsing from str and every bytes-like type, validation, handles."""
+"""Pool, Nodes and Existing: parsing from str and every bytes-like type, validation, handles."""
 
 import glob
 import json
@@ -166,7 +166,7 @@ class NodesTest(unittest.TestCase):
 
 class FleetTest(unittest.TestCase):
     def test_records_and_json(self):
-        with turnfleet.Fleet() as fleet:
+        with turnfleet.Existing() as fleet:
             self.assertEqual(len(fleet), 0)
             fleet.add("203.0.113.7/49152-49200", name="edge-relay-mb7l6")
             fleet.add("203.0.113.8/49152-49200", pool="other", allocations=3, listener_ports=[3478, 5349])
@@ -176,10 +176,10 @@ class FleetTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 fleet.add("203.0.113.9/1-2", pool="other", listener_ports=[70000])
         records = [{"pool": "other", "identity": "203.0.113.9/49152-49200", "listenerPorts": [3478]}]
-        with turnfleet.Fleet.from_records(records) as f1, turnfleet.Fleet.from_json(json.dumps(records)) as f2:
+        with turnfleet.Existing.from_records(records) as f1, turnfleet.Existing.from_json(json.dumps(records)) as f2:
             self.assertEqual(len(f1), len(f2))
         with self.assertRaises(turnfleet.ProtocolError):
-            turnfleet.Fleet.from_json("[")
+            turnfleet.Existing.from_json("[")
 
 
 if __name__ == "__main__":

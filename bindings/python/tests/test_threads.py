@@ -86,7 +86,7 @@ class PureHandleThreadsTest(unittest.TestCase):
         self.assertEqual(errors, [])
 
     def test_fleet_grown_from_many_threads(self):
-        fleet = turnfleet.Fleet()
+        fleet = turnfleet.Existing()
         errors = []
 
         def use(i, k):

@@ -9,7 +9,7 @@
 
 Failures raise :class:`turnfleet.Error` subclasses (which are also the fitting
 built-in exceptions: InvalidArgument is a ValueError, Timeout a TimeoutError...).
-Objects that own a C handle (Pool, Nodes, Fleet, Plan, Capacity, Allocation,
+Objects that own a C handle (Pool, Nodes, Existing, Plan, Capacity, Allocation,
 Metrics, Observed, Reconcile) have ``close()`` and work with ``with``, and a
 lock: calls from many threads on one object run one at a time, so no sequence
 of calls can crash; results are plain Python objects.
@@ -38,14 +38,14 @@ from ._errors import (
 )
 from ._metrics import Metrics, Sample, parse_metrics
 from ._plan import Capacity, Condition, Plan, Relay, capacity, plan, relay_name
-from ._pool import Fleet, Listener, Nodes, Pool
+from ._pool import Existing, Listener, Nodes, Pool
 from ._probe import STAGES, Allocation, ProbeResult, allocate, probe, probe_many
 from ._reconcile import Action, Observed, Reconcile, ReconcileCondition, RelayState, reconcile
 from ._uri import TurnUri, format_uri, parse_uri
 from .core import tf_error_name as error_name
 from .core import tf_strerror as strerror
 
-#: the libturnfleet loaded at run time ("0.1.0")
+#: the libturnfleet loaded at run time ("0.2.0")
 __version__ = _core_proxy.tf_version_string()
 #: the libturnfleet these bindings were built against
 BUILD_VERSION = _core_proxy.TF_VERSION_STRING
@@ -80,7 +80,7 @@ __all__ = [
     "Capacity",
     "Condition",
     "Error",
-    "Fleet",
+    "Existing",
     "GenericError",
     "InputOutputError",
     "IntegrityError",

@@ -90,7 +90,7 @@ def plan(pool, nodes, existing=None):
     """Plan the relays of ``pool`` on ``nodes`` (``tf_plan_new``).
 
     ``existing``: the relays that exist already, so that they keep their names and
-    other pools' addresses are not reused: a :class:`Fleet`, a previous :class:`Plan`,
+    other pools' addresses are not reused: a :class:`Existing`, a previous :class:`Plan`,
     fleet JSON (str/bytes, or a path-like), a dict, or an iterable of record dicts.
     A plan that cannot place every replica is still a plan: see its conditions.
     Raises InvalidArgument for an invalid pool (the first problem in the message).

@@ -216,16 +216,16 @@ class Nodes(Handle):
         return "<turnfleet.Nodes closed>" if self.closed else f"<turnfleet.Nodes {len(self)} nodes>"
 
 
-class Fleet(Handle):
-    """Relays that exist already (``tf_fleet``): this pool's keep their names; other pools' are claims."""
+class Existing(Handle):
+    """Relays that exist already (``tf_existing``): this pool's keep their names; other pools' are claims."""
 
     def __init__(self, h=None):
-        super().__init__(h if h is not None else _c.tf_fleet_new())
+        super().__init__(h if h is not None else _c.tf_existing_new())
 
     @classmethod
     def from_json(cls, text, *, max_bytes=None, max_values=None):
         """Parse an array of relay records, or an object with ``relays`` (``turnfleet plan -o json``)."""
-        return cls(_parse(_c.tf_fleet_parse, _c.tf_py_fleet_parse_with, text, max_bytes, max_values))
+        return cls(_parse(_c.tf_existing_parse, _c.tf_py_existing_parse_with, text, max_bytes, max_values))
 
     @classmethod
     def from_records(cls, records):
@@ -245,39 +245,39 @@ class Fleet(Handle):
     @locked
     def add(self, identity, name=None, pool=None, allocations=-1, listener_ports=None):
         """Add one relay record. ``pool`` None means the pool being planned (then ``name`` is required)."""
-        _c.tf_fleet_add(
+        _c.tf_existing_add(
             self._handle, pool, name, identity, -1 if allocations is None else allocations, listener_ports
         )
 
     @locked
     def __len__(self):
-        return _c.tf_fleet_count(self._handle)
+        return _c.tf_existing_count(self._handle)
 
     @locked
     def __repr__(self):
-        return "<turnfleet.Fleet closed>" if self.closed else f"<turnfleet.Fleet {len(self)} relays>"
+        return "<turnfleet.Existing closed>" if self.closed else f"<turnfleet.Existing {len(self)} relays>"
 
 
 def _fleet_for(existing):
-    """(fleet handle or None, Fleet to close or None) for the ``existing=`` argument of plan()."""
+    """(existing-relays handle or None, Existing to close or None) for the ``existing=`` argument of plan()."""
     from ._plan import Plan
 
     if existing is None:
         return None, None
-    if isinstance(existing, Fleet):
+    if isinstance(existing, Existing):
         return existing._handle, None
     if isinstance(existing, Plan):
-        f = Fleet.from_json(existing.to_json())
+        f = Existing.from_json(existing.to_json())
         return f._handle, f
     if isinstance(existing, (str, bytes, bytearray, memoryview)):
-        f = Fleet.from_json(existing)
+        f = Existing.from_json(existing)
         return f._handle, f
     if isinstance(existing, os.PathLike):
         with open(existing, "rb") as fh:
-            f = Fleet.from_json(fh.read())
+            f = Existing.from_json(fh.read())
         return f._handle, f
     if isinstance(existing, dict):
-        f = Fleet.from_json(json.dumps(existing))
+        f = Existing.from_json(json.dumps(existing))
         return f._handle, f
-    f = Fleet.from_records(existing)
+    f = Existing.from_records(existing)
     return f._handle, f

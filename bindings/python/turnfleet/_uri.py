@@ -41,7 +41,7 @@ def parse_uri(text):
         host_type=_HOST_TYPES.get(_c.tf_uri_host_kind(u), "name"),
         port_explicit=bool(_c.tf_uri_port_explicit(u)),
         transport_explicit=bool(_c.tf_uri_transport_explicit(u)),
-        mode=_MODES.get(_c.tf_uri_get_mode(u), "unsupported"),
+        mode=_MODES.get(_c.tf_uri_open_mode(u), "unsupported"),
     )
 
 

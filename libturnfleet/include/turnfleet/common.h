@@ -38,6 +38,13 @@ TF_BEGIN_DECL
  */
 TF_EXTERN(void) tf_free(void *ptr);
 
+/**
+ * Wipe and release a NUL-terminated string of secret material the library
+ * handed out (a secret, a password, a rendered config, a CLI login line).
+ * NULL does nothing.
+ */
+TF_EXTERN(void) tf_secret_free(char *secret);
+
 TF_END_DECL
 
 #endif

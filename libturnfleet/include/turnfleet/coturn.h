@@ -85,7 +85,7 @@ TF_EXTERN(tf_err) tf_coturn_options_init(tf_coturn_options *opts, unsigned int v
 
 /**
  * Render the turnserver.conf of relay @p relay_name of @p plan.
- * @param[out] out the config text, secret material: wipe and release with tf_free()
+ * @param[out] out the config text, secret material: release with tf_secret_free()
  * @param pool the pool the plan was made from
  * @param plan the plan
  * @param relay_name a relay of @p plan
@@ -147,13 +147,14 @@ typedef enum tf_coturn_cli_op {
   TF_COTURN_CLI_SET_TOTAL_QUOTA = 3, /**< `cc total-quota <quota>`: undo the above (0 = unlimited) */
   TF_COTURN_CLI_DRAIN = 4,           /**< `drain` (coturn >= 4.6.3, like SIGUSR1; irreversible) */
   TF_COTURN_CLI_STOP = 5,            /**< `stop`: shut the server down */
-  TF_COTURN_CLI_PRINT_USERS = 6      /**< `pu`: sessions per user and `Total sessions: N`, the exact count */
+  TF_COTURN_CLI_PRINT_USERS = 6,     /**< `pu`: sessions per user and `Total sessions: N`, the exact count */
+  TF_COTURN_CLI_PRINT_SESSIONS = 7   /**< `ps`: one block per session and `Total sessions: N` */
 } tf_coturn_cli_op;
 
 /**
  * One CLI line, terminated by CR LF.
  * @param[out] out the line; for TF_COTURN_CLI_LOGIN it holds the password
- *        (secret): wipe and release with tf_free()
+ *        (secret): release with tf_secret_free()
  * @param op what to send
  * @param password TF_COTURN_CLI_LOGIN only (borrowed): not empty, no CR, LF or NUL
  * @param quota TF_COTURN_CLI_SET_TOTAL_QUOTA only: 0-2147483647 (coturn's int)

@@ -15,7 +15,7 @@ TF_BEGIN_DECL
 /**
  * Mint a credential valid until @p expiry (Unix seconds).
  * @param[out] username `<expiry><separator><user>`, release with tf_free()
- * @param[out] password base64 HMAC-SHA1, release with tf_free() (secret: wipe first)
+ * @param[out] password base64 HMAC-SHA1, release with tf_secret_free() (secret)
  * @param secret the shared secret (not empty)
  * @param user the user part; must not contain the separator; empty gives the bare
  *        `<expiry>` (coturn reads the whole name as the timestamp)
@@ -28,7 +28,7 @@ TF_EXTERN(tf_err) tf_cred_mint(char **username, char **password, const char *sec
 
 /**
  * The password for an existing username: base64(HMAC-SHA1(secret, username)).
- * @param[out] password release with tf_free() (secret: wipe first)
+ * @param[out] password release with tf_secret_free() (secret)
  */
 TF_EXTERN(tf_err) tf_cred_password(char **password, const char *secret, const char *username);
 
@@ -48,16 +48,13 @@ TF_EXTERN(tf_err) tf_cred_verify(const char *secret, const char *username, const
 /**
  * Read a shared secret from a file: its one line, without the line ending
  * (LF or CRLF). Tools use it so that a secret never comes from argv.
- * @param[out] out the secret, release with tf_cred_secret_free()
+ * @param[out] out the secret, release with tf_secret_free()
  * @param path the file
  * @return 0; TF_EIO naming the path when it cannot be read; TF_EINVALID when
  *         the file is empty, holds more than one line or more than
  *         TF_CRED_SECRET_MAX bytes (the message never quotes the content); TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_cred_secret_read(char **out, const char *path);
-
-/** Wipe and release a secret from tf_cred_secret_read() (or any string). NULL does nothing. */
-TF_EXTERN(void) tf_cred_secret_free(char *secret);
 
 TF_END_DECL
 

@@ -13,7 +13,7 @@
 
 TF_BEGIN_DECL
 
-/** A parsed node inventory, nodes sorted by name. Immutable. */
+/** A node inventory, nodes sorted by name: parsed (tf_nodes_parse()) or built (tf_nodes_new(), tf_nodes_add()). */
 typedef struct tf_nodes tf_nodes;
 
 /** Annotation keys read from nodes. */
@@ -34,6 +34,45 @@ typedef struct tf_nodes tf_nodes;
  *         `items[2].metadata.annotations["turnfleet.hzmi.dev/relay-address"]`); TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_nodes_parse(tf_nodes **out, const char *json, size_t len);
+
+/** One node for tf_nodes_add(), as an informer sees it. Fields are only appended; read up to the caller's version. */
+typedef struct tf_node_info {
+  unsigned int version;            /**< TF_NODE_INFO_VERSION */
+  const char *name;                /**< metadata.name (required: a lowercase RFC 1123 subdomain) */
+  const char *const *label_keys;   /**< metadata.labels keys ... */
+  const char *const *label_values; /**< ... and values */
+  size_t label_count;              /**< entries in both */
+  int ready;                       /**< the Ready condition: 1 True, 0 False, -1 unknown (eligible) */
+  int unschedulable;               /**< spec.unschedulable */
+  const tf_addr *internal_ips;     /**< status.addresses of type InternalIP, in order */
+  size_t internal_ip_count;        /**< entries in @p internal_ips */
+  const tf_addr *external_ips;     /**< status.addresses of type ExternalIP, in order */
+  size_t external_ip_count;        /**< entries in @p external_ips */
+  const tf_addr *relay_addresses;  /**< the relay-address annotation (at most one per family) */
+  size_t relay_address_count;      /**< entries in @p relay_addresses */
+  const tf_addr *external_addresses; /**< the external-addresses annotation (ExternalIPPool) */
+  size_t external_address_count;   /**< entries in @p external_addresses */
+  const tf_addr *pod_addresses;    /**< the relay-pod-addresses annotation (PodIP) */
+  size_t pod_address_count;        /**< entries in @p pod_addresses */
+} tf_node_info;
+
+#define TF_NODE_INFO_VERSION 1
+#define TF_NODE_INFO_INIT {TF_NODE_INFO_VERSION, NULL, NULL, NULL, 0, -1, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0}
+
+/**
+ * An empty inventory to add nodes to.
+ * @param[out] out release with tf_nodes_free()
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_nodes_new(tf_nodes **out);
+
+/**
+ * Add one node (kept in name order; indexes of later names shift).
+ * @param info borrowed for the call; copied
+ * @return 0; TF_EINVALID naming the field (`info.name: duplicate node "n1"`,
+ *         two relay addresses of one family); TF_ENOMEM. Nothing is added on failure.
+ */
+TF_EXTERN(tf_err) tf_nodes_add(tf_nodes *nodes, const tf_node_info *info);
 
 /**
  * tf_nodes_parse() with input limits. Duplicate keys (labels and annotations

@@ -2,7 +2,7 @@
  * @file turnfleet/plan.h
  * @brief The planner: relay identities, stable names, placement and conflicts.
  *
- * A plan is a pure function of (pool, nodes, fleet): the same inputs in any
+ * A plan is a pure function of (pool, nodes, existing relays): the same inputs in any
  * order give the identical plan.
  */
 #ifndef TURNFLEET_PLAN_H
@@ -17,7 +17,7 @@
 TF_BEGIN_DECL
 
 /** Relays that already exist: this pool's (kept names) and other pools' (claims). */
-typedef struct tf_fleet tf_fleet;
+typedef struct tf_existing tf_existing;
 /** A computed plan. Immutable. */
 typedef struct tf_plan tf_plan;
 /** One relay of a plan, borrowed from it. */
@@ -27,14 +27,14 @@ typedef struct tf_relay tf_relay;
 #define TF_RELAY_NAME_MAX 64
 
 /**
- * An empty fleet.
- * @param[out] out release with tf_fleet_free()
+ * An empty set of existing relays.
+ * @param[out] out release with tf_existing_free()
  * @return 0, TF_EINVALID, TF_ENOMEM
  */
-TF_EXTERN(tf_err) tf_fleet_new(tf_fleet **out);
+TF_EXTERN(tf_err) tf_existing_new(tf_existing **out);
 
 /**
- * Parse a fleet from JSON: an array of relay records, or an object with a
+ * Parse existing relays from JSON: an array of relay records, or an object with a
  * `relays` array (such as the output of `turnfleet plan -o json`) whose
  * optional top-level `pool` is the default pool of its records. A record is
  * `{"pool": P, "name": N, "identity": "ADDR[,ADDR]/START-END",
@@ -42,24 +42,24 @@ TF_EXTERN(tf_err) tf_fleet_new(tf_fleet **out);
  * for another pool's record, `name` and `identity` for this pool's. Without
  * `listenerPorts` the ports of a plan's `listeners[].port` are read; other
  * members are ignored. A missing `allocations` means unknown (-1).
- * @param[out] out release with tf_fleet_free()
+ * @param[out] out release with tf_existing_free()
  * @return 0; TF_EPROTO for malformed JSON; TF_EINVALID naming the record field
  */
-TF_EXTERN(tf_err) tf_fleet_parse(tf_fleet **out, const char *json, size_t len);
+TF_EXTERN(tf_err) tf_existing_parse(tf_existing **out, const char *json, size_t len);
 
 /**
- * tf_fleet_parse() with input limits.
- * @param[out] out release with tf_fleet_free()
+ * tf_existing_parse() with input limits.
+ * @param[out] out release with tf_existing_free()
  * @param json the records, borrowed for the call
  * @param len bytes in @p json
  * @param opts the limits, borrowed; NULL for the defaults
- * @return as tf_fleet_parse(); TF_EINVALID for an input over a limit
+ * @return as tf_existing_parse(); TF_EINVALID for an input over a limit
  */
-TF_EXTERN(tf_err) tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const tf_parse_options *opts);
+TF_EXTERN(tf_err) tf_existing_parse_with(tf_existing **out, const char *json, size_t len, const tf_parse_options *opts);
 
 /**
  * Add one relay record.
- * @param fleet the fleet
+ * @param existing the set
  * @param pool owning pool's name; NULL or "" means "the pool being planned"
  * @param name relay name (required for the planned pool's relays)
  * @param identity "ADDR[,ADDR]/START-END"
@@ -68,28 +68,28 @@ TF_EXTERN(tf_err) tf_fleet_parse_with(tf_fleet **out, const char *json, size_t l
  * @param listener_ports_count entries in @p listener_ports
  * @return 0, TF_EINVALID naming the bad argument, TF_ENOMEM
  */
-TF_EXTERN(tf_err) tf_fleet_add(tf_fleet *fleet, const char *pool, const char *name,
+TF_EXTERN(tf_err) tf_existing_add(tf_existing *existing, const char *pool, const char *name,
                                const char *identity, int64_t allocations,
                                const uint16_t *listener_ports, size_t listener_ports_count);
 
 /** Number of records. */
-TF_EXTERN(size_t) tf_fleet_count(const tf_fleet *fleet);
+TF_EXTERN(size_t) tf_existing_count(const tf_existing *existing);
 
-/** Release a fleet. NULL does nothing. */
-TF_EXTERN(void) tf_fleet_free(tf_fleet *fleet);
+/** Release a set of existing relays. NULL does nothing. */
+TF_EXTERN(void) tf_existing_free(tf_existing *existing);
 
 /**
  * Plan the relays of @p pool on @p nodes.
  * @param[out] out release with tf_plan_free()
  * @param pool a valid pool (borrowed for the call)
  * @param nodes the inventory (borrowed for the call)
- * @param fleet existing relays and other pools' claims; may be NULL
+ * @param existing this pool's existing relays and other pools' claims; may be NULL
  * @return 0 (also when replicas cannot all be placed: see the conditions);
  *         TF_EINVALID for an invalid pool (first problem in the message) or
  *         a bad argument; TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes,
-                              const tf_fleet *fleet);
+                              const tf_existing *existing);
 
 /** Release a plan. NULL does nothing. */
 TF_EXTERN(void) tf_plan_free(tf_plan *plan);
@@ -125,7 +125,7 @@ TF_EXTERN(tf_err) tf_plan_condition(const tf_plan *plan, size_t i, const char **
  * "placeable", "relays": [{name, identity, node, addresses,
  * portRange{start,end}, portsTotal, listeners[{name, protocol, port}]}],
  * "conditions": [{type, status, reason, message}]}`, keys in that order,
- * indented by two spaces, without a final newline. tf_fleet_parse() reads it back.
+ * indented by two spaces, without a final newline. tf_existing_parse() reads it back.
  * @param[out] out release with tf_free()
  */
 TF_EXTERN(tf_err) tf_plan_to_json(char **out, const tf_plan *plan);

@@ -19,9 +19,11 @@ typedef struct tf_pool tf_pool;
 typedef struct tf_problems tf_problems;
 
 /** Input formats for tf_pool_parse(). */
-#define TF_FORMAT_AUTO 0 /**< JSON if the text starts with '{', else YAML */
-#define TF_FORMAT_JSON 1
-#define TF_FORMAT_YAML 2
+typedef enum tf_format {
+  TF_FORMAT_AUTO = 0, /**< JSON if the text starts with '{', else YAML */
+  TF_FORMAT_JSON = 1,
+  TF_FORMAT_YAML = 2
+} tf_format;
 
 /** spec.addressing.mode */
 typedef enum tf_mode {
@@ -61,11 +63,11 @@ typedef enum tf_protocol {
  *         document that is not a mapping; TF_EINVALID for bad arguments or an
  *         input over the default limits (see tf_parse_options); TF_ENOMEM
  */
-TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, int format);
+TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format);
 
 /**
  * Input limits of the document parsers (tf_pool_parse_with(),
- * tf_nodes_parse_with(), tf_fleet_parse_with(); the functions without `_with`
+ * tf_nodes_parse_with(), tf_existing_parse_with(); the functions without `_with`
  * use the defaults). Both limits are checked before the document tree grows,
  * so a parse holds about 2 x the input plus 200 bytes per value at most.
  * Fields are only appended; they are read up to @ref version.
@@ -125,6 +127,15 @@ TF_EXTERN(tf_err) tf_pool_validate(tf_problems **out, const tf_pool *pool);
  */
 TF_EXTERN(tf_err) tf_pool_to_json(char **out, const tf_pool *pool);
 
+/**
+ * A copy of @p pool with another spec.replicas (a scale, a shutdown to zero), without JSON editing.
+ * @param[out] out release with tf_pool_free()
+ * @param pool the pool, borrowed for the call
+ * @param replicas >= 0
+ * @return 0, TF_EINVALID naming `replicas`, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas);
+
 /** metadata.name ("" when unset). Borrowed from @p pool. */
 TF_EXTERN(const char *) tf_pool_name(const tf_pool *pool);
 /** metadata.namespace (default "default"). Borrowed from @p pool. */
@@ -153,6 +164,46 @@ TF_EXTERN(const char *) tf_pool_realm(const tf_pool *pool);
 TF_EXTERN(const char *) tf_pool_coturn_version(const tf_pool *pool);
 /** spec.drainTimeout in milliseconds (default 600 s). */
 TF_EXTERN(int64_t) tf_pool_drain_timeout_ms(const tf_pool *pool);
+
+/** spec.dataplane.image (default: the coturn image of coturnVersion). Borrowed. */
+TF_EXTERN(const char *) tf_pool_image(const tf_pool *pool);
+/**
+ * spec.auth.secretRef (@p previous 0) or spec.auth.previousSecretRef (@p previous 1).
+ * @param[out] name the Secret's name; NULL when the ref is absent. Borrowed; may be NULL
+ * @param[out] key its key (default "secret"). Borrowed; may be NULL
+ * @return 0, TF_ENOTFOUND when the ref is absent, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, const char **key);
+/** spec.listeners[i].tlsSecretRef.name; NULL when absent or out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_listener_tls_secret(const tf_pool *pool, size_t i);
+/** Number of spec.nodeSelector entries (default: turnfleet.hzmi.dev/relay-node=true). */
+TF_EXTERN(size_t) tf_pool_node_selector_count(const tf_pool *pool);
+/** Key of nodeSelector entry @p i (in the order tf_pool_to_json() writes them); NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_node_selector_key(const tf_pool *pool, size_t i);
+/** Value of nodeSelector entry @p i; NULL when out of range. Borrowed. */
+TF_EXTERN(const char *) tf_pool_node_selector_value(const tf_pool *pool, size_t i);
+/** spec.addressing.podIP.network (the Multus network); NULL when absent. Borrowed. */
+TF_EXTERN(const char *) tf_pool_pod_network(const tf_pool *pool);
+/** Number of spec.addressing.externalIPPool.addresses prefixes. */
+TF_EXTERN(size_t) tf_pool_external_prefix_count(const tf_pool *pool);
+/**
+ * externalIPPool prefix @p i.
+ * @param[out] out the prefix
+ * @return 0, TF_ENOTFOUND when out of range, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_external_prefix(tf_prefix *out, const tf_pool *pool, size_t i);
+/** spec.quota.userQuota (@p total 0) or spec.quota.totalQuota (@p total 1); 0: unlimited. */
+TF_EXTERN(int64_t) tf_pool_quota(const tf_pool *pool, int total);
+/** spec.peerPolicy.denyPrivate (default 1). */
+TF_EXTERN(int) tf_pool_peer_deny_private(const tf_pool *pool);
+/** Number of spec.peerPolicy.allow (@p deny 0) or .deny (@p deny 1) prefixes. */
+TF_EXTERN(size_t) tf_pool_peer_prefix_count(const tf_pool *pool, int deny);
+/**
+ * peerPolicy prefix @p i of the allow (@p deny 0) or deny (@p deny 1) list.
+ * @param[out] out the prefix
+ * @return 0, TF_ENOTFOUND when out of range, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_pool_peer_prefix(tf_prefix *out, const tf_pool *pool, int deny, size_t i);
 
 /** Number of problems in @p problems. */
 TF_EXTERN(size_t) tf_problems_count(const tf_problems *problems);

@@ -54,7 +54,7 @@ TF_EXTERN(const char *) tf_uri_transport(const tf_uri *uri);
 /** 1 when ?transport= was written. */
 TF_EXTERN(int) tf_uri_transport_explicit(const tf_uri *uri);
 /** What to open. */
-TF_EXTERN(tf_uri_mode) tf_uri_get_mode(const tf_uri *uri);
+TF_EXTERN(tf_uri_mode) tf_uri_open_mode(const tf_uri *uri);
 
 /**
  * Format a URI for an address: `turn:203.0.113.7:3478?transport=udp`,

@@ -1,0 +1,106 @@
+/**
+ * @file turnfleet/relayctl.h
+ * @brief Talking to one running coturn: its telnet CLI on 127.0.0.1 (count
+ * with `pu`, drain per version, the session list) and, on builds with
+ * Prometheus, its `/metrics` (through libcurl). Every call is bounded by a
+ * deadline; the CLI password is copied only into memory that is wiped, and
+ * never logged or put in an error message.
+ *
+ * Two forms:
+ *  - blocking calls (tf_relayctl_run()), for an agent or a script;
+ *  - a worker pool (tf_relayctl_workers) for a driver's event loop, so that
+ *    asking N relays never stalls the loop N timeouts: requests are queued,
+ *    run on the pool's threads, and results come back through a file
+ *    descriptor the loop polls.
+ *
+ * Thread contract of tf_relayctl_workers: one owner thread calls
+ * tf_relayctl_workers_submit(), tf_relayctl_workers_next() and
+ * tf_relayctl_workers_free(); the pool's own threads only run requests and
+ * never call back into the owner. tf_relayctl_workers_fd() is readable while
+ * a result waits. tf_relayctl_run() is reentrant (thread-safe).
+ */
+#ifndef TURNFLEET_RELAYCTL_H
+#define TURNFLEET_RELAYCTL_H
+
+#include "common.h"
+#include "errors.h"
+
+TF_BEGIN_DECL
+
+/** What to ask a relay. */
+typedef enum tf_relayctl_op {
+  TF_RELAYCTL_COUNT = 0,         /**< allocations through the CLI's `pu` (`Total sessions: N`, exact) */
+  TF_RELAYCTL_COUNT_METRICS = 1, /**< allocations from http://address:port/metrics (`turn_total_allocations`) */
+  TF_RELAYCTL_DRAIN = 2,         /**< the CLI's `drain` (coturn >= 4.6.3: new Allocates get 403, it exits at zero) */
+  TF_RELAYCTL_REFUSE = 3,        /**< the CLI's `cc total-quota -1` (older coturn: new Allocates get 486) */
+  TF_RELAYCTL_SESSIONS = 4       /**< the CLI's `ps`: the session list as coturn prints it, and the count */
+} tf_relayctl_op;
+
+/** One request. Fields are only appended; read up to the caller's version. */
+typedef struct tf_relayctl_request {
+  unsigned int version;  /**< TF_RELAYCTL_REQUEST_VERSION */
+  tf_relayctl_op op;     /**< what to ask */
+  const char *address;   /**< TF_RELAYCTL_COUNT_METRICS: the exporter's address; the CLI is always 127.0.0.1 */
+  uint16_t port;         /**< the CLI port, or the exporter's port */
+  const char *password;  /**< the CLI password (secret; copied and wiped); unused for /metrics */
+  int timeout_ms;        /**< the whole exchange's deadline (> 0) */
+  /* version 2 */
+  int owner_pid;         /**< > 0: the CLI's listening socket must belong to this process (Linux /proc),
+                              checked before the password is sent, so a listener that is not the relay's
+                              never receives it; 0: no check (another network or PID namespace) */
+} tf_relayctl_request;
+
+#define TF_RELAYCTL_REQUEST_VERSION 2
+#define TF_RELAYCTL_REQUEST_INIT {TF_RELAYCTL_REQUEST_VERSION, TF_RELAYCTL_COUNT, NULL, 0, NULL, 1000, 0}
+
+/**
+ * Ask one relay and wait (at most the request's timeout).
+ * @param[out] count COUNT, COUNT_METRICS, SESSIONS: the allocations; may be NULL
+ * @param[out] text SESSIONS: coturn's output (release with tf_free()); may be NULL
+ * @param req borrowed for the call
+ * @return 0; TF_EINVALID naming the field (never the password); TF_ETIMEOUT
+ *         past the deadline; TF_ENET when the relay cannot be reached or
+ *         closes; TF_EAUTH when the CLI refuses the password or its listener is
+ *         not @p req->owner_pid's (nothing was sent then); TF_EPROTO when
+ *         the answer is not what the op expects (an HTTP status other than 200,
+ *         no count in it); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_relayctl_run(int64_t *count, char **text, const tf_relayctl_request *req);
+
+/** A pool of worker threads running requests for one owner thread (see the file comment). */
+typedef struct tf_relayctl_workers tf_relayctl_workers;
+
+/**
+ * @param[out] out release with tf_relayctl_workers_free()
+ * @param threads how many requests run at once (1-64)
+ * @return 0, TF_EINVALID, TF_ENOMEM, TF_EIO (no thread or no descriptor)
+ */
+TF_EXTERN(tf_err) tf_relayctl_workers_new(tf_relayctl_workers **out, size_t threads);
+
+/** Stop the threads (waiting for the requests that run, at most their timeouts) and release. NULL does nothing. */
+TF_EXTERN(void) tf_relayctl_workers_free(tf_relayctl_workers *workers);
+
+/**
+ * Queue a request; it runs as soon as a thread is free.
+ * @param req borrowed for the call (copied; the password into wiped memory)
+ * @param tag the caller's, given back with the result
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_relayctl_workers_submit(tf_relayctl_workers *workers, const tf_relayctl_request *req,
+                                             uint64_t tag);
+
+/** A descriptor that is readable while a result waits (poll it with POLLIN); owned by @p workers. */
+TF_EXTERN(int) tf_relayctl_workers_fd(const tf_relayctl_workers *workers);
+
+/**
+ * Take one finished request, without blocking.
+ * @param[out] tag the request's tag
+ * @param[out] rc what tf_relayctl_run() returned for it
+ * @param[out] count its count (-1 when it failed)
+ * @return 1 when a result was taken, 0 when none waits, TF_EINVALID
+ */
+TF_EXTERN(int) tf_relayctl_workers_next(tf_relayctl_workers *workers, uint64_t *tag, tf_err *rc, int64_t *count);
+
+TF_END_DECL
+
+#endif

@@ -1,0 +1,547 @@
+/* engine: the fleet engine driven by synthetic facts, no process and no
+ * socket. Every timing rule on a made-up monotonic clock: the probe and count
+ * schedules, the drain's publication delay, drainTimeout, restart backoff,
+ * the shutdown; then acknowledgements, refused inputs and bad arguments. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf_test.h"
+
+#define T0 100000 /* the monotonic clock of the tests starts here */
+#define WALL 1715000000000LL
+
+static tf_pool *mk_pool(int replicas, const char *version, const char *extra)
+{
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "metadata: {name: demo}\n"
+           "spec:\n"
+           "  replicas: %d\n"
+           "  dataplane: {coturnVersion: \"%s\"}\n"
+           "  relayPortRange: {start: 49152, end: 49159}\n"
+           "  auth: {realm: demo.example.com, secretRef: {name: s}}\n"
+           "  drainTimeout: 30s\n%s",
+           replicas, version, extra ? extra : "");
+  return tf_test_pool(text);
+}
+
+static tf_nodes *mk_nodes(int n) { return tf_test_relay_nodes(n); }
+
+static const char *secrets[] = {"s3cr3t"};
+
+/* Render options with the CLI on (master password "clipw") and @p n of @p with as the secrets. */
+static tf_coturn_options mk_coturn(const char *const *with, size_t n)
+{
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = with;
+  co.secrets_count = n;
+  co.state_dir = "/var/lib/turnfleet";
+  co.cli_port = 5766;
+  co.cli_password = "clipw";
+  return co;
+}
+
+static tf_engine *mk_engine(int replicas, const char *version)
+{
+  tf_coturn_options co = mk_coturn(secrets, 1);
+  tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+  eo.coturn = &co;
+  eo.probe_interval_ms = 1000;
+  tf_engine *e = NULL;
+  TF_OK_OR_FAIL(tf_engine_new(&e, mk_pool(replicas, version, NULL), mk_nodes(3), &eo));
+  return e;
+}
+
+static void step(tf_engine *e, int64_t now) { TF_OK_OR_FAIL(tf_engine_step(e, now, WALL + now)); }
+
+/* How many actions of @p kind the last step gave; *first gets the first one. */
+static size_t count_kind(const tf_engine *e, tf_engine_action_kind kind, const tf_engine_action **first)
+{
+  size_t n = 0;
+  if (first) *first = NULL;
+  for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+    const tf_engine_action *a = tf_engine_action_at(e, i);
+    if (a->kind != kind) continue;
+    if (first && !n) *first = a;
+    n++;
+  }
+  return n;
+}
+
+/* Report every START/RESTART as started (pid "p<N>"), every PROBE with @p probe_ok, every COUNT with @p count. */
+static void ack_all(tf_engine *e, int64_t now, int probe_ok, int64_t count)
+{
+  static int pid = 1000;
+  for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+    const tf_engine_action *a = tf_engine_action_at(e, i);
+    char id[16];
+    snprintf(id, sizeof(id), "%d", ++pid);
+    switch (a->kind) {
+    case TF_ENGINE_START:
+    case TF_ENGINE_RESTART: TF_OK_OR_FAIL(tf_engine_done(e, a->id, 1, id, now)); break;
+    case TF_ENGINE_DRAIN:
+    case TF_ENGINE_STOP: TF_OK_OR_FAIL(tf_engine_done(e, a->id, 1, NULL, now)); break;
+    case TF_ENGINE_PROBE:
+      TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, probe_ok, probe_ok ? 0 : 508, !probe_ok,
+                                         probe_ok ? "ok" : "508 no relay port", now));
+      break;
+    case TF_ENGINE_COUNT: TF_OK_OR_FAIL(tf_engine_count_done(e, a->id, count, now)); break;
+    }
+  }
+}
+
+static size_t ready_count(const tf_engine *e)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++)
+    if (tf_engine_relay_at(e, i)->state == TF_ENGINE_RELAY_READY) n++;
+  return n;
+}
+
+/* Three relays started at T0, probed good at T0+200, counted 0 at T0+500: the fleet of most tests. */
+static tf_engine *ready_fleet(int replicas, const char *version)
+{
+  tf_engine *e = mk_engine(replicas, version);
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  step(e, T0 + 200);
+  ack_all(e, T0 + 200, 1, 0);
+  step(e, T0 + 500);
+  ack_all(e, T0 + 500, 1, 0);
+  step(e, T0 + 500);
+  ck_assert_uint_eq(ready_count(e), (size_t)replicas);
+  return e;
+}
+
+START_TEST(test_engine__starts_then_probes_then_counts_on_schedule)
+{
+  tf_engine *e = mk_engine(3, "4.6.1");
+  step(e, T0);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, &a), 3);
+  ck_assert_uint_eq(tf_engine_action_count(e), 3);
+  ck_assert_ptr_nonnull(a->config);
+  ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"s3cr3t\""));
+  ck_assert_str_eq(a->reason, "ScaleUp");
+  ck_assert_uint_eq(a->ports.start, 49152);
+  ck_assert_uint_ge(a->cli_port, 5766);
+  ck_assert_uint_eq(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_STARTING);
+  /* not reported yet: the next step asks for nothing again */
+  step(e, T0 + 10);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  tf_engine_free(e);
+
+  e = mk_engine(3, "4.6.1");
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0); /* something was reported: step at once */
+  step(e, T0);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 200); /* the first probe */
+  step(e, T0 + 199);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  step(e, T0 + 200);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 3);
+  ck_assert_uint_eq(a->probe_count, 2); /* every listener: udp and tcp on 3478 */
+  ck_assert_ptr_nonnull(strstr(a->probe_uris[0], "turn:203.0.113."));
+  ck_assert_ptr_nonnull(strstr(a->probe_uris[1], "?transport=tcp"));
+  ck_assert_str_eq(a->probe_addresses[0], a->address);
+  ck_assert_str_eq(a->probe_addresses[1], a->address);
+  ck_assert_int_eq(a->timeout_ms, 1000);
+  /* the count's first time (T0+500) comes while the probes are out: no count overlaps a probe */
+  step(e, T0 + 600);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  ck_assert_uint_eq(ready_count(e), 0);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__probe_and_count_intervals_run_from_each_result)
+{
+  tf_engine *e = mk_engine(1, "4.6.1");
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  step(e, T0 + 200);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  uint64_t probe = a->id;
+  /* out for 700 ms: the count due at T0+500 waits for it */
+  step(e, T0 + 800);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, probe, 1, 0, 0, "ok", T0 + 900));
+  step(e, T0 + 900);
+  ck_assert_uint_eq(ready_count(e), 1);
+  /* ... and then half a probe interval more: coturn still lists the probe's released session */
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, NULL), 0);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 1400);
+  step(e, T0 + 1399);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  step(e, T0 + 1400);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, &a), 1);
+  ck_assert_int_eq(a->count, TF_ENGINE_COUNT_CLI); /* 4.6.1 without Prometheus: the CLI */
+  ck_assert_uint_ge(a->cli_port, 5766);
+  /* with the relay's own CLI password, the one its config has, never the master */
+  char *pw = NULL, line[96];
+  TF_OK_OR_FAIL(tf_reconcile_cli_password(&pw, "clipw", a->relay));
+  ck_assert_str_eq(a->cli_password, pw);
+  snprintf(line, sizeof(line), "cli-password=\"%s\"", pw);
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(tf_engine_reconcile(e), 0), line));
+  tf_secret_free(pw);
+  ck_assert_int_eq(a->timeout_ms, 1000);
+  TF_OK_OR_FAIL(tf_engine_count_done(e, a->id, 4, T0 + 1450));
+  step(e, T0 + 1450);
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->allocations, 4);
+  /* next probe one interval after the probe's result, next count one after the count's */
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 1900);
+  step(e, T0 + 1899);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  step(e, T0 + 1900);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 0, 508, 1, "508", T0 + 1920));
+  step(e, T0 + 1920);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 2450);
+  step(e, T0 + 2449);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, NULL), 0);
+  step(e, T0 + 2450);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, NULL), 1);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__relay_states_starting_ready_full_failing)
+{
+  tf_engine *e = mk_engine(1, "4.6.1");
+  step(e, T0);
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Starting");
+  ack_all(e, T0, 1, 0);
+  step(e, T0 + 200);
+  ack_all(e, T0 + 200, 0, 0); /* 508 */
+  step(e, T0 + 200);
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Full");
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->probe_error_code, 508);
+  step(e, T0 + 1200);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 0, 0, 0, "no answer", T0 + 1300));
+  step(e, T0 + 1300);
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Failing");
+  ack_all(e, T0 + 1300, 1, 0);
+  step(e, T0 + 2300);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 1, 0, 0, "ok", T0 + 2300));
+  step(e, T0 + 2300);
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Ready");
+  ck_assert_ptr_null(tf_engine_relay_state_name((tf_engine_relay_state)7));
+  /* the failure counter saw the 508 on Allocate once */
+  tf_metrics *m = NULL;
+  char *text = NULL;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_reconcile_metrics(m, tf_engine_reconcile(e)));
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  ck_assert_ptr_nonnull(strstr(text, "code=\"508\""));
+  tf_free(text);
+  tf_metrics_free(m);
+  tf_engine_free(e);
+}
+END_TEST
+
+/* Scale-down: out of the URIs at once, coturn told publish_delay_ms later, stopped on a later count of 0. */
+START_TEST(test_engine__drain_waits_the_publication_delay_then_a_count_of_zero)
+{
+  tf_engine *e = ready_fleet(3, "4.6.1");
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(e)), 6);
+  tf_pool *two = NULL;
+  TF_OK_OR_FAIL(tf_pool_with_replicas(&two, tf_engine_pool(e), 2));
+  ck_assert_int_eq(tf_pool_replicas(two), 2);
+  TF_OK_OR_FAIL(tf_engine_set_pool(e, two));
+  const int64_t t = T0 + 600;
+  step(e, t);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0); /* nothing for coturn yet */
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(e)), 4);
+  size_t draining = 0;
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++)
+    if (tf_engine_relay_at(e, i)->state == TF_ENGINE_RELAY_DRAINING) draining++;
+  ck_assert_uint_eq(draining, 1);
+  ck_assert_int_le(tf_engine_next_ms(e), t + 2000);
+  step(e, t + 1999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, NULL), 0);
+  /* a count of 0 before coturn refuses does not stop it */
+  ack_all(e, t + 1999, 1, 0);
+  step(e, t + 1999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 0);
+  step(e, t + 2000);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, &a), 1);
+  ck_assert_int_eq(a->drain, TF_ENGINE_DRAIN_QUOTA); /* 4.6.1: cc total-quota -1 */
+  ck_assert_ptr_nonnull(a->relay_id);
+  char name[64];
+  snprintf(name, sizeof(name), "%s", a->relay);
+  TF_OK_OR_FAIL(tf_engine_done(e, a->id, 1, NULL, t + 2010));
+  step(e, t + 2010);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 0);
+  /* its next count (one interval after the last) reads 0: now it goes */
+  step(e, t + 3000);
+  ck_assert_uint_ge(count_kind(e, TF_ENGINE_COUNT, NULL), 1);
+  ack_all(e, t + 3000, 1, 0);
+  step(e, t + 3000);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, &a), 1);
+  ck_assert_str_eq(a->relay, name);
+  ck_assert_str_eq(a->reason, "Drained");
+  TF_OK_OR_FAIL(tf_engine_done(e, a->id, 1, NULL, t + 3000));
+  step(e, t + 3000);
+  ck_assert_uint_eq(tf_engine_relay_count(e), 2);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__drain_times_out_after_drain_timeout)
+{
+  tf_engine *e = ready_fleet(2, "4.17.1");
+  tf_pool *one = NULL;
+  TF_OK_OR_FAIL(tf_pool_with_replicas(&one, tf_engine_pool(e), 1));
+  TF_OK_OR_FAIL(tf_engine_set_pool(e, one));
+  const int64_t t = T0 + 600;
+  step(e, t);
+  step(e, t + 2000);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, &a), 1);
+  ck_assert_int_eq(a->drain, TF_ENGINE_DRAIN_MODE); /* >= 4.6.3: coturn's own drain */
+  ack_all(e, t + 2000, 1, 5);
+  /* its clients stay: counts say 5 until drainTimeout (30 s after it left the URIs) */
+  for (int64_t s = 3; s < 30; s += 3) {
+    step(e, t + s * 1000);
+    ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 0);
+    ack_all(e, t + s * 1000, 1, 5);
+  }
+  step(e, t + 29999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 0);
+  ack_all(e, t + 29999, 1, 5);
+  step(e, t + 30000);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, &a), 1);
+  ck_assert_str_eq(a->reason, "DrainTimeout");
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__a_dead_relay_restarts_after_a_doubling_backoff)
+{
+  tf_engine *e = ready_fleet(1, "4.6.1");
+  const char *name = tf_engine_relay_at(e, 0)->name;
+  char saved[64];
+  snprintf(saved, sizeof(saved), "%s", name);
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = saved;
+  f.running = 0;
+  f.exited_ms = T0 + 1000;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, T0 + 1000));
+  step(e, T0 + 1000);
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Failing");
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL) + count_kind(e, TF_ENGINE_COUNT, NULL), 0);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 2000); /* backoff 1 s from the exit */
+  step(e, T0 + 1999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  step(e, T0 + 2000);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, &a), 1);
+  ck_assert_str_eq(a->reason, "Exited");
+  /* the start fails: it counts as a restart, the next waits 2 s */
+  TF_OK_OR_FAIL(tf_engine_done(e, a->id, 0, NULL, T0 + 2000));
+  step(e, T0 + 2000);
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->restarts, 1);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 4000);
+  step(e, T0 + 3999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  step(e, T0 + 4000);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, &a), 1);
+  TF_OK_OR_FAIL(tf_engine_done(e, a->id, 1, "777", T0 + 4000));
+  step(e, T0 + 4000);
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->restarts, 2);
+  ck_assert_str_eq(tf_engine_relay_at(e, 0)->id, "777");
+  ck_assert_str_eq(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Starting");
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__shutdown_drains_everything_then_stops_what_is_left)
+{
+  tf_engine *e = ready_fleet(3, "4.6.1");
+  const int64_t t = T0 + 600;
+  TF_OK_OR_FAIL(tf_engine_shutdown(e, t, 0));
+  ck_assert_int_eq(tf_engine_finished(e), 0);
+  step(e, t);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(e)), 0);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"desiredReplicas\":\t0"));
+  ck_assert_ptr_nonnull(strstr(status, "\"stopping\":\ttrue"));
+  ck_assert_ptr_nonnull(strstr(status, "\"state\":\t\"Draining\""));
+  ck_assert_ptr_nonnull(strstr(status, "\"reason\":\t\"Stopping\""));
+  tf_free(status);
+  /* input changes are refused while stopping */
+  ck_assert_int_eq(tf_engine_set_pool(e, mk_pool(5, "4.6.1", NULL)), TF_EINVALID);
+  /* every relay gets coturn's refusal after the delay; the counts keep saying 1 */
+  step(e, t + 2000);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, NULL), 3);
+  ack_all(e, t + 2000, 1, 1);
+  step(e, t + 30000 + 30000 - 1); /* drainTimeout 30 s: reconcile stops them at t + 30 s */
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 3);
+  ack_all(e, t + 59999, 1, 1);
+  ck_assert_int_eq(tf_engine_finished(e), 1);
+  /* after the stop the status is not Ready (zero of zero relays would say True) */
+  step(e, t + 59999);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"type\":\t\"Ready\",\n\t\t\t\"status\":\t\"False\",\n\t\t\t\"reason\":\t\"Stopped\""));
+  tf_free(status);
+  tf_engine_free(e);
+
+  /* the deadline: drainTimeout + stop_grace_ms, and at once on a second signal */
+  e = ready_fleet(2, "4.6.1");
+  TF_OK_OR_FAIL(tf_engine_shutdown(e, t, 0));
+  step(e, t);
+  ck_assert_int_eq(tf_engine_next_ms(e) <= t + 60000, 1);
+  TF_OK_OR_FAIL(tf_engine_shutdown(e, t + 10, 1));
+  step(e, t + 10);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, &a), 2);
+  ck_assert_str_eq(a->reason, "ShutdownTimeout");
+  ack_all(e, t + 10, 1, 0);
+  step(e, t + 10);
+  ck_assert_int_eq(tf_engine_finished(e), 1);
+  ck_assert_uint_eq(tf_engine_relay_count(e), 0);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
+{
+  tf_engine *e = ready_fleet(1, "4.6.1");
+  /* valid, but a TLS listener needs certificate files the engine was not given */
+  tf_pool *tls = mk_pool(1, "4.6.1", "  listeners: [{name: tls, protocol: tls, port: 5349, tlsSecretRef: {name: t}}]\n");
+  ck_assert_int_eq(tf_pool_validate(NULL, tls), 0);
+  ck_assert_int_eq(tf_engine_set_pool(e, tls), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "cert"));
+  ck_assert_uint_eq(tf_pool_listener_count(tf_engine_pool(e)), 2);
+  step(e, T0 + 600);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\t\""));
+  ck_assert_ptr_nonnull(strstr(status, "cert"));
+  ck_assert_ptr_nonnull(strstr(status, "\"desiredReplicas\":\t1"));
+  ck_assert_ptr_nonnull(strstr(status, "\"placedReplicas\":\t1"));
+  tf_free(status);
+  ck_assert_uint_eq(ready_count(e), 1);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+  /* a secret rotation re-renders: one restart at a time */
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 700);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\tnull")); /* accepted: the refusal is gone */
+  tf_free(status);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, &a), 1);
+  ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"n3w\""));
+  co.secrets_count = 0;
+  ck_assert_int_eq(tf_engine_set_coturn_options(e, &co), TF_EINVALID);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__an_operator_restart_adopts_running_pods)
+{
+  /* a first engine starts the fleet; a second one learns it from facts only */
+  tf_engine *first = ready_fleet(2, "4.6.1");
+  tf_engine *e = mk_engine(2, "4.6.1");
+  for (size_t i = 0; i < 2; i++) {
+    const tf_engine_relay *v = tf_engine_relay_at(first, i);
+    char identity[96];
+    snprintf(identity, sizeof(identity), "%s/%u-%u", v->address, v->ports.start, v->ports.end);
+    tf_engine_relay_facts f;
+    TF_OK_OR_FAIL(tf_engine_relay_facts_init(&f, TF_ENGINE_RELAY_FACTS_VERSION));
+    f.name = v->name;
+    f.id = v->id;
+    f.running = 1;
+    f.started_ms = T0 - 5000;
+    f.identity = identity;
+    f.config_hash = tf_reconcile_relay_config_hash(tf_engine_reconcile(first), i);
+    f.cli_port = tf_reconcile_relay_cli_port(tf_engine_reconcile(first), i);
+    TF_OK_OR_FAIL(tf_engine_observe(e, &f, T0));
+  }
+  step(e, T0);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL) + count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 2); /* due long ago */
+  tf_engine_free(first);
+  tf_engine_free(e);
+}
+END_TEST
+
+START_TEST(test_engine__rejects_bad_input)
+{
+  tf_engine_options eo;
+  ck_assert_int_eq(tf_engine_options_init(&eo, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_options_init(&eo, TF_ENGINE_OPTIONS_VERSION + 1), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_engine_options_init(&eo, TF_ENGINE_OPTIONS_VERSION));
+  ck_assert_int_eq(eo.probe_interval_ms, 5000);
+  ck_assert_int_eq(eo.publish_delay_ms, 2000);
+  tf_engine *e = NULL;
+  ck_assert_int_eq(tf_engine_new(&e, mk_pool(1, "4.6.1", NULL), mk_nodes(1), &eo), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "opts.coturn"));
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = secrets;
+  co.secrets_count = 1;
+  eo.coturn = &co;
+  eo.probe_interval_ms = 0;
+  ck_assert_int_eq(tf_engine_new(&e, mk_pool(1, "4.6.1", NULL), mk_nodes(1), &eo), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "opts.probe_interval_ms"));
+  ck_assert_ptr_null(e);
+
+  e = ready_fleet(1, "4.6.1");
+  ck_assert_int_eq(tf_engine_step(e, T0, WALL), TF_EINVALID); /* back in time */
+  ck_assert_int_eq(tf_engine_done(e, 999999, 1, NULL, T0 + 600), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_engine_probe_done(e, 999999, 1, 0, 0, NULL, T0 + 600), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_engine_count_done(e, 0, 1, T0 + 600), TF_ENOTFOUND);
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  ck_assert_int_eq(tf_engine_observe(e, &f, T0 + 600), TF_EINVALID);
+  f.name = "demo-relay-unknown";
+  f.running = 1;
+  ck_assert_int_eq(tf_engine_observe(e, &f, T0 + 600), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "facts.identity"));
+  f.version = 2;
+  ck_assert_int_eq(tf_engine_observe(e, &f, T0 + 600), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_relay_facts_init(&f, 9), TF_EINVALID);
+  ck_assert_ptr_null(tf_engine_action_at(e, 99));
+  ck_assert_ptr_null(tf_engine_relay_at(e, 99));
+  ck_assert_ptr_null(tf_engine_action_name((tf_engine_action_kind)42));
+  ck_assert_str_eq(tf_engine_action_name(TF_ENGINE_COUNT), "count");
+  tf_pool *p = NULL;
+  ck_assert_int_eq(tf_pool_with_replicas(&p, tf_engine_pool(e), -1), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "replicas"));
+  tf_engine_free(e);
+  tf_engine_free(NULL);
+  char *out = NULL;
+  ck_assert_int_eq(tf_engine_status_json(&out, NULL), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_finished(NULL), 0);
+  ck_assert_int_eq(tf_engine_next_ms(NULL), 0);
+}
+END_TEST
+
+Suite *tf_test_engine_suite(void)
+{
+  Suite *s = suite_create("engine");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_engine__starts_then_probes_then_counts_on_schedule);
+  tcase_add_test(tc, test_engine__probe_and_count_intervals_run_from_each_result);
+  tcase_add_test(tc, test_engine__relay_states_starting_ready_full_failing);
+  tcase_add_test(tc, test_engine__drain_waits_the_publication_delay_then_a_count_of_zero);
+  tcase_add_test(tc, test_engine__drain_times_out_after_drain_timeout);
+  tcase_add_test(tc, test_engine__a_dead_relay_restarts_after_a_doubling_backoff);
+  tcase_add_test(tc, test_engine__shutdown_drains_everything_then_stops_what_is_left);
+  tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
+  tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
+  tcase_add_test(tc, test_engine__rejects_bad_input);
+  suite_add_tcase(s, tc);
+  return s;
+}

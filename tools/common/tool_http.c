@@ -1,0 +1,55 @@
+/* See tool_http.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tool_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOOL_HTTP_CONNECTIONS 64 /* at once; more wait in the kernel's backlog, refused past it */
+#define TOOL_HTTP_IDLE_S 5      /* an idle connection is closed after this */
+
+struct MHD_Daemon *tool_http_start(const char *addr_port, MHD_AccessHandlerCallback handler, void *cls)
+{
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  char host[128];
+  const char *colon = strrchr(addr_port, ':');
+  if (!colon || (size_t)(colon - addr_port) >= sizeof(host)) return NULL;
+  memcpy(host, addr_port, (size_t)(colon - addr_port));
+  host[colon - addr_port] = '\0';
+  char *h = host, *end;
+  size_t hl = strlen(h);
+  if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h[hl - 1] = '\0', h++;
+  long port = strtol(colon + 1, &end, 10);
+  if (*end || end == colon + 1 || port < 0 || port > 65535) return NULL;
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+  if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((uint16_t)port);
+  } else if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons((uint16_t)port);
+    flags |= MHD_USE_IPv6;
+  } else {
+    return NULL;
+  }
+  return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, cls, MHD_OPTION_SOCK_ADDR,
+                          (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)TOOL_HTTP_CONNECTIONS,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)TOOL_HTTP_IDLE_S, MHD_OPTION_END);
+}
+
+enum MHD_Result tool_http_reply(struct MHD_Connection *conn, unsigned int code, const char *type, const char *body)
+{
+  struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+  if (!resp) return MHD_NO;
+  MHD_add_response_header(resp, "Content-Type", type);
+  enum MHD_Result rc = MHD_queue_response(conn, code, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
