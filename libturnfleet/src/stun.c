@@ -17,22 +17,6 @@
 /* RFC 8489: REALM, NONCE, SOFTWARE and reason phrases are decoded up to 763 bytes. */
 #define TF_STUN__MAX_TEXT 763
 
-struct tf_stun__attr {
-  uint16_t type;
-  uint16_t len;
-  uint16_t off; /* offset of the TLV header in buf */
-};
-
-struct tf_stun_msg {
-  uint8_t buf[TF_STUN_MAX_MESSAGE];
-  size_t len;
-  size_t nattrs;
-  struct tf_stun__attr attrs[TF_STUN_MAX_ATTRIBUTES];
-  int has_mi; /* only FINGERPRINT may follow */
-  int has_fp; /* complete */
-  char *reason; /* ERROR-CODE reason, NUL-terminated, trailing NULs stripped */
-};
-
 /* zlib CRC-32 (ISO-HDLC, reflected polynomial 0xEDB88320). */
 static const uint32_t tf_stun__crc_table[256] = {
     0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu, 0xe963a535u, 0x9e6495a3u, 0x0edb8832u,
@@ -343,37 +327,46 @@ tf_err tf_stun_decode(tf_stun_msg **out, const void *data, size_t len)
   return TF_OK;
 }
 
+tf_err tf_stun__mac_new(EVP_MAC_CTX **out, EVP_MAC *hmac, const uint8_t *key, size_t key_len)
+{
+  *out = NULL;
+  EVP_MAC *own = hmac ? NULL : EVP_MAC_fetch(NULL, "HMAC", NULL);
+  EVP_MAC_CTX *ctx = hmac || own ? EVP_MAC_CTX_new(hmac ? hmac : own) : NULL;
+  EVP_MAC_free(own); /* the context holds its own reference */
+  char digest[] = "SHA1";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  if (!ctx || !EVP_MAC_init(ctx, key, key_len, params)) {
+    EVP_MAC_CTX_free(ctx);
+    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
+  }
+  *out = ctx;
+  return TF_OK;
+}
+
 /* HMAC-SHA1 over the message up to the attribute at @p mi_off, with the header
- * length patched to end just after a 24-byte MESSAGE-INTEGRITY. */
-static tf_err tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, const uint8_t *key,
-                            size_t key_len)
+ * length patched to end just after a 24-byte MESSAGE-INTEGRITY. @p ctx holds the
+ * key: EVP_MAC_init() without a key starts over with it. */
+static tf_err tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, EVP_MAC_CTX *ctx)
 {
   uint8_t head[TF_STUN__HEADER];
   memcpy(head, buf, TF_STUN__HEADER);
   tf_stun__put16(head + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
-  tf_err rc = TF_OK;
-  EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-  EVP_MAC_CTX *mctx = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
-  char digest[] = "SHA1";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
   size_t outl = 0;
-  if (!mctx || !EVP_MAC_init(mctx, key, key_len, params) || !EVP_MAC_update(mctx, head, sizeof(head)) ||
-      !EVP_MAC_update(mctx, buf + TF_STUN__HEADER, mi_off - TF_STUN__HEADER) ||
-      !EVP_MAC_final(mctx, mac, &outl, TF_STUN__MI_SIZE) || outl != TF_STUN__MI_SIZE)
-    rc = tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
-  EVP_MAC_CTX_free(mctx);
-  EVP_MAC_free(hmac);
-  return rc;
+  if (!EVP_MAC_init(ctx, NULL, 0, NULL) || !EVP_MAC_update(ctx, head, sizeof(head)) ||
+      !EVP_MAC_update(ctx, buf + TF_STUN__HEADER, mi_off - TF_STUN__HEADER) ||
+      !EVP_MAC_final(ctx, mac, &outl, TF_STUN__MI_SIZE) || outl != TF_STUN__MI_SIZE)
+    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
+  return TF_OK;
 }
 
 /* 0 valid, TF_EAUTH mismatch, TF_ENOTFOUND no MESSAGE-INTEGRITY. */
-static tf_err tf_stun__check_mi(const tf_stun_msg *m, const uint8_t *key, size_t key_len)
+static tf_err tf_stun__check_mi(const tf_stun_msg *m, EVP_MAC_CTX *ctx)
 {
   const struct tf_stun__attr *mi = tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY);
   if (!mi) return tf_error__set(TF_ENOTFOUND, "MISSING_MESSAGE_INTEGRITY at byte %zu: no MESSAGE-INTEGRITY", m->len);
   uint8_t mac[TF_STUN__MI_SIZE];
-  tf_err rc = tf_stun__hmac(mac, m->buf, mi->off, key, key_len);
+  tf_err rc = tf_stun__hmac(mac, m->buf, mi->off, ctx);
   if (rc < 0) return rc;
   int ok = tf_crypto__memeq(mac, tf_stun__value(m, mi), TF_STUN__MI_SIZE);
   tf_crypto__wipe(mac, sizeof(mac));
@@ -388,16 +381,18 @@ tf_err tf_stun_check_integrity(const void *data, size_t len, const uint8_t *key,
   TF_ASSERT_ARG(key_len > 0);
   tf_stun_msg *m = calloc(1, sizeof(*m));
   if (!m) return tf_error__nomem();
+  EVP_MAC_CTX *ctx = NULL;
   tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 0);
-  if (rc >= 0) rc = tf_stun__check_mi(m, key, key_len);
+  if (rc >= 0) rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
+  if (rc >= 0) rc = tf_stun__check_mi(m, ctx);
+  EVP_MAC_CTX_free(ctx);
   tf_stun__release(m);
   return rc;
 }
 
 /* The response checks after decoding: class, method, transaction id, required
  * attributes, MESSAGE-INTEGRITY (the reference order). */
-static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int method, const uint8_t *key,
-                                size_t key_len)
+static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int method, EVP_MAC_CTX *ctx)
 {
   uint16_t type = tf_stun__get16(m->buf);
   int cls = tf_stun__class_of(type);
@@ -426,13 +421,13 @@ static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int me
     if (!tf_stun__first(m, TF_STUN_ATTR_LIFETIME))
       return tf_stun__reject(TF_EPROTO, "MISSING_LIFETIME", m->len, "Allocate success without LIFETIME");
   }
-  if (key) {
+  if (ctx) {
     if (!tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY)) {
       if (cls == TF_STUN_SUCCESS)
         return tf_stun__reject(TF_EAUTH, "MISSING_MESSAGE_INTEGRITY", m->len,
                                "success response to an authenticated request without MESSAGE-INTEGRITY");
     } else {
-      tf_err rc = tf_stun__check_mi(m, key, key_len);
+      tf_err rc = tf_stun__check_mi(m, ctx);
       if (rc < 0) return rc;
     }
   }
@@ -448,8 +443,11 @@ tf_err tf_stun_validate_response(tf_stun_msg **out, const void *data, size_t len
   TF_ASSERT_ARG(!key || key_len > 0);
   tf_stun_msg *m = calloc(1, sizeof(*m));
   if (!m) return tf_error__nomem();
+  EVP_MAC_CTX *ctx = NULL;
   tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 1);
-  if (rc >= 0) rc = tf_stun__validate(m, tid, method, key, key_len);
+  if (rc >= 0 && key) rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
+  if (rc >= 0) rc = tf_stun__validate(m, tid, method, ctx);
+  EVP_MAC_CTX_free(ctx);
   if (rc < 0 || !out) {
     tf_stun__release(m);
     return rc;
@@ -484,23 +482,60 @@ tf_err tf_stun_long_term_key(uint8_t *key, const char *username, const char *rea
 
 /* ---- encoder ---- */
 
+void tf_stun__msg_clear(tf_stun_msg *m)
+{
+  m->len = 0;
+  m->nattrs = 0;
+  m->has_mi = m->has_fp = 0;
+  m->reason = NULL;
+}
+
+void tf_stun__msg_dispose(tf_stun_msg *m)
+{
+  free(m->reason);
+  m->reason = NULL;
+}
+
+tf_err tf_stun__msg_begin(tf_stun_msg *m, int method, int cls, const uint8_t *tid)
+{
+  tf_stun__msg_clear(m);
+  tf_stun__put16(m->buf, tf_stun__type(method, cls));
+  tf_stun__put16(m->buf + 2, 0);
+  tf_stun__put32(m->buf + 4, TF_STUN__COOKIE);
+  if (tid) memcpy(m->buf + 8, tid, TF_STUN_TID_SIZE);
+  else if (RAND_bytes(m->buf + 8, TF_STUN_TID_SIZE) != 1)
+    return tf_error__set(TF_ERROR, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+  m->len = TF_STUN__HEADER;
+  return TF_OK;
+}
+
+tf_err tf_stun__msg_decode(tf_stun_msg *m, const void *data, size_t len)
+{
+  tf_stun__msg_clear(m);
+  return tf_stun__decode_into(m, data, len, 0);
+}
+
+tf_err tf_stun__response_decode(tf_stun_msg *m, const void *data, size_t len, const uint8_t *tid, int method,
+                                EVP_MAC_CTX *ctx)
+{
+  tf_stun__msg_clear(m);
+  tf_err rc = tf_stun__decode_into(m, data, len, 1);
+  if (rc >= 0) rc = tf_stun__validate(m, tid, method, ctx);
+  return rc;
+}
+
 tf_err tf_stun_msg_new(tf_stun_msg **out, int method, int cls, const uint8_t *tid)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(method > 0 && method <= 0xFFF);
   TF_ASSERT_ARG(cls >= TF_STUN_REQUEST && cls <= TF_STUN_ERROR);
-  tf_stun_msg *m = calloc(1, sizeof(*m));
+  tf_stun_msg *m = malloc(sizeof(*m));
   if (!m) return tf_error__nomem();
-  tf_stun__put16(m->buf, tf_stun__type(method, cls));
-  tf_stun__put16(m->buf + 2, 0);
-  tf_stun__put32(m->buf + 4, TF_STUN__COOKIE);
-  if (tid) {
-    memcpy(m->buf + 8, tid, TF_STUN_TID_SIZE);
-  } else if (RAND_bytes(m->buf + 8, TF_STUN_TID_SIZE) != 1) {
+  tf_err rc = tf_stun__msg_begin(m, method, cls, tid);
+  if (rc < 0) {
     tf_stun__release(m);
-    return tf_error__set(TF_ERROR, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+    return rc;
   }
-  m->len = TF_STUN__HEADER;
   *out = m;
   return TF_OK;
 }
@@ -578,24 +613,33 @@ tf_err tf_stun_msg_add_xor_address(tf_stun_msg *msg, uint16_t type, const tf_add
   return tf_stun_msg_add(msg, type, v, 4 + alen);
 }
 
-tf_err tf_stun_msg_add_integrity(tf_stun_msg *msg, const uint8_t *key, size_t key_len)
+tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, EVP_MAC_CTX *ctx)
 {
-  TF_ASSERT_ARG(msg);
-  TF_ASSERT_ARG(key);
-  TF_ASSERT_ARG(key_len > 0);
   if (msg->has_mi || msg->has_fp)
     return tf_error__set(TF_EINVALID, "MESSAGE-INTEGRITY: the message already has %s",
                          msg->has_fp ? "FINGERPRINT" : "MESSAGE-INTEGRITY");
   if (msg->nattrs == TF_STUN_MAX_ATTRIBUTES || 4 + TF_STUN__MI_SIZE > TF_STUN_MAX_MESSAGE - msg->len)
     return tf_error__set(TF_EBUFS, "MESSAGE-INTEGRITY: the message is full");
   uint8_t mac[TF_STUN__MI_SIZE];
-  tf_err rc = tf_stun__hmac(mac, msg->buf, msg->len, key, key_len);
+  tf_err rc = tf_stun__hmac(mac, msg->buf, msg->len, ctx);
   if (rc < 0) return rc;
   rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac));
   tf_crypto__wipe(mac, sizeof(mac));
   if (rc < 0) return rc;
   msg->has_mi = 1;
   return TF_OK;
+}
+
+tf_err tf_stun_msg_add_integrity(tf_stun_msg *msg, const uint8_t *key, size_t key_len)
+{
+  TF_ASSERT_ARG(msg);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(key_len > 0);
+  EVP_MAC_CTX *ctx = NULL;
+  tf_err rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
+  if (rc >= 0) rc = tf_stun__msg_add_integrity_mac(msg, ctx);
+  EVP_MAC_CTX_free(ctx);
+  return rc;
 }
 
 tf_err tf_stun_msg_add_fingerprint(tf_stun_msg *msg)

@@ -1,0 +1,190 @@
+/* probe results: accessors, the exit code and the JSON object. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe_internal.h"
+
+static const char *const stage_names[TF_PROBE_STAGE_COUNT] = {
+    "resolve", "connect", "tls", "allocate", "verify", "permission", "channel", "data", "release", "done"};
+
+const char *tf_probe_stage_name(tf_probe_stage stage)
+{
+  if ((int)stage < 0 || (int)stage >= TF_PROBE_STAGE_COUNT) return "unknown";
+  return stage_names[stage];
+}
+
+tf_probe_result *tf_probe__result_new(const char *uri)
+{
+  tf_probe_result *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->uri = tf_strdup__(uri ? uri : "");
+  r->error_reason = tf_strdup__("");
+  r->message = tf_strdup__("");
+  if (!r->uri || !r->error_reason || !r->message) {
+    tf_probe_result_free(r);
+    return NULL;
+  }
+  r->stage = TF_PROBE_STAGE_RESOLVE;
+  r->status = TF_OK;
+  for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) r->rtt[i] = -1.0;
+  return r;
+}
+
+/* Length of the valid UTF-8 sequence at @p s (shortest form, no surrogates), 0 if none. */
+static size_t utf8_len(const unsigned char *s)
+{
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (n == 0 || c > 0xF4) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (n == 3 && c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+  if (n == 3 && c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+  if (n == 4 && c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+  if (n == 4 && c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+  return n;
+}
+
+char *tf_probe__printable(const char *text)
+{
+  const unsigned char *s = (const unsigned char *)(text ? text : "");
+  size_t len = strlen((const char *)s);
+  char *out = malloc(4 * len + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < len;) {
+    size_t n = s[i] >= 0x20 && s[i] != 0x7F ? utf8_len(s + i) : 0;
+    if (n == 0) {
+      o += (size_t)snprintf(out + o, 5, "\\x%02X", s[i]);
+      i++;
+      continue;
+    }
+    memcpy(out + o, s + i, n);
+    o += n;
+    i += n;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+void tf_probe_result_free(tf_probe_result *result)
+{
+  if (!result) return;
+  free(result->uri);
+  free(result->error_reason);
+  free(result->message);
+  free(result);
+}
+
+int tf_probe_result_ok(const tf_probe_result *result)
+{
+  return result && result->status == TF_OK && result->stage == TF_PROBE_STAGE_DONE;
+}
+
+tf_probe_stage tf_probe_result_stage(const tf_probe_result *result)
+{
+  return result ? result->stage : TF_PROBE_STAGE_RESOLVE;
+}
+
+tf_err tf_probe_result_status(const tf_probe_result *result) { return result ? result->status : TF_EINVALID; }
+
+int tf_probe_result_error_code(const tf_probe_result *result) { return result ? result->error_code : 0; }
+
+const char *tf_probe_result_error_reason(const tf_probe_result *result)
+{
+  return result ? result->error_reason : "";
+}
+
+const char *tf_probe_result_message(const tf_probe_result *result) { return result ? result->message : ""; }
+
+int tf_probe_result_draining(const tf_probe_result *result) { return result ? result->draining : 0; }
+
+const char *tf_probe_result_uri(const tf_probe_result *result) { return result ? result->uri : ""; }
+
+tf_err tf_probe_result_relayed(const tf_probe_result *result, tf_addr *addr, uint16_t *port)
+{
+  TF_ASSERT_ARG(result);
+  if (!result->has_relayed) return tf_error__set(TF_ENOTFOUND, "the probe made no allocation");
+  if (addr) *addr = result->relayed;
+  if (port) *port = result->relayed_port;
+  return TF_OK;
+}
+
+tf_err tf_probe_result_mapped(const tf_probe_result *result, tf_addr *addr, uint16_t *port)
+{
+  TF_ASSERT_ARG(result);
+  if (!result->has_mapped) return tf_error__set(TF_ENOTFOUND, "the probe got no mapped address");
+  if (addr) *addr = result->mapped;
+  if (port) *port = result->mapped_port;
+  return TF_OK;
+}
+
+uint32_t tf_probe_result_lifetime(const tf_probe_result *result) { return result ? result->lifetime : 0; }
+
+double tf_probe_result_rtt_ms(const tf_probe_result *result, tf_probe_stage stage)
+{
+  if (!result || (int)stage < 0 || (int)stage >= TF_PROBE_STAGE_COUNT) return -1.0;
+  return result->rtt[stage];
+}
+
+int tf_probe_result_exit_code(const tf_probe_result *result)
+{
+  if (!result) return 2;
+  if (tf_probe_result_ok(result)) return 0;
+  if (result->status == TF_ERESOURCE) return 2;
+  if (result->status == TF_ETIMEOUT || result->status == TF_ENET) return 3;
+  return 1;
+}
+
+static void json_addr(tf_buf *b, const char *name, int has, const tf_addr *a)
+{
+  char text[TF_ADDR_STRLEN];
+  tf_buf__printf(b, ",\"%s\":", name);
+  if (!has || tf_addr_format(text, sizeof(text), a) < 0) tf_buf__puts(b, "null");
+  else tf_buf__json_str(b, text);
+}
+
+/* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5. */
+static void json_ms(tf_buf *b, double ms)
+{
+  char t[48];
+  int n = snprintf(t, sizeof(t), "%.3f", round(ms * 1000.0) / 1000.0);
+  if (n <= 0 || (size_t)n >= sizeof(t)) n = snprintf(t, sizeof(t), "0");
+  while (n > 1 && t[n - 1] == '0') t[--n] = '\0';
+  if (n > 1 && t[n - 1] == '.') t[--n] = '\0';
+  tf_buf__puts(b, t);
+}
+
+tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(result);
+  /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON */
+  tf_buf b;
+  tf_buf__init(&b);
+  tf_buf__puts(&b, "{\"uri\":");
+  tf_buf__json_str(&b, result->uri);
+  tf_buf__printf(&b, ",\"ok\":%s,\"stage\":\"%s\",\"errorCode\":%d,\"errorReason\":",
+                 tf_probe_result_ok(result) ? "true" : "false", tf_probe_stage_name(result->stage),
+                 result->error_code);
+  tf_buf__json_str(&b, result->error_reason);
+  json_addr(&b, "relayedAddress", result->has_relayed, &result->relayed);
+  if (result->has_relayed) tf_buf__printf(&b, ",\"relayedPort\":%u", result->relayed_port);
+  else tf_buf__puts(&b, ",\"relayedPort\":null");
+  json_addr(&b, "mappedAddress", result->has_mapped, &result->mapped);
+  tf_buf__printf(&b, ",\"lifetime\":%u,\"rttMs\":{", result->lifetime);
+  int first = 1;
+  for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) {
+    if (result->rtt[i] < 0) continue;
+    tf_buf__printf(&b, "%s\"%s\":", first ? "" : ",", stage_names[i]);
+    json_ms(&b, result->rtt[i]);
+    first = 0;
+  }
+  tf_buf__printf(&b, "},\"draining\":%s,\"message\":", result->draining ? "true" : "false");
+  tf_buf__json_str(&b, result->message);
+  tf_buf__puts(&b, "}");
+  return tf_buf__detach(&b, out);
+}
