@@ -295,6 +295,14 @@ static void pc_stop_all(void)
       tf_ts_sleep_ms(20);
     }
   }
+  /* the rendered configs made no coturn complain, on any version */
+  for (size_t i = 0; i < pc_count; i++) {
+    char line[2048];
+    const char *paths[] = {pc_relays[i].out_path, pc_relays[i].log_path};
+    for (size_t k = 0; k < 2; k++)
+      PC_CHECK(!tf_ts_log_problem(paths[k], NULL, 0, line, sizeof(line)), "turnserver %s logged in %s: %s",
+               pc_relays[i].name, paths[k], line);
+  }
 }
 
 /* ---- probe helpers ---- */

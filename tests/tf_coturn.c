@@ -31,32 +31,78 @@ void tf_ts_sleep_ms(long ms)
   nanosleep(&ts, NULL);
 }
 
+const char *tf_ts_command(void)
+{
+  const char *cmd = getenv("TF_TEST_TURNSERVER");
+  return cmd && *cmd ? cmd : "turnserver";
+}
+
 void tf_ts_require(char *version_text, size_t size, uint32_t *version)
 {
-  const char *path = getenv("PATH");
+  const char *cmd = tf_ts_command();
   char buf[4096];
   int found = 0;
-  for (const char *p = path ? path : ""; !found && *p;) {
-    size_t n = strcspn(p, ":");
-    snprintf(buf, sizeof(buf), "%.*s/turnserver", (int)n, p);
-    if (n && access(buf, X_OK) == 0) found = 1;
-    p += n;
-    if (*p == ':') p++;
+  if (strchr(cmd, '/')) {
+    found = access(cmd, X_OK) == 0;
+  } else {
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; !found && *p;) {
+      size_t n = strcspn(p, ":");
+      snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, cmd);
+      if (n && access(buf, X_OK) == 0) found = 1;
+      p += n;
+      if (*p == ':') p++;
+    }
   }
-  ck_assert_msg(found, "turnserver not found: install coturn (tools/dev/install-deps.sh)");
-  FILE *f = popen("turnserver --version 2>&1", "r");
+  ck_assert_msg(found, "%s not found: install coturn (tools/dev/install-deps.sh), or build the coturn 4.18 root "
+                "filesystem (tools/dev/coturn-rootfs.sh)", cmd);
+  snprintf(buf, sizeof(buf), "'%s' --version 2>&1", cmd);
+  FILE *f = popen(buf, "r");
   ck_assert_ptr_nonnull(f);
   version_text[0] = '\0';
+  char last[512] = "";
   while (fgets(buf, sizeof(buf), f)) {
     buf[strcspn(buf, "\r\n")] = '\0';
     uint32_t v;
     if (!version_text[0] && tf_coturn_version_parse(&v, buf) == 0) {
       snprintf(version_text, size, "%.63s", buf);
       *version = v;
+    } else if (buf[0]) {
+      snprintf(last, sizeof(last), "%.500s", buf);
     }
   }
   pclose(f);
-  ck_assert_msg(version_text[0], "turnserver --version printed no version");
+  ck_assert_msg(version_text[0], "%s --version printed no version: %s", cmd, last);
+  /* the version a suite is registered for (ctest) must be the one that runs */
+  const char *want = getenv("TF_TEST_COTURN_VERSION");
+  if (want && *want) {
+    uint32_t w = 0;
+    ck_assert_msg(tf_coturn_version_parse(&w, want) == 0, "TF_TEST_COTURN_VERSION=%s is not a version", want);
+    ck_assert_msg((w >> 8) == (*version >> 8), "%s is coturn %s, not the %s this suite is registered for", cmd,
+                  version_text, want);
+  }
+}
+
+int tf_ts_log_problem(const char *path, const char *const *allowed, int strict, char *line, size_t size)
+{
+  /* what a rendered config must never make any coturn log */
+  static const char *const always[] = {"Bad configuration format", "ERROR", "unrecognized option"};
+  /* and, for the renderer's own acceptance, no warning at all */
+  static const char *const more[] = {"WARNING", "Wrong address format", "cannot find"};
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char buf[2048];
+  int bad = 0;
+  while (!bad && fgets(buf, sizeof(buf), f)) {
+    int skip = 0;
+    for (size_t i = 0; allowed && allowed[i] && !skip; i++) skip = strstr(buf, allowed[i]) != NULL;
+    if (skip) continue;
+    for (size_t i = 0; !bad && i < sizeof(always) / sizeof(always[0]); i++) bad = strstr(buf, always[i]) != NULL;
+    for (size_t i = 0; strict && !bad && i < sizeof(more) / sizeof(more[0]); i++) bad = strstr(buf, more[i]) != NULL;
+  }
+  fclose(f);
+  if (bad) snprintf(line, size, "%s", buf);
+  return bad;
 }
 
 pid_t tf_ts_spawn(const char *conf, const char *out_path)
@@ -73,8 +119,9 @@ pid_t tf_ts_spawn(const char *conf, const char *out_path)
   dup2(nul, 0);
   dup2(fd, 1);
   dup2(fd, 2);
-  char *argv[] = {(char *)"turnserver", (char *)"-c", (char *)conf, NULL};
-  execvp("turnserver", argv);
+  const char *cmd = tf_ts_command();
+  char *argv[] = {(char *)cmd, (char *)"-c", (char *)conf, NULL};
+  execvp(cmd, argv);
   _exit(127);
 }
 

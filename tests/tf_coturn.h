@@ -11,12 +11,24 @@
 
 #include "turnfleet.h"
 
-/* turnserver on PATH and its version (text and tf_coturn_version_parse() form).
- * Fails the test loudly when coturn is missing:
- * "turnserver not found: install coturn (tools/dev/install-deps.sh)". */
+/* The turnserver the suites run: $TF_TEST_TURNSERVER (ctest sets it to
+ * tools/dev/turnserver-rootfs for the coturn 4.18 runs), else `turnserver`
+ * on PATH (Debian 12's 4.6.1). */
+const char *tf_ts_command(void);
+
+/* That turnserver and its version (text and tf_coturn_version_parse() form).
+ * Fails the test loudly when it is missing, and when it is not the
+ * MAJOR.MINOR of $TF_TEST_COTURN_VERSION (the version ctest registered). */
 void tf_ts_require(char *version_text, size_t size, uint32_t *version);
 
-/* Start `turnserver -c CONF`, stdout and stderr into OUT_PATH. The server is
+/* 1 when the coturn log or output at PATH has a line that a rendered config
+ * must never cause (`Bad configuration format`, `ERROR`, `unrecognized
+ * option`; with STRICT also any `WARNING`), skipping lines that contain one
+ * of ALLOWED (NULL-terminated, or NULL); the line goes into LINE. 0 when
+ * clean or unreadable. */
+int tf_ts_log_problem(const char *path, const char *const *allowed, int strict, char *line, size_t size);
+
+/* Start `<tf_ts_command()> -c CONF`, stdout and stderr into OUT_PATH. The server is
  * killed when the test process dies (PR_SET_PDEATHSIG), but callers stop it by
  * PID. Returns the PID, or -1 (errno set). */
 pid_t tf_ts_spawn(const char *conf, const char *out_path);

@@ -6,6 +6,7 @@
  * failure after that point is out-of-memory, and every buffer that held a
  * secret is wiped. Error messages name the option, never the secret. */
 #include <openssl/evp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #define TF_COTURN__V4_6_1 TF_COTURN__VERSION(4, 6, 1)
 #define TF_COTURN__V4_6_2 TF_COTURN__VERSION(4, 6, 2)
 #define TF_COTURN__V4_6_3 TF_COTURN__VERSION(4, 6, 3)
+#define TF_COTURN__V4_10_0 TF_COTURN__VERSION(4, 10, 0)
 #define TF_COTURN__V4_17_0 TF_COTURN__VERSION(4, 17, 0)
 
 /* coturn reads its config with fgets() into a 1025-byte buffer: longer lines are
@@ -46,8 +48,62 @@ uint32_t tf_coturn_features(uint32_t version)
   uint32_t f = 0;
   if (version >= TF_COTURN__V4_6_2) f |= TF_COTURN_GRACEFUL_SIGTERM | TF_COTURN_ALLOCATIONS_BY_TYPE;
   if (version >= TF_COTURN__V4_6_3) f |= TF_COTURN_DRAIN | TF_COTURN_PROMETHEUS_ADDRESS;
+  if (version >= TF_COTURN__V4_10_0) f |= TF_COTURN_CLI_OPT_IN;
   if (version >= TF_COTURN__V4_17_0) f |= TF_COTURN_DTLS_OPT_IN;
   return f;
+}
+
+/* 1 when a line of @p text starts (after blanks and a short form such as "-p, ") with @p option
+ * followed by a blank, '=' or the end: how coturn's usage lists an option. */
+static int tf_coturn__help_has(const char *text, size_t len, const char *option)
+{
+  size_t n = strlen(option);
+  for (size_t pos = 0; pos < len;) {
+    const char *nl = memchr(text + pos, '\n', len - pos);
+    size_t end = nl ? (size_t)(nl - text) : len;
+    size_t i = pos;
+    while (i < end && (text[i] == ' ' || text[i] == '\t')) i++;
+    /* a short form first: " -p, --listening-port" */
+    if (end - i >= 4 && text[i] == '-' && text[i + 1] != '-' && text[i + 2] == ',' && text[i + 3] == ' ') i += 4;
+    if (end - i >= n && memcmp(text + i, option, n) == 0 &&
+        (i + n == end || text[i + n] == ' ' || text[i + n] == '\t' || text[i + n] == '=' || text[i + n] == '\r'))
+      return 1;
+    pos = end + 1;
+  }
+  return 0;
+}
+
+tf_err tf_coturn_build_features(uint32_t *out, const char *help_text, size_t len)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(help_text || len == 0);
+  if (!tf_coturn__help_has(help_text, len, "--listening-port"))
+    return tf_error__set(TF_EPROTO, "not coturn's usage text: no --listening-port option in it");
+  uint32_t f = 0;
+  /* the usage lists the exporter's options only when it is compiled in */
+  if (tf_coturn__help_has(help_text, len, "--prometheus")) f |= TF_COTURN_BUILD_PROMETHEUS;
+  *out = f;
+  return TF_OK;
+}
+
+/* How many bytes of a tf_coturn_options a struct of @p version holds. */
+static size_t tf_coturn__options_size(unsigned int version)
+{
+  return version >= 2 ? sizeof(tf_coturn_options) : offsetof(tf_coturn_options, prometheus);
+}
+
+void tf_coturn__options_read(tf_coturn_options *dst, const tf_coturn_options *src)
+{
+  tf_coturn_options init = TF_COTURN_OPTIONS_INIT;
+  *dst = init;
+  memcpy(dst, src, tf_coturn__options_size(src->version));
+  /* a version 1 caller keeps 0.1's rule: the exporter on every coturn >= 4.6.3 */
+  if (src->version < 2) dst->prometheus = -1;
+}
+
+int tf_coturn__has_exporter(const tf_coturn_options *opts, uint32_t features)
+{
+  return opts->prometheus != 0 && (features & TF_COTURN_PROMETHEUS_ADDRESS);
 }
 
 tf_err tf_coturn_options_init(tf_coturn_options *opts, unsigned int version)
@@ -57,8 +113,8 @@ tf_err tf_coturn_options_init(tf_coturn_options *opts, unsigned int version)
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_coturn_options version (1-%d)", version,
                          TF_COTURN_OPTIONS_VERSION);
   tf_coturn_options init = TF_COTURN_OPTIONS_INIT;
-  *opts = init;
-  opts->version = version;
+  init.version = version;
+  memcpy(opts, &init, tf_coturn__options_size(version));
   return TF_OK;
 }
 
@@ -221,16 +277,19 @@ static tf_err tf_coturn__check_secrets(const tf_coturn_options *opts)
 }
 
 tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, const char *relay_name,
-                        const tf_coturn_options *opts)
+                        const tf_coturn_options *caller_opts)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(pool);
   TF_ASSERT_ARG(plan);
   TF_ASSERT_ARG(relay_name);
-  if (!opts) return tf_error__set(TF_EINVALID, "opts: required (at least one shared secret)");
-  if (opts->version == 0 || opts->version > TF_COTURN_OPTIONS_VERSION)
-    return tf_error__set(TF_EINVALID, "opts.version: %u is not a tf_coturn_options version (1-%d)", opts->version,
-                         TF_COTURN_OPTIONS_VERSION);
+  if (!caller_opts) return tf_error__set(TF_EINVALID, "opts: required (at least one shared secret)");
+  if (caller_opts->version == 0 || caller_opts->version > TF_COTURN_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "opts.version: %u is not a tf_coturn_options version (1-%d)",
+                         caller_opts->version, TF_COTURN_OPTIONS_VERSION);
+  tf_coturn_options copy;
+  tf_coturn__options_read(&copy, caller_opts);
+  const tf_coturn_options *opts = &copy;
 
   /* The pool: valid, and the one the plan was made from. */
   tf_err rc = tf_pool_validate(NULL, pool);
@@ -295,17 +354,19 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
     if (rc < 0) return rc;
   }
 
-  /* Prometheus only where it is safe. coturn 4.6.1 and 4.6.2 have no
-   * `prometheus-address`: their exporter binds every address of the host, so
-   * the relays of a host would all claim one exporter port on every address
-   * (a scrape could not tell which relay answered), and Debian's 4.6.1 build
-   * has no Prometheus at all (the option is only a "Bad configuration format"
-   * warning there). Those versions
-   * are counted through the CLI instead (`pc`), so nothing is rendered. From
-   * 4.6.3 the exporter binds the relay's own (first) address; relays sharing an
-   * address (PartitionedIP) get base + slice. */
+  /* Prometheus only when asked for (the build must have it: Debian's 4.6.1 and
+   * 4.18 have not, and there every exporter option is a "Bad configuration
+   * format" warning) and where it is safe: coturn 4.6.1 and 4.6.2 have no
+   * `prometheus-address`, so their exporter binds every address of the host
+   * and the relays of a host would all claim one port (a scrape could not
+   * tell which relay answered). From 4.6.3 the exporter binds the relay's own
+   * (first) address; relays sharing an address (PartitionedIP) get base +
+   * slice. Counting goes through the CLI (`pu`) wherever there is no exporter. */
   unsigned prom_port = 0;
-  if (features & TF_COTURN_PROMETHEUS_ADDRESS) {
+  if (opts->prometheus > 0 && !(features & TF_COTURN_PROMETHEUS_ADDRESS))
+    return tf_error__set(TF_EINVALID, "prometheus: coturn %.64s has no prometheus-address (needs 4.6.3 or newer)",
+                         vtext);
+  if (tf_coturn__has_exporter(opts, features)) {
     unsigned base = opts->prometheus_port ? opts->prometheus_port : TF_COTURN__DEFAULT_PROMETHEUS_PORT;
     prom_port = base + relay->slice;
     if (prom_port > 65535u)
@@ -369,12 +430,14 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
     tf_buf__printf(&b, "pkey=\"%s\"\n", opts->key_file);
   }
   if (opts->cli_port) {
+    /* >= 4.10 the CLI is off unless `cli` is given */
+    if (features & TF_COTURN_CLI_OPT_IN) tf_buf__puts(&b, "cli\n");
     /* telnet is cleartext: never on the relay's public address */
     tf_buf__puts(&b, "cli-ip=127.0.0.1\n");
     tf_buf__printf(&b, "cli-port=%u\n", opts->cli_port);
     tf_buf__printf(&b, "cli-password=\"%s\"\n", opts->cli_password);
-  } else {
-    tf_buf__puts(&b, "no-cli\n");
+  } else if (!(features & TF_COTURN_CLI_OPT_IN)) {
+    tf_buf__puts(&b, "no-cli\n"); /* >= 4.10 off by default, and `no-cli` logs an ERROR */
   }
   if (prom_port) {
     tf_buf__puts(&b, "prometheus\n");

@@ -173,4 +173,10 @@ struct tf_plan {
   size_t condition_count;
 };
 
+/* coturn options as the renderer reads them: @p dst gets the defaults, then
+ * the fields of @p src's version (a caller's older struct is shorter). */
+void tf_coturn__options_read(tf_coturn_options *dst, const tf_coturn_options *src);
+/* 1 when a config rendered with @p opts for a coturn of @p features has the Prometheus exporter. */
+int tf_coturn__has_exporter(const tf_coturn_options *opts, uint32_t features);
+
 #endif

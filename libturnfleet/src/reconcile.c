@@ -649,14 +649,15 @@ static int tf_rec__cli_port_free(uint32_t port, const tf_pool *pool, const tf_ob
 static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_observed *obs,
                              const tf_reconcile_options *o)
 {
-  const tf_coturn_options *base = o->coturn;
-  if (base->version == 0 || base->version > TF_COTURN_OPTIONS_VERSION)
+  if (o->coturn->version == 0 || o->coturn->version > TF_COTURN_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "opts.coturn.version: %u is not a tf_coturn_options version (1-%d)",
-                         base->version, TF_COTURN_OPTIONS_VERSION);
+                         o->coturn->version, TF_COTURN_OPTIONS_VERSION);
+  tf_coturn_options base_copy;
+  tf_coturn__options_read(&base_copy, o->coturn);
+  const tf_coturn_options *base = &base_copy;
   const char *vtext = base->coturn_version ? base->coturn_version : tf_pool_coturn_version(pool);
   uint32_t version = 0;
-  int prom = tf_coturn_version_parse(&version, vtext) == 0 &&
-             (tf_coturn_features(version) & TF_COTURN_PROMETHEUS_ADDRESS);
+  int prom = tf_coturn_version_parse(&version, vtext) == 0 && tf_coturn__has_exporter(base, tf_coturn_features(version));
 
   /* CLI ports: a relay keeps the one it runs with; new ones, in plan order, take the lowest free */
   if (base->cli_port) {

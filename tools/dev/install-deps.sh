@@ -11,6 +11,7 @@ pkgs=(
   python3 python3-dev swig valgrind
   clang iproute2
   abigail-tools
+  mmdebstrap
 )
 
 missing=()

@@ -27,6 +27,10 @@ TF_BEGIN_DECL
 #define TF_COTURN_DRAIN 0x04u              /**< >= 4.6.3: SIGUSR1 drains (403 to new Allocates) */
 #define TF_COTURN_PROMETHEUS_ADDRESS 0x08u /**< >= 4.6.3: prometheus-address */
 #define TF_COTURN_DTLS_OPT_IN 0x10u        /**< >= 4.17.0: DTLS only with `dtls` */
+#define TF_COTURN_CLI_OPT_IN 0x20u         /**< >= 4.10.0: the CLI only with `cli` (`no-cli` logs an ERROR) */
+
+/** What a turnserver build has beyond its version, from tf_coturn_build_features(). */
+#define TF_COTURN_BUILD_PROMETHEUS 0x01u /**< the Prometheus exporter is compiled in (Debian's builds: no) */
 
 /**
  * Parse a coturn version "MAJOR.MINOR.PATCH" (a suffix such as "-r0" is ignored).
@@ -37,6 +41,17 @@ TF_EXTERN(tf_err) tf_coturn_version_parse(uint32_t *out, const char *text);
 
 /** Feature bits (TF_COTURN_*) of a version from tf_coturn_version_parse(). */
 TF_EXTERN(uint32_t) tf_coturn_features(uint32_t version);
+
+/**
+ * What a turnserver build has (TF_COTURN_BUILD_* bits), read from its own
+ * `turnserver -h` text: a version number alone does not tell (Debian's 4.18
+ * has no Prometheus, the coturn/coturn images have it).
+ * @param[out] out the bits
+ * @param help_text the output of `turnserver -h` (stdout and stderr), borrowed; need not be NUL-terminated
+ * @param len bytes in @p help_text
+ * @return 0; TF_EPROTO when the text is not coturn's usage (no `--listening-port`); TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_coturn_build_features(uint32_t *out, const char *help_text, size_t len);
 
 /** Knobs for tf_coturn_render(). Fields are only appended. */
 typedef struct tf_coturn_options {
@@ -52,13 +67,18 @@ typedef struct tf_coturn_options {
   const char *cert_file;         /**< absolute; required with tls/dtls listeners */
   const char *key_file;          /**< absolute; required with tls/dtls listeners */
   int allow_loopback_peers;      /**< tests only: render `allow-loopback-peers` */
+  /* version 2 */
+  int prometheus;                /**< 1: render coturn's Prometheus exporter on the relay's address (coturn >= 4.6.3
+                                      and a build that has it, see tf_coturn_build_features()); 0: none. A version 1
+                                      struct renders it for every coturn >= 4.6.3, as 0.1 did */
 } tf_coturn_options;
 
-#define TF_COTURN_OPTIONS_VERSION 1
-#define TF_COTURN_OPTIONS_INIT {TF_COTURN_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0}
+#define TF_COTURN_OPTIONS_VERSION 2
+#define TF_COTURN_OPTIONS_INIT {TF_COTURN_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, 0}
 
 /**
- * Fill @p opts with the defaults of @p version.
+ * Fill @p opts with the defaults of @p version; only the fields of that
+ * version are written, so a caller's older, shorter struct is safe.
  * @return 0, TF_EINVALID for a NULL pointer or an unknown version
  */
 TF_EXTERN(tf_err) tf_coturn_options_init(tf_coturn_options *opts, unsigned int version);
@@ -72,7 +92,8 @@ TF_EXTERN(tf_err) tf_coturn_options_init(tf_coturn_options *opts, unsigned int v
  * @param opts secrets and paths; see tf_coturn_options
  * @return 0; TF_ENOTFOUND for an unknown relay; TF_EINVALID naming the bad
  *         option (no secret, a secret with a newline or quote, relative path,
- *         unsupported coturn version, missing TLS files); TF_ENOMEM
+ *         unsupported coturn version, missing TLS files, Prometheus asked of a
+ *         coturn older than 4.6.3); TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan,
                                    const char *relay_name, const tf_coturn_options *opts);
