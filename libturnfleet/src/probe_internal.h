@@ -34,6 +34,7 @@
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
+#define PROBE_TIDS 128             /* transaction ids drawn at once */
 #define PROBE_NUMBER_MAX 20            /* decimal digits of a probe number (user_numbered) */
 
 /* ---- results ---- */
@@ -63,11 +64,19 @@ char *tf_probe__printable(const char *text);
 /* Credentials minted for one user at one expiry, kept for the next probe of the same
  * options (the same second gives the same username): password and, per realm, the key
  * and its keyed HMAC context. */
+typedef struct pmac {
+  EVP_MAC_CTX *ctx; /* keyed; single-threaded use, re-initialised per message */
+  unsigned refs;
+  uint8_t key[TF_STUN_KEY_SIZE];
+} pmac;
+
+pmac *tf_probe__mac_ref(pmac *m);
+void tf_probe__mac_unref(pmac *m);
+
 typedef struct pcred {
   int64_t expiry;
   char *username, *password, *realm;
-  uint8_t key[TF_STUN_KEY_SIZE];
-  EVP_MAC_CTX *mac;
+  pmac *mac; /* the key for realm, shared with the legs that use it */
 } pcred;
 
 /* A private copy of the options: strings duplicated, the secret wiped on free.
@@ -134,8 +143,8 @@ typedef struct leg {
   int req;
   uint8_t tid[TF_STUN_TID_SIZE];
   uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
-  uint8_t *msg; /* what is (re)sent, TF_STUN_MAX_MESSAGE bytes, allocated on first use */
-  size_t msg_len;
+  uint8_t *msg; /* what is (re)sent, grown as needed */
+  size_t msg_len, msg_cap;
   int authed;
   int sends;
   int rto;
@@ -147,9 +156,8 @@ typedef struct leg {
   uint16_t peer_port;
   /* credentials (the password and key are secret) */
   char *username, *password, *realm, *nonce;
-  uint8_t key[TF_STUN_KEY_SIZE];
   int have_key;
-  EVP_MAC_CTX *mac; /* keyed with key */
+  pmac *mac; /* the long-term key and its keyed HMAC context */
   int sockets;      /* sockets opened for this Allocate (437 handling) */
   /* the allocation */
   int allocated, released;
@@ -197,6 +205,9 @@ typedef struct ploop {
    * socket closed, so no port comes back while the relay may remember its 5-tuple */
   uint32_t *recent; /* 65536 stamps, or NULL: the kernel picks ports */
   uint16_t port_lo, port_hi, port_next;
+  /* transaction ids drawn from the CSPRNG in bulk: one RAND_bytes() per PROBE_TIDS */
+  uint8_t tids[PROBE_TIDS * TF_STUN_TID_SIZE];
+  size_t tids_used;
   uint8_t dgram[PROBE_DGRAM_CAP];
 } ploop;
 
@@ -241,6 +252,8 @@ void tf_probe__tls_pending(leg *l);
 int tf_probe__tls_wants_write(const leg *l);
 
 /* probe_loop.c */
+/* A fresh transaction id (from the CSPRNG), or NULL when it failed (the probe failed). */
+const uint8_t *tf_probe__tid(probe *p);
 /* Watch @p l's socket (new) or change what it waits for. 0, or -1 after failing the probe. */
 int tf_probe__loop_watch(leg *l);
 

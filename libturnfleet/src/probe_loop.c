@@ -74,6 +74,20 @@ static void loop_free(ploop *L)
   L->recent = NULL;
 }
 
+const uint8_t *tf_probe__tid(probe *p)
+{
+  ploop *L = p->loop;
+  if (L->tids_used == 0 || L->tids_used >= PROBE_TIDS) {
+    if (RAND_bytes(L->tids, sizeof(L->tids)) != 1) {
+      L->tids_used = 0;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+      return NULL;
+    }
+    L->tids_used = 0;
+  }
+  return L->tids + TF_STUN_TID_SIZE * L->tids_used++;
+}
+
 int tf_probe__loop_watch(leg *l)
 {
   probe *p = l->p;

@@ -65,6 +65,20 @@ static void options_read(tf_probe_options *dst, const tf_probe_options *o)
   if (o->version >= 2) dst->user_numbered = o->user_numbered;
 }
 
+pmac *tf_probe__mac_ref(pmac *m)
+{
+  if (m) m->refs++;
+  return m;
+}
+
+void tf_probe__mac_unref(pmac *m)
+{
+  if (!m || --m->refs > 0) return;
+  EVP_MAC_CTX_free(m->ctx);
+  tf_crypto__wipe(m->key, sizeof(m->key));
+  free(m);
+}
+
 void tf_probe__cred_clear(pcred *k)
 {
   if (k->password) {
@@ -73,8 +87,7 @@ void tf_probe__cred_clear(pcred *k)
   }
   free(k->username);
   free(k->realm);
-  EVP_MAC_CTX_free(k->mac);
-  tf_crypto__wipe(k->key, sizeof(k->key));
+  tf_probe__mac_unref(k->mac);
   memset(k, 0, sizeof(*k));
 }
 

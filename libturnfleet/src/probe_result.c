@@ -1,5 +1,6 @@
 /* probe results: accessors, the exit code and the JSON object. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +140,29 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
   return 1;
 }
 
-static void json_addr(tf_buf *b, const char *name, int has, const tf_addr *a)
+/* Decimal text of @p v into the end of @p t[24]; returns the first digit. */
+static char *json_uint(char t[24], uint64_t v)
+{
+  char *d = t + 23;
+  *d = '\0';
+  do {
+    *--d = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return d;
+}
+
+static void json_num(tf_buf *b, const char *key, uint64_t v)
+{
+  char t[24];
+  tf_buf__puts(b, key);
+  tf_buf__puts(b, json_uint(t, v));
+}
+
+static void json_addr(tf_buf *b, const char *key, int has, const tf_addr *a)
 {
   char text[TF_ADDR_STRLEN];
-  tf_buf__printf(b, ",\"%s\":", name);
+  tf_buf__puts(b, key);
   if (!has || tf_addr_format(text, sizeof(text), a) < 0) tf_buf__puts(b, "null");
   else tf_buf__json_str(b, text);
 }
@@ -150,40 +170,53 @@ static void json_addr(tf_buf *b, const char *name, int has, const tf_addr *a)
 /* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5. */
 static void json_ms(tf_buf *b, double ms)
 {
-  char t[48];
-  int n = snprintf(t, sizeof(t), "%.3f", round(ms * 1000.0) / 1000.0);
-  if (n <= 0 || (size_t)n >= sizeof(t)) n = snprintf(t, sizeof(t), "0");
-  while (n > 1 && t[n - 1] == '0') t[--n] = '\0';
-  if (n > 1 && t[n - 1] == '.') t[--n] = '\0';
-  tf_buf__puts(b, t);
+  char t[24], frac[5];
+  uint64_t us = ms > 0 && ms < 1e15 ? (uint64_t)llround(ms * 1000.0) : 0;
+  tf_buf__puts(b, json_uint(t, us / 1000));
+  unsigned f = (unsigned)(us % 1000);
+  if (!f) return;
+  frac[0] = '.';
+  frac[1] = (char)('0' + f / 100);
+  frac[2] = (char)('0' + f / 10 % 10);
+  frac[3] = (char)('0' + f % 10);
+  frac[4] = '\0';
+  for (int i = 3; frac[i] == '0'; i--) frac[i] = '\0';
+  tf_buf__puts(b, frac);
 }
 
 tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(result);
-  /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON */
+  /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON.
+   * Written piece by piece, no printf: --count prints one per probe. */
   tf_buf b;
   tf_buf__init(&b);
   tf_buf__puts(&b, "{\"uri\":");
   tf_buf__json_str(&b, result->uri);
-  tf_buf__printf(&b, ",\"ok\":%s,\"stage\":\"%s\",\"errorCode\":%d,\"errorReason\":",
-                 tf_probe_result_ok(result) ? "true" : "false", tf_probe_stage_name(result->stage),
-                 result->error_code);
+  tf_buf__puts(&b, tf_probe_result_ok(result) ? ",\"ok\":true,\"stage\":\"" : ",\"ok\":false,\"stage\":\"");
+  tf_buf__puts(&b, tf_probe_stage_name(result->stage));
+  tf_buf__puts(&b, "\"");
+  if (result->error_code < 0) tf_buf__puts(&b, ",\"errorCode\":0");
+  else json_num(&b, ",\"errorCode\":", (uint64_t)result->error_code);
+  tf_buf__puts(&b, ",\"errorReason\":");
   tf_buf__json_str(&b, result->error_reason);
-  json_addr(&b, "relayedAddress", result->has_relayed, &result->relayed);
-  if (result->has_relayed) tf_buf__printf(&b, ",\"relayedPort\":%u", result->relayed_port);
+  json_addr(&b, ",\"relayedAddress\":", result->has_relayed, &result->relayed);
+  if (result->has_relayed) json_num(&b, ",\"relayedPort\":", result->relayed_port);
   else tf_buf__puts(&b, ",\"relayedPort\":null");
-  json_addr(&b, "mappedAddress", result->has_mapped, &result->mapped);
-  tf_buf__printf(&b, ",\"lifetime\":%u,\"rttMs\":{", result->lifetime);
+  json_addr(&b, ",\"mappedAddress\":", result->has_mapped, &result->mapped);
+  json_num(&b, ",\"lifetime\":", result->lifetime);
+  tf_buf__puts(&b, ",\"rttMs\":{");
   int first = 1;
   for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) {
     if (result->rtt[i] < 0) continue;
-    tf_buf__printf(&b, "%s\"%s\":", first ? "" : ",", stage_names[i]);
+    tf_buf__puts(&b, first ? "\"" : ",\"");
+    tf_buf__puts(&b, stage_names[i]);
+    tf_buf__puts(&b, "\":");
     json_ms(&b, result->rtt[i]);
     first = 0;
   }
-  tf_buf__printf(&b, "},\"draining\":%s,\"message\":", result->draining ? "true" : "false");
+  tf_buf__puts(&b, result->draining ? "},\"draining\":true,\"message\":" : "},\"draining\":false,\"message\":");
   tf_buf__json_str(&b, result->message);
   tf_buf__puts(&b, "}");
   return tf_buf__detach(&b, out);

@@ -100,9 +100,8 @@ void tf_probe__stage_begin(probe *p, tf_probe_stage st)
 
 static void leg_forget_key(leg *l)
 {
-  tf_crypto__wipe(l->key, sizeof(l->key));
   l->have_key = 0;
-  EVP_MAC_CTX_free(l->mac);
+  tf_probe__mac_unref(l->mac);
   l->mac = NULL;
 }
 
@@ -235,49 +234,63 @@ static int leg_mint(leg *l)
   return 0;
 }
 
-/* The long-term key of @p l and its keyed HMAC context (made once per key: the
- * probes of one options share it while username and realm stay the same). */
+/* The long-term key of @p l and its keyed HMAC context, made once per key: the
+ * probes of one options share it while username and realm stay the same. */
 static int leg_key(leg *l)
 {
   probe *p = l->p;
   leg_forget_key(l);
   pcred *k = p->opts->o.user_numbered ? NULL : &p->opts->cred[l == &p->legs[1]];
   if (k && k->mac && k->realm && !strcmp(k->username, l->username) && !strcmp(k->realm, l->realm)) {
-    l->mac = EVP_MAC_CTX_dup(k->mac);
-    if (!l->mac) {
-      p->fatal = TF_ENOMEM;
-      tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
-      return -1;
-    }
-    memcpy(l->key, k->key, sizeof(l->key));
+    l->mac = tf_probe__mac_ref(k->mac);
     l->have_key = 1;
     return 0;
   }
-  tf_err rc = tf_stun_long_term_key(l->key, l->username, l->realm, l->password);
-  if (rc == TF_OK) rc = tf_stun__mac_new(&l->mac, p->loop ? p->loop->hmac : NULL, l->key, sizeof(l->key));
+  pmac *m = calloc(1, sizeof(*m));
+  if (!m) {
+    p->fatal = TF_ENOMEM;
+    tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
+    return -1;
+  }
+  m->refs = 1;
+  tf_err rc = tf_stun_long_term_key(m->key, l->username, l->realm, l->password);
+  if (rc == TF_OK) rc = tf_stun__mac_new(&m->ctx, p->loop ? p->loop->hmac : NULL, m->key, sizeof(m->key));
   if (rc < 0) {
+    tf_probe__mac_unref(m);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot compute the key: %s", l->who, tf_error_last()->message);
     return -1;
   }
+  l->mac = m;
   l->have_key = 1;
   if (k && k->username && !strcmp(k->username, l->username)) {
-    EVP_MAC_CTX_free(k->mac);
-    free(k->realm);
-    k->mac = EVP_MAC_CTX_dup(l->mac);
-    k->realm = tf_strdup__(l->realm);
-    memcpy(k->key, l->key, sizeof(k->key));
-    if (!k->mac || !k->realm) tf_probe__cred_clear(k);
+    char *realm = tf_strdup__(l->realm);
+    if (realm) {
+      tf_probe__mac_unref(k->mac);
+      free(k->realm);
+      k->mac = tf_probe__mac_ref(m);
+      k->realm = realm;
+    }
   }
   return 0;
 }
 
-/* The buffer a leg (re)sends from, allocated on first use. */
-static uint8_t *leg_msg(leg *l)
+/* The buffer a leg (re)sends from, room for @p need bytes. */
+static uint8_t *leg_msg(leg *l, size_t need)
 {
-  if (!l->msg) l->msg = malloc(TF_STUN_MAX_MESSAGE);
-  if (!l->msg) {
-    l->p->fatal = TF_ENOMEM;
-    tf_probe__fail(l->p, TF_ERROR, 0, NULL, "out of memory");
+  if (need > l->msg_cap) {
+    size_t cap = need < 512 ? 512 : need;
+    uint8_t *m = malloc(cap);
+    if (!m) {
+      l->p->fatal = TF_ENOMEM;
+      tf_probe__fail(l->p, TF_ERROR, 0, NULL, "out of memory");
+      return NULL;
+    }
+    if (l->msg) {
+      tf_crypto__wipe(l->msg, l->msg_len);
+      free(l->msg);
+    }
+    l->msg = m;
+    l->msg_cap = cap;
   }
   return l->msg;
 }
@@ -297,10 +310,11 @@ static void leg_send_request(leg *l, double now)
 {
   probe *p = l->p;
   const tf_probe_options *o = &p->opts->o;
-  if (!leg_msg(l)) return;
   tf_stun_msg msg, *m = &msg; /* on the stack: nothing allocated, nothing zeroed */
   memcpy(l->prev_tid, l->tid, TF_STUN_TID_SIZE);
-  tf_err rc = tf_stun__msg_begin(m, method_of(l->req), TF_STUN_REQUEST, NULL);
+  const uint8_t *tid = tf_probe__tid(p);
+  if (!tid) return;
+  tf_err rc = tf_stun__msg_begin(m, method_of(l->req), TF_STUN_REQUEST, tid);
   if (rc == TF_OK && l->req == REQ_ALLOCATE) {
     rc = tf_stun_msg_add_u32(m, TF_STUN_ATTR_REQUESTED_TRANSPORT, 17u << 24);
     if (rc == TF_OK && o->family)
@@ -322,10 +336,11 @@ static void leg_send_request(leg *l, double now)
     rc = tf_stun_msg_add(m, TF_STUN_ATTR_USERNAME, l->username, strlen(l->username));
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_REALM, l->realm, strlen(l->realm));
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, l->nonce, strlen(l->nonce));
-    if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac);
+    if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac->ctx);
   }
   if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
   tf_stun__msg_dispose(m);
+  if (rc == TF_OK && !leg_msg(l, m->len)) return;
   if (rc < 0) {
     if (rc == TF_ENOMEM) p->fatal = TF_ENOMEM;
     tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot encode %s: %s", l->who, tf_probe__method_name(l->req),
@@ -355,7 +370,7 @@ void tf_probe__leg_request(leg *l, int kind, double now)
  * UDP schedule until the other leg sees them. */
 static void leg_send_data(leg *l, const uint8_t *data, size_t len, double now)
 {
-  if (!leg_msg(l)) return;
+  if (!leg_msg(l, len)) return;
   memcpy(l->msg, data, len);
   l->msg_len = len;
   l->req = REQ_DATA;
@@ -383,12 +398,14 @@ static void leg_abandon(leg *l)
   l->req = REQ_REFRESH;
   l->authed = 0;
   tf_stun_msg msg, *m = &msg;
-  tf_err rc = tf_stun__msg_begin(m, TF_STUN_REFRESH, TF_STUN_REQUEST, NULL);
+  const uint8_t *tid = tf_probe__tid(l->p);
+  if (!tid) return;
+  tf_err rc = tf_stun__msg_begin(m, TF_STUN_REFRESH, TF_STUN_REQUEST, tid);
   if (rc == TF_OK) rc = tf_stun_msg_add_u32(m, TF_STUN_ATTR_LIFETIME, 0);
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_USERNAME, l->username, strlen(l->username));
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_REALM, l->realm, strlen(l->realm));
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, l->nonce, strlen(l->nonce));
-  if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac);
+  if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac->ctx);
   if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
   if (rc == TF_OK && (l->p->mode == TF_URI_MODE_UDP || (l->p->mode == TF_URI_MODE_TCP && l->tx_len == 0))) {
     ssize_t n = send(l->fd, m->buf, m->len, MSG_NOSIGNAL);
@@ -754,7 +771,7 @@ static void leg_on_response(leg *l, const uint8_t *data, size_t len, double now)
 {
   probe *p = l->p;
   tf_stun_msg msg, *m = &msg;
-  tf_err rc = tf_stun__response_decode(m, data, len, l->tid, method_of(l->req), l->authed ? l->mac : NULL);
+  tf_err rc = tf_stun__response_decode(m, data, len, l->tid, method_of(l->req), l->authed ? l->mac->ctx : NULL);
   if (rc == TF_EAUTH && raw_class(data) == TF_STUN_ERROR) {
     /* an error without a valid MI: report its code, never act on a success without one */
     tf_probe__log(p, TF_LOG_DEBUG, "%s%s: error response without valid MESSAGE-INTEGRITY: %s", l->who,
