@@ -185,7 +185,7 @@ typedef struct probe {
   tf_probe_result *res;
   uint8_t payload[2][PROBE_PAYLOAD];
   int keep;           /* tf_allocation: leave A allocated at the end */
-  uint64_t number;    /* the probe's number within its repeat (user_numbered) */
+  uint64_t number;    /* the probe's index in its set (user_numbered) */
   size_t index;       /* in the set */
   size_t entry;       /* the set's entry it came from */
   size_t slot;        /* in the loop */

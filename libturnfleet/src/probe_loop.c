@@ -292,8 +292,8 @@ static int set_start_next(tf_probe_set *set, ploop *L, size_t slot)
   probe *p = NULL;
   tf_err rc = tf_probe__new(&p, e->c); /* takes the reference, even on failure */
   if (rc < 0) return rc;
-  p->number = e->started;
-  p->index = (size_t)(e->first + e->started);
+  p->number = e->first + e->started; /* distinct across the set's entries */
+  p->index = (size_t)p->number;
   p->entry = set->cursor;
   e->started++;
   p->loop = L;

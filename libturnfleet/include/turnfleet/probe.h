@@ -59,8 +59,8 @@ typedef struct tf_probe_options {
   void *log_payload;
   tf_log_level log_level;       /**< threshold (default TF_LOG_INFO) */
   /* version 2 */
-  int user_numbered; /**< 1: a distinct user per probe: `user` followed by the probe's number (0, 1, ...
-                          within tf_probe_set_add_repeated(); 0 elsewhere) */
+  int user_numbered; /**< 1: a distinct user per probe: `user` followed by the probe's index in its
+                          set (0, 1, ...: the order of tf_probe_set_add*()); 0 outside a set */
 } tf_probe_options;
 
 #define TF_PROBE_OPTIONS_VERSION 2
@@ -154,7 +154,7 @@ TF_EXTERN(tf_err) tf_probe_set_add(tf_probe_set *set, const tf_probe_options *op
  * after the other as slots free up: memory stays constant in @p count. Their
  * results go to the callback of tf_probe_set_run() only (tf_probe_set_result()
  * returns NULL for them). With opts->user_numbered each gets its own user:
- * `user` followed by its number within this call (0 to count - 1).
+ * `user` followed by its index in the set.
  * @return 0, TF_EINVALID (bad options, or @p count 0), TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_probe_set_add_repeated(tf_probe_set *set, const tf_probe_options *opts, uint64_t count);
