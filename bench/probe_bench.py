@@ -10,7 +10,7 @@ own CPU per allocation (read from /proc/<pid>/stat); the floor line is a bare
 UDP socket-connect-(send-receive)x3-close loop (bench_probe_floor) against the
 same coturn in the same run: what the kernel costs for the probe's datagrams.
 
-usage: probe_bench.py BUILD_DIR [COUNT] [CONCURRENCY] [--turnserver CMD]... [--no-uclient]
+usage: probe_bench.py BUILD_DIR [COUNT] [CONCURRENCY] [--turnserver CMD]... [--no-uclient] [--repeat R]
 """
 import argparse
 import json
@@ -55,19 +55,28 @@ def children_cpu():
     return r.ru_utime, r.ru_stime
 
 
-def measure(name, argv, server_pid, allocations_of, env=None):
-    # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
-    time.sleep(2.5)
-    (u0, s0), c0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
-    wall = time.monotonic() - t0
-    (u1, s1), server = children_cpu(), cpu_of(server_pid) - c0
-    allocations = allocations_of(out)
-    if not allocations:
-        sys.exit(f"bench/probe: {name} made no allocation or failed (exit {out.returncode}):\n"
-                 f"{out.stdout[-800:]}{out.stderr[-800:]}")
+def measure(name, argv, server_pid, allocations_of, repeat=1):
+    """CPU per allocation over @repeat runs of argv (the kernel splits user from system time by
+    sampling at the tick: a few runs keep that split from being noise)."""
+    allocations = wall = user = system = server = 0
+    for _ in range(repeat):
+        # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
+        time.sleep(2.5)
+        (u0, s0), c0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        wall += time.monotonic() - t0
+        (u1, s1) = children_cpu()
+        server += cpu_of(server_pid) - c0
+        user += u1 - u0
+        system += s1 - s0
+        n = allocations_of(out)
+        if not n:
+            sys.exit(f"bench/probe: {name} made no allocation or failed (exit {out.returncode}):\n"
+                     f"{out.stdout[-800:]}{out.stderr[-800:]}")
+        allocations += n
     return {"client": name, "allocations": allocations, "wall": wall, "rate": allocations / wall,
-            "user": (u1 - u0) / allocations, "sys": (s1 - s0) / allocations, "serverCpu": server / allocations}
+            "user": user / allocations, "sys": system / allocations, "serverCpu": server / allocations,
+            "runs": repeat}
 
 
 def default_turnservers():
@@ -81,7 +90,7 @@ def default_turnservers():
     return found
 
 
-def bench_one(cmd, build, count, concurrency, uclient):
+def bench_one(cmd, build, count, concurrency, uclient, repeat):
     tf = os.path.join(build, "tools/turnfleet/turnfleet")
     probe = os.path.join(build, "tools/turnfleet-probe/turnfleet-probe")
     floor = os.path.join(build, "bench/bench_probe_floor")
@@ -140,11 +149,14 @@ def bench_one(cmd, build, count, concurrency, uclient):
             r = json.loads(out.stdout)
             return r["iterations"] if not r["lost"] else 0
 
+        probe_argv = [probe, "--uri", uri, "--secret-file", secret_file, "--json"]
         rows = [
-            measure("turnfleet-probe", [probe, "--uri", uri, "--secret-file", secret_file, "--count", str(count),
-                                        "--concurrency", str(concurrency), "--json"], server.pid, probe_allocations),
-            measure("floor (bare UDP)", [floor, ADDR, str(PORT), str(count), "3"], server.pid, floor_iterations),
+            measure("turnfleet-probe", probe_argv + ["--count", str(count), "--concurrency", str(concurrency)],
+                    server.pid, probe_allocations, repeat),
+            measure("floor (bare UDP)", [floor, ADDR, str(PORT), str(count), "3"], server.pid, floor_iterations, repeat),
             measure("python-reference", ref + [str(count)], server.pid, ref_allocations),
+            # the fixed cost of a run (exec, dynamic linking, OpenSSL's start): one probe
+            measure("probe startup", probe_argv + ["--count", "1"], server.pid, probe_allocations, repeat),
         ]
         if uclient:
             # uclient paces itself (about 25 s for 200 clients, coturn.md §6): keep it bounded.
@@ -169,12 +181,13 @@ def bench_one(cmd, build, count, concurrency, uclient):
 
 
 def report(version_text, rows, count, concurrency):
-    probe, floor = rows[0], rows[1]
-    print(f"\n{version_text} on {ADDR}:{PORT}: {count} allocate+release cycles, turnfleet-probe at concurrency "
-          f"{concurrency} with --json; the floor and the Python reference sequential")
+    probe, floor, startup = rows[0], rows[1], rows[3]
+    print(f"\n{version_text} on {ADDR}:{PORT}: {count} allocate+release cycles per run, turnfleet-probe at "
+          f"concurrency {concurrency} with --json; the floor and the Python reference sequential; CPU summed over "
+          f"{probe['runs']} runs of the probe, the floor and the startup")
     print(f"{'client':<19}{'allocs':>8}{'wall s':>8}{'allocs/s':>10}{'user us':>9}{'sys us':>8}{'total us':>10}"
           f"{'coturn us':>11}{'client/coturn':>15}")
-    for r in rows:
+    for r in rows[:3] + rows[4:]:
         total = r["user"] + r["sys"]
         print(f"{r['client']:<19}{r['allocations']:>8}{r['wall']:>8.2f}{r['rate']:>10.0f}{r['user'] * 1e6:>9.1f}"
               f"{r['sys'] * 1e6:>8.1f}{total * 1e6:>10.1f}{r['serverCpu'] * 1e6:>11.1f}"
@@ -183,6 +196,9 @@ def report(version_text, rows, count, concurrency):
     ftotal = floor["user"] + floor["sys"]
     print(f"probe over the floor: {ptotal / max(ftotal, 1e-12):.2f}x its CPU, "
           f"{(ptotal - ftotal) * 1e6:.1f} us per allocation above it")
+    print(f"probe startup (a run of one probe): user {startup['user'] * 1e3:.1f} ms, system "
+          f"{startup['sys'] * 1e3:.1f} ms per run; the figures above include it: "
+          f"{startup['user'] * 1e6 / count:.1f} us of their user CPU per allocation")
     ratio = ptotal / max(probe["serverCpu"], 1e-12)
     ok_ratio, ok_user = ratio <= 0.33, probe["user"] * 1e6 <= 10.0
     print(f"goal: client CPU/alloc <= 0.33 x coturn's: {ratio:.2f} {'met' if ok_ratio else 'NOT met'}; "
@@ -198,6 +214,7 @@ def main():
     ap.add_argument("--turnserver", action="append", metavar="CMD",
                     help="a turnserver command (same CLI as turnserver); repeat for several versions")
     ap.add_argument("--no-uclient", action="store_true", help="skip turnutils_uclient (about 25 s per coturn)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of the probe and the floor per coturn (default 5)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     for exe in (os.path.join(build, "tools/turnfleet-probe/turnfleet-probe"), os.path.join(build, "bench/bench_probe_floor")):
@@ -208,7 +225,7 @@ def main():
     servers = [shlex.split(c) for c in a.turnserver] if a.turnserver else default_turnservers()
     met = True
     for cmd in servers:
-        version_text, rows = bench_one(cmd, build, a.count, a.concurrency, not a.no_uclient)
+        version_text, rows = bench_one(cmd, build, a.count, a.concurrency, not a.no_uclient, max(1, a.repeat))
         met = report(version_text, rows, a.count, a.concurrency) and met
     sys.exit(0 if met else 1)
 

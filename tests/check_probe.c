@@ -1127,8 +1127,18 @@ static const char *pc_write_secret(const char *secret)
 
 /* Start the CLI with @p args (NULL-terminated); stdout on *out_fd (if not NULL),
  * else both outputs into files of the test dir. */
+static pid_t pc_cli_spawn_to(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
+                             int *err_fd, const char *err_tty);
+
 static pid_t pc_cli_spawn(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
                           int *err_fd)
+{
+  return pc_cli_spawn_to(args, env_name, env_value, out_fd, err_fd, NULL);
+}
+
+/* pc_cli_spawn(), with stderr on the terminal @p err_tty when not NULL (then *err_fd reads nothing). */
+static pid_t pc_cli_spawn_to(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
+                             int *err_fd, const char *err_tty)
 {
   const char *bin = pc_cli_path();
   char *argv[32];
@@ -1146,6 +1156,11 @@ static pid_t pc_cli_spawn(const char *const *args, const char *env_name, const c
     if (getppid() != parent) _exit(127);
     dup2(op[1], 1);
     dup2(ep[1], 2);
+    if (err_tty) {
+      int tty = open(err_tty, O_RDWR | O_NOCTTY);
+      if (tty < 0) _exit(127);
+      dup2(tty, 2); /* stderr is a terminal */
+    }
     close(op[0]);
     close(op[1]);
     close(ep[0]);
@@ -1936,25 +1951,9 @@ START_TEST(test_probe__cli_users_uris_quiet_and_progress)
                         "--user-prefix", "tty-", "--quiet", NULL};
   char slave[128];
   PC_CHECK(ptsname_r(master, slave, sizeof(slave)) == 0, "ptsname");
-  const char *bin = pc_cli_path();
-  char *argv[16] = {(char *)"turnfleet-probe"};
-  for (size_t i = 0; args[i]; i++) argv[i + 1] = (char *)args[i];
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  PC_CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int tty = open(slave, O_RDWR | O_NOCTTY);
-    int nul = open("/dev/null", O_RDWR);
-    if (tty < 0 || nul < 0) _exit(127);
-    dup2(nul, 0);
-    dup2(nul, 1);
-    dup2(tty, 2); /* stderr is a terminal */
-    execv(bin, argv);
-    _exit(127);
-  }
-  pc_children[0] = pid;
+  int ofd, efd;
+  pid_t pid = pc_cli_spawn_to(args, NULL, NULL, &ofd, &efd, slave);
+  close(efd);
   tf_buf tty;
   tf_buf__init(&tty);
   int64_t deadline = tf_ts_now_ms() + 30000;
@@ -1971,6 +1970,7 @@ START_TEST(test_probe__cli_users_uris_quiet_and_progress)
   }
   pc_forget_child(pid);
   close(master);
+  close(ofd);
   PC_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
   PC_CHECK(tty.ptr && strstr(tty.ptr, "/30 probes, "), "progress on the terminal: %s", tty.ptr ? tty.ptr : "");
   tf_buf__dispose(&tty, 0);

@@ -2,6 +2,7 @@
  * probe's own non-blocking socket I/O (probe_io.c) moves the ciphertext. */
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "probe_internal.h"
@@ -68,6 +69,15 @@ void tf_probe__tls_start(leg *l)
   tf_probe__tls_step(l);
 }
 
+/* OpenSSL's last error as text (then cleared). */
+static void tls_error_text(char *buf, size_t size)
+{
+  snprintf(buf, size, "no detail");
+  unsigned long ec = ERR_peek_last_error();
+  if (ec) ERR_error_string_n(ec, buf, size);
+  ERR_clear_error();
+}
+
 /* Drive the handshake as far as the bytes at hand allow. */
 void tf_probe__tls_step(leg *l)
 {
@@ -90,10 +100,8 @@ void tf_probe__tls_step(leg *l)
                    X509_verify_cert_error_string(vr));
     return;
   }
-  char buf[256] = "no detail";
-  unsigned long ec = ERR_peek_last_error();
-  if (ec) ERR_error_string_n(ec, buf, sizeof(buf));
-  ERR_clear_error();
+  char buf[256];
+  tls_error_text(buf, sizeof(buf));
   tf_probe__fail(p, TF_EPROTO, 0, NULL, "%sTLS handshake with %s failed: %s", l->who, p->server, buf);
 }
 
@@ -128,10 +136,8 @@ void tf_probe__tls_input(leg *l, const uint8_t *data, size_t len, double now)
         tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s closed the TLS connection", l->who, p->server);
         return;
       }
-      char ebuf[256] = "no detail";
-      unsigned long ec = ERR_peek_last_error();
-      if (ec) ERR_error_string_n(ec, ebuf, sizeof(ebuf));
-      ERR_clear_error();
+      char ebuf[256];
+      tls_error_text(ebuf, sizeof(ebuf));
       tf_probe__fail(p, TF_EPROTO, 0, NULL, "%sTLS error on the connection to %s: %s", l->who, p->server, ebuf);
       return;
     }

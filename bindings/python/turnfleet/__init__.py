@@ -31,6 +31,7 @@ from ._errors import (
     NotFound,
     OutOfMemory,
     ProtocolError,
+    ResourceExhausted,
     Timeout,
     error_class,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "Pool",
     "ProbeResult",
     "ProtocolError",
+    "ResourceExhausted",
     "Relay",
     "STAGES",
     "Timeout",
