@@ -163,8 +163,22 @@ static void json_addr(tf_buf *b, const char *key, int has, const tf_addr *a)
 {
   char text[TF_ADDR_STRLEN];
   tf_buf__puts(b, key);
-  if (!has || tf_addr_format(text, sizeof(text), a) < 0) tf_buf__puts(b, "null");
-  else tf_buf__json_str(b, text);
+  if (has && a->family == TF_AF_INET) {
+    /* dotted quad, the canonical form, without inet_ntop's sprintf */
+    char t[24], *o = text;
+    *o++ = '"';
+    for (int i = 0; i < 4; i++) {
+      const char *d = json_uint(t, a->bytes[i]);
+      while (*d) *o++ = *d++;
+      *o++ = i < 3 ? '.' : '"';
+    }
+    *o = '\0';
+    tf_buf__puts(b, text);
+  } else if (!has || tf_addr_format(text, sizeof(text), a) < 0) {
+    tf_buf__puts(b, "null");
+  } else {
+    tf_buf__json_str(b, text);
+  }
 }
 
 /* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5. */

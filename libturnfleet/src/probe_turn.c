@@ -656,9 +656,11 @@ static void leg_on_success(leg *l, const tf_stun_msg *m, double now)
     if (tf_stun_msg_u32(m, TF_STUN_ATTR_LIFETIME, &lt) == 0) l->lifetime = lt;
     l->allocated = 1;
     l->released = 0;
-    char ra[TF_ADDR_STRLEN + 8];
-    tf_probe__fmt_addr(ra, sizeof(ra), &l->relayed, l->relayed_port);
-    tf_probe__log(p, TF_LOG_DEBUG, "%sallocated %s, lifetime %u s", l->who, ra, l->lifetime);
+    if (p->opts->o.log_cb && p->opts->o.log_level <= TF_LOG_DEBUG) { /* no formatting unless asked */
+      char ra[TF_ADDR_STRLEN + 8];
+      tf_probe__fmt_addr(ra, sizeof(ra), &l->relayed, l->relayed_port);
+      tf_probe__log(p, TF_LOG_DEBUG, "%sallocated %s, lifetime %u s", l->who, ra, l->lifetime);
+    }
     leg_done(l, now);
     return;
   }
