@@ -1061,6 +1061,8 @@ END_TEST
 
 typedef struct counter {
   size_t ok, failed, calls;
+  size_t resource, unreachable, other; /* failures: TF_ERESOURCE with exit 2, TF_ENET, the rest */
+  size_t stop_after;                   /* stop the set after this many results (0: never) */
   char first_failure[512];
 } counter;
 
@@ -1069,13 +1071,19 @@ static int pc_count_cb(size_t index, const tf_probe_result *r, void *payload)
   (void)index;
   counter *c = payload;
   c->calls++;
+  tf_err st = tf_probe_result_status(r);
   if (tf_probe_result_ok(r)) {
     c->ok++;
-  } else if (c->failed++ == 0) {
-    snprintf(c->first_failure, sizeof(c->first_failure), "stage %s code %d: %s",
-             tf_probe_stage_name(tf_probe_result_stage(r)), tf_probe_result_error_code(r), tf_probe_result_message(r));
+  } else {
+    if (st == TF_ERESOURCE && tf_probe_result_exit_code(r) == 2) c->resource++;
+    else if (st == TF_ENET) c->unreachable++;
+    else c->other++;
+    if (c->failed++ == 0)
+      snprintf(c->first_failure, sizeof(c->first_failure), "stage %s %s code %d: %s",
+               tf_probe_stage_name(tf_probe_result_stage(r)), tf_error_name(st), tf_probe_result_error_code(r),
+               tf_probe_result_message(r));
   }
-  return 0;
+  return c->stop_after && c->calls >= c->stop_after;
 }
 
 START_TEST(test_probe__two_thousand_cycles_at_concurrency_64)
@@ -1751,27 +1759,6 @@ START_TEST(test_probe__any_reason_bytes_give_valid_json)
 }
 END_TEST
 
-typedef struct rcount {
-  size_t calls, ok, resource, unreachable, other, stop_after;
-  char first[300];
-} rcount;
-
-static int pc_rcount_cb(size_t index, const tf_probe_result *r, void *payload)
-{
-  (void)index;
-  rcount *c = payload;
-  c->calls++;
-  tf_err st = tf_probe_result_status(r);
-  if (tf_probe_result_ok(r)) c->ok++;
-  else if (st == TF_ERESOURCE && tf_probe_result_exit_code(r) == 2) c->resource++;
-  else if (st == TF_ENET) c->unreachable++;
-  else c->other++;
-  if (!tf_probe_result_ok(r) && !c->first[0])
-    snprintf(c->first, sizeof(c->first), "%s %s: %s", tf_probe_stage_name(tf_probe_result_stage(r)),
-             tf_error_name(st), tf_probe_result_message(r));
-  return c->stop_after && c->calls >= c->stop_after;
-}
-
 START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
 {
   pc_start_v4("pfds", 64, 3523, 0, 56750, 56849, NULL, 0);
@@ -1788,17 +1775,19 @@ START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
   PC_OK(tf_probe_set_new(&set, 32));
   tf_probe_options o = pc_opts("turn:127.0.0.64:3523");
   PC_OK(tf_probe_set_add_repeated(set, &o, 32));
-  rcount c;
+  counter c;
   memset(&c, 0, sizeof(c));
-  tf_err rc = tf_probe_set_run(set, pc_rcount_cb, &c);
+  tf_err rc = tf_probe_set_run(set, pc_count_cb, &c);
   setrlimit(RLIMIT_NOFILE, &saved);
   tf_probe_set_free(set);
   PC_OK(rc);
   PC_CHECK(c.calls == 32 && c.resource > 0 && c.unreachable == 0 && c.other == 0,
            "%zu results: %zu ok, %zu out of resources, %zu unreachable, %zu other; first: %s", c.calls, c.ok,
-           c.resource, c.unreachable, c.other, c.first);
-  PC_CHECK(strstr(c.first, "connect TF_ERESOURCE") && strstr(c.first, "local resources exhausted"), "first: %s",
-           c.first);
+           c.resource, c.unreachable, c.other, c.first_failure);
+  PC_CHECK(strstr(c.first_failure, "stage connect TF_ERESOURCE") &&
+               strstr(c.first_failure, "local resources exhausted"),
+           "first: %s",
+           c.first_failure);
   /* the CLI: a soft limit it may raise, then a hard limit it may not */
   const char *secret = pc_write_secret(SECRET);
   low.rlim_cur = 64;
@@ -1856,12 +1845,12 @@ START_TEST(test_probe__count_streams_in_constant_memory)
   PC_OK(tf_probe_set_new(&set, 8));
   tf_probe_options o = pc_opts("turn:127.0.0.63:3522");
   PC_OK(tf_probe_set_add_repeated(set, &o, 1000000000000ull));
-  rcount c;
+  counter c;
   memset(&c, 0, sizeof(c));
   c.stop_after = 40;
-  PC_CHECK(tf_probe_set_run(set, pc_rcount_cb, &c) == TF_EUSER, "the callback stops it: %s",
+  PC_CHECK(tf_probe_set_run(set, pc_count_cb, &c) == TF_EUSER, "the callback stops it: %s",
            tf_error_last()->message);
-  PC_CHECK(c.calls == 40 && c.ok == 40, "%zu calls, %zu ok: %s", c.calls, c.ok, c.first);
+  PC_CHECK(c.calls == 40 && c.ok == 40, "%zu calls, %zu ok: %s", c.calls, c.ok, c.first_failure);
   PC_CHECK(tf_probe_set_result(set, 3) == NULL, "repeated results are not kept");
   tf_probe_set_free(set);
   /* the CLI: with --count 1000000 its memory, once probes run, is that of --count 100 */
@@ -1884,12 +1873,12 @@ static void pc_scale(int peer_check, unsigned probes)
   o.timeout_ms = 30000;
   o.peer_check = peer_check;
   PC_OK(tf_probe_set_add_repeated(set, &o, probes));
-  rcount c;
+  counter c;
   memset(&c, 0, sizeof(c));
-  PC_OK(tf_probe_set_run(set, pc_rcount_cb, &c));
+  PC_OK(tf_probe_set_run(set, pc_count_cb, &c));
   tf_probe_set_free(set);
   PC_CHECK(c.calls == probes && c.ok == probes, "%s: %zu of %u ok; first failure: %s",
-           peer_check ? "peer check" : "udp", c.ok, probes, c.first);
+           peer_check ? "peer check" : "udp", c.ok, probes, c.first_failure);
   pc_stop_all();
   pc_cleanup();
 }

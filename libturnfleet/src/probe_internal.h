@@ -235,6 +235,8 @@ double tf_probe__next_timer(const probe *p);
 
 /* probe_io.c */
 void tf_probe__leg_open(leg *l);
+/* After a 437: the loop's next UDP source port moves to a random place in the range. */
+void tf_probe__leg_jump_ports(leg *l);
 void tf_probe__leg_close(leg *l);
 void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len);
 void tf_probe__leg_flush(leg *l);

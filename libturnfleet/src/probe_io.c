@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -78,6 +79,14 @@ static void bind_fresh_port(leg *l, int fd)
     }
     if (errno != EADDRINUSE) return;
   }
+}
+
+void tf_probe__leg_jump_ports(leg *l)
+{
+  ploop *L = l->p->loop;
+  uint16_t r = 0;
+  if (!L || !L->recent || RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) return;
+  L->port_next = (uint16_t)(L->port_lo + r % ((unsigned)L->port_hi - L->port_lo + 1));
 }
 
 void tf_probe__leg_close(leg *l)

@@ -746,6 +746,7 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
     free(l->nonce);
     l->nonce = NULL;
     leg_forget_key(l);
+    tf_probe__leg_jump_ports(l); /* someone else walks the ports just ahead: leave their way */
     tf_probe__leg_open(l);
     return;
   }
