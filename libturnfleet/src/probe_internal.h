@@ -34,18 +34,18 @@
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
-#define PROBE_TIDS 128             /* transaction ids drawn at once */
+#define PROBE_TIDS 512             /* transaction ids drawn at once */
 #define PROBE_NUMBER_MAX 20            /* decimal digits of a probe number (user_numbered) */
 
 /* ---- results ---- */
 
 struct tf_probe_result {
-  char *uri;
+  char *uri; /* in the same allocation, after the struct */
   tf_probe_stage stage;
   tf_err status;
   int error_code;
-  char *error_reason;
-  char *message;
+  char *error_reason; /* NULL: "" */
+  char *message;      /* NULL: "" */
   int draining;
   int has_relayed, has_mapped;
   tf_addr relayed, mapped;

@@ -412,7 +412,7 @@ tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf
   tf_probe_result *res = p->res;
   p->res = NULL;
   if (status != TF_OK) {
-    tf_error__set(status, "%s", res->message);
+    tf_error__set(status, "%s", tf_probe_result_message(res));
     if (result) *result = res;
     else tf_probe_result_free(res);
     tf_probe__free(p);
@@ -458,7 +458,7 @@ static tf_err allocation_op(tf_allocation *alloc, int phase, uint32_t lifetime, 
   tf_probe__leg_request(a, REQ_REFRESH, now);
   tf_err rc = loop_drive(alloc->loop, p);
   if (rc < 0) return rc;
-  if (p->res->status != TF_OK) return tf_error__set(p->res->status, "%s", p->res->message);
+  if (p->res->status != TF_OK) return tf_error__set(p->res->status, "%s", tf_probe_result_message(p->res));
   return TF_OK;
 }
 

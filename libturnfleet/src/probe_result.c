@@ -18,15 +18,13 @@ const char *tf_probe_stage_name(tf_probe_stage stage)
 
 tf_probe_result *tf_probe__result_new(const char *uri)
 {
-  tf_probe_result *r = calloc(1, sizeof(*r));
+  /* one allocation: the URI lives right after the struct; reason and message stay NULL ("")
+   * until a failure sets them */
+  size_t n = strlen(uri ? uri : "");
+  tf_probe_result *r = calloc(1, sizeof(*r) + n + 1);
   if (!r) return NULL;
-  r->uri = tf_strdup__(uri ? uri : "");
-  r->error_reason = tf_strdup__("");
-  r->message = tf_strdup__("");
-  if (!r->uri || !r->error_reason || !r->message) {
-    tf_probe_result_free(r);
-    return NULL;
-  }
+  r->uri = (char *)(r + 1);
+  memcpy(r->uri, uri ? uri : "", n + 1);
   r->stage = TF_PROBE_STAGE_RESOLVE;
   r->status = TF_OK;
   for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) r->rtt[i] = -1.0;
@@ -74,7 +72,6 @@ char *tf_probe__printable(const char *text)
 void tf_probe_result_free(tf_probe_result *result)
 {
   if (!result) return;
-  free(result->uri);
   free(result->error_reason);
   free(result->message);
   free(result);
@@ -96,10 +93,13 @@ int tf_probe_result_error_code(const tf_probe_result *result) { return result ? 
 
 const char *tf_probe_result_error_reason(const tf_probe_result *result)
 {
-  return result ? result->error_reason : "";
+  return result && result->error_reason ? result->error_reason : "";
 }
 
-const char *tf_probe_result_message(const tf_probe_result *result) { return result ? result->message : ""; }
+const char *tf_probe_result_message(const tf_probe_result *result)
+{
+  return result && result->message ? result->message : "";
+}
 
 int tf_probe_result_draining(const tf_probe_result *result) { return result ? result->draining : 0; }
 
@@ -206,6 +206,11 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
    * Written piece by piece, no printf: --count prints one per probe. */
   tf_buf b;
   tf_buf__init(&b);
+  b.ptr = malloc(512); /* a success fits: no regrowth */
+  if (b.ptr) {
+    b.cap = 512;
+    b.ptr[0] = '\0';
+  }
   tf_buf__puts(&b, "{\"uri\":");
   tf_buf__json_str(&b, result->uri);
   tf_buf__puts(&b, tf_probe_result_ok(result) ? ",\"ok\":true,\"stage\":\"" : ",\"ok\":false,\"stage\":\"");
@@ -214,7 +219,7 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
   if (result->error_code < 0) tf_buf__puts(&b, ",\"errorCode\":0");
   else json_num(&b, ",\"errorCode\":", (uint64_t)result->error_code);
   tf_buf__puts(&b, ",\"errorReason\":");
-  tf_buf__json_str(&b, result->error_reason);
+  tf_buf__json_str(&b, tf_probe_result_error_reason(result));
   json_addr(&b, ",\"relayedAddress\":", result->has_relayed, &result->relayed);
   if (result->has_relayed) json_num(&b, ",\"relayedPort\":", result->relayed_port);
   else tf_buf__puts(&b, ",\"relayedPort\":null");
@@ -231,7 +236,7 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
     first = 0;
   }
   tf_buf__puts(&b, result->draining ? "},\"draining\":true,\"message\":" : "},\"draining\":false,\"message\":");
-  tf_buf__json_str(&b, result->message);
+  tf_buf__json_str(&b, tf_probe_result_message(result));
   tf_buf__puts(&b, "}");
   return tf_buf__detach(&b, out);
 }

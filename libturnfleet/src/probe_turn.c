@@ -165,7 +165,7 @@ void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const
     r->message = m;
   }
   if (!rs || !m) p->fatal = TF_ENOMEM;
-  tf_probe__log(p, TF_LOG_INFO, "failed in stage %s: %s", tf_probe_stage_name(r->stage), r->message);
+  tf_probe__log(p, TF_LOG_INFO, "failed in stage %s: %s", tf_probe_stage_name(r->stage), tf_probe_result_message(r));
   p->finished = 1;
   if (p->phase == PH_REFRESH) {
     /* a failed refresh leaves the held allocation as it is: the caller may retry or release */
@@ -297,12 +297,14 @@ static uint8_t *leg_msg(leg *l, size_t need)
 
 static int leg_set_text(char **slot, const tf_stun_msg *m, uint16_t type)
 {
-  char *v = NULL;
-  if (tf_stun_msg_text(&v, m, type) < 0) return -1;
+  const uint8_t *v = NULL;
+  size_t n = 0;
+  if (tf_stun_msg_find(m, type, &v, &n) < 0) return -1;
+  char *copy = tf_strndup__((const char *)v, n);
+  if (!copy) return -1;
   free(*slot);
-  *slot = strdup(v);
-  tf_free(v);
-  return *slot ? 0 : -1;
+  *slot = copy;
+  return 0;
 }
 
 /* Build the request of kind l->req with a new transaction id and send it. */
