@@ -367,6 +367,24 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
 
 /* ---- held allocations ---- */
 
+/* A held allocation keeps its socket and nothing else: its epoll instance exists only
+ * while an operation runs (--hold of many allocations: one descriptor each). */
+static void loop_detach(ploop *L, probe *p)
+{
+  if (L->epfd >= 0) close(L->epfd);
+  L->epfd = -1;
+  L->ep_errno = EBADF;
+  for (int i = 0; i < 2; i++) p->legs[i].events = 0; /* registered nowhere now */
+}
+
+static void loop_attach(ploop *L, probe *p)
+{
+  L->epfd = epoll_create1(EPOLL_CLOEXEC);
+  L->ep_errno = L->epfd < 0 ? errno : 0;
+  for (int i = 0; i < p->nlegs; i++)
+    if (p->legs[i].fd >= 0 && tf_probe__loop_watch(&p->legs[i]) < 0) return;
+}
+
 struct tf_allocation {
   probe *p;
   ploop *loop;
@@ -421,6 +439,7 @@ tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf
     free(a);
     return status;
   }
+  loop_detach(L, p);
   /* later operations record into a result of their own */
   p->res = tf_probe__result_new(c->o.uri);
   if (!p->res) {
@@ -454,9 +473,11 @@ static tf_err allocation_op(tf_allocation *alloc, int phase, uint32_t lifetime, 
   p->stage_t0 = now;
   tf_probe__stage_begin(p, stage);
   p->phase = phase;
+  loop_attach(alloc->loop, p);
   a->req_lifetime = lifetime;
-  tf_probe__leg_request(a, REQ_REFRESH, now);
+  if (!p->finished) tf_probe__leg_request(a, REQ_REFRESH, now);
   tf_err rc = loop_drive(alloc->loop, p);
+  loop_detach(alloc->loop, p);
   if (rc < 0) return rc;
   if (p->res->status != TF_OK) return tf_error__set(p->res->status, "%s", tf_probe_result_message(p->res));
   return TF_OK;
