@@ -2,16 +2,15 @@
  * from a config the library rendered (tf_coturn_render) and stopped by PID;
  * and the turnfleet-probe CLI (fork/exec of the built binary).
  *
- * Addresses 127.0.0.41-64 and ::1, listener ports 3500-3599, relay ranges in
- * 40000-58999: distinct from the other suites so `ctest -j` does not collide.
- *
- * Not tested here: 403 "draining" on Allocate. coturn 4.6.1 (Debian 12) has no
- * drain mode (SIGUSR1 kills it), so no relay on this machine answers 403 to an
- * Allocate; the code path is the same error path as 486/508 with draining=1. */
+ * Addresses 127.0.0.40-64 and ::1, listener ports 3500-3599, relay ranges in
+ * 40000-58999 (47640 aside), CLI port 47640: distinct from the other suites so
+ * `ctest -j` does not collide. ctest runs the suite once per coturn version
+ * (4.6.1 on the host, 4.18 from the root filesystem), never both at once. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -61,10 +60,11 @@ static pid_t pc_children[PC_MAX_CHILDREN];
 static char *pc_dir;
 static char pc_cert[1200], pc_key[1200], pc_secret_file[1200];
 static char pc_version_text[64];
-/* log lines a test provokes on purpose (a 401 makes coturn log an ERROR), NULL-terminated */
-static const char *const *pc_log_allowed;
-static const char *const pc_auth_errors[] = {"credentials of user <", NULL}; /* 4.6.1 and 4.18 alike */
 static uint32_t pc_version;
+
+/* Log lines a test causes on purpose (a wrong or expired credential makes
+ * coturn log an ERROR about that client); NULL-terminated. */
+static const char *pc_log_allowed[4];
 
 static void pc_cleanup(void)
 {
@@ -83,7 +83,17 @@ static void pc_setup(void)
   pc_count = 0;
   pc_dir = NULL;
   pc_cert[0] = pc_key[0] = pc_secret_file[0] = '\0';
-  pc_log_allowed = NULL;
+  memset(pc_log_allowed, 0, sizeof(pc_log_allowed));
+}
+
+/* This test sends wrong or expired credentials: coturn logs an ERROR for each
+ * (4.6.1 "check_stun_auth: Cannot find credentials of user", 4.18 "credentials
+ * of user <...> are wrong" / "have expired"). */
+static void pc_expect_credential_errors(void)
+{
+  pc_log_allowed[0] = "Cannot find credentials of user <";
+  pc_log_allowed[1] = "ERROR credentials of user <";
+  pc_log_allowed[2] = NULL;
 }
 
 static void pc_teardown(void) { pc_cleanup(); }
@@ -97,6 +107,10 @@ static const char *pc_tmpdir(void)
 
 #define PC_TLS 0x1
 #define PC_LOOPBACK_PEERS 0x2
+#define PC_CLI 0x4 /* coturn's CLI on 127.0.0.1:PC_CLI_PORT */
+#define PC_CLI_PORT 47640
+#define PC_CLI_PASSWORD "probe cli pw 40"
+
 
 /* A one-node inventory for @p addr. */
 static char *pc_nodes(const char *addr)
@@ -201,6 +215,10 @@ static void pc_start_conf(const char *pool_yaml, const char *node_addr, int flag
   o.cert_file = (flags & PC_TLS) ? pc_cert : NULL;
   o.key_file = (flags & PC_TLS) ? pc_key : NULL;
   o.allow_loopback_peers = (flags & PC_LOOPBACK_PEERS) ? 1 : 0;
+  if (flags & PC_CLI) {
+    o.cli_port = PC_CLI_PORT;
+    o.cli_password = PC_CLI_PASSWORD;
+  }
 
   for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
     const tf_relay *r = tf_plan_relay(plan, i);
@@ -711,7 +729,7 @@ END_TEST
 
 START_TEST(test_probe__wrong_secret_gets_401)
 {
-  pc_log_allowed = pc_auth_errors; /* this test makes coturn refuse credentials */
+  pc_expect_credential_errors();
   pc_start_v4("pauth", 46, 3507, 0, 56300, 56349, NULL, 0);
   const char *uris[] = {"turn:127.0.0.46:3507", "turn:127.0.0.46:3507?transport=tcp"};
   for (size_t i = 0; i < 2; i++) {
@@ -732,7 +750,7 @@ END_TEST
 
 START_TEST(test_probe__expired_username_gets_401)
 {
-  pc_log_allowed = pc_auth_errors; /* this test makes coturn refuse credentials */
+  pc_expect_credential_errors();
   pc_start_v4("pexp", 47, 3508, 0, 56350, 56399, NULL, 0);
   tf_probe_options o = pc_opts("turn:127.0.0.47:3508");
   o.now = (int64_t)time(NULL) - 7200; /* expired an hour and fifty minutes ago */
@@ -1031,6 +1049,106 @@ static int pc_stop_cb(size_t index, const tf_probe_result *r, void *payload)
   return ++s->calls >= s->stop_after;
 }
 
+/* The allocation count through the CLI (`pu`), and the drain of each version:
+ * coturn >= 4.6.3 takes `drain` (new Allocates get 403, which the probe
+ * reports as draining; held allocations keep refreshing; the process exits by
+ * itself, status 0, once they are gone), older ones `cc total-quota -1` (new
+ * Allocates get 486; held ones keep refreshing; the runtime stops it). */
+static int64_t pc_cli_count(void)
+{
+  char buf[16384];
+  const tf_coturn_cli_op pu[] = {TF_COTURN_CLI_PRINT_USERS};
+  int64_t n = -1;
+  PC_CHECK(tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, pu, 1, buf, sizeof(buf)) == 0, "CLI pu: %s", buf);
+  PC_CHECK(tf_coturn_allocations_from_cli(&n, buf, strlen(buf)) == 0, "pu: %s in %s", tf_error_last()->message, buf);
+  return n;
+}
+
+START_TEST(test_probe__cli_counts_and_drain_per_version)
+{
+  pc_start_v4("pdrain", 40, 3521, 0, 56900, 56949, NULL, PC_CLI);
+  /* the CLI opens a moment after the TURN listeners */
+  char buf[16384];
+  const tf_coturn_cli_op pu[] = {TF_COTURN_CLI_PRINT_USERS};
+  int64_t deadline = tf_ts_now_ms() + 5000;
+  while (tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, pu, 1, buf, sizeof(buf)) < 0) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", buf);
+    tf_ts_sleep_ms(100);
+  }
+  PC_CHECK(pc_cli_count() == 0, "a fresh relay counts allocations");
+  tf_probe_options o = pc_opts("turn:127.0.0.40:3521");
+  tf_allocation *held[2] = {NULL, NULL};
+  const char *uris[] = {"turn:127.0.0.40:3521", "turn:127.0.0.40:3521?transport=tcp"};
+  for (size_t i = 0; i < 2; i++) {
+    tf_probe_options h = pc_opts(uris[i]);
+    tf_probe_result *r = NULL;
+    PC_OK(tf_allocation_new(&held[i], &r, &h));
+    PC_EXPECT_OK(r);
+    tf_probe_result_free(r);
+  }
+  PC_CHECK(pc_cli_count() == 2, "two held allocations counted");
+
+  int drain = (tf_coturn_features(pc_version) & TF_COTURN_DRAIN) != 0;
+  const tf_coturn_cli_op op[] = {drain ? TF_COTURN_CLI_DRAIN : TF_COTURN_CLI_REFUSE_ALLOCATIONS};
+  PC_CHECK(tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, op, 1, buf, sizeof(buf)) == 0, "CLI drain: %s", buf);
+  /* new Allocates are refused: at once with drain, within 5 s with the quota (the auth thread copies it) */
+  int want = drain ? 403 : 486, code = 0;
+  deadline = tf_ts_now_ms() + 10000;
+  tf_probe_result *r = NULL;
+  for (;;) {
+    r = pc_run(&o);
+    code = tf_probe_result_error_code(r);
+    if (code == want || tf_ts_now_ms() > deadline) break;
+    tf_probe_result_free(r);
+    tf_ts_sleep_ms(250);
+  }
+  PC_CHECK(code == want, "coturn %s after the drain: code %d (%s), want %d", pc_version_text, code,
+           tf_probe_result_message(r), want);
+  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, "refused at stage %s",
+           tf_probe_stage_name(tf_probe_result_stage(r)));
+  PC_CHECK(tf_probe_result_draining(r) == (want == 403), "draining %d for %d", tf_probe_result_draining(r), code);
+  PC_CHECK(tf_probe_result_exit_code(r) == 1, "exit code %d", tf_probe_result_exit_code(r));
+  tf_probe_result_free(r);
+  /* the held allocations keep working */
+  for (size_t i = 0; i < 2; i++) PC_OK(tf_allocation_refresh(held[i]));
+  /* `pu` counts sessions: a refused Allocate's session lingers a few seconds (4.6.1), then only the held two */
+  int64_t counted = -1;
+  deadline = tf_ts_now_ms() + 15000;
+  while ((counted = pc_cli_count()) != 2 && tf_ts_now_ms() < deadline) tf_ts_sleep_ms(250);
+  PC_CHECK(counted == 2, "%" PRId64 " allocations counted while draining with 2 held", counted);
+  PC_OK(tf_allocation_release(held[0]));
+  deadline = tf_ts_now_ms() + 5000;
+  while (pc_cli_count() != 1) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "the released allocation is still counted");
+    tf_ts_sleep_ms(100);
+  }
+  PC_CHECK(pc_relays[0].pid > 0 && waitpid(pc_relays[0].pid, NULL, WNOHANG) == 0, "coturn exited with an allocation held");
+  PC_OK(tf_allocation_refresh(held[1]));
+  PC_OK(tf_allocation_release(held[1]));
+  for (size_t i = 0; i < 2; i++) tf_allocation_free(held[i]);
+  if (drain) {
+    /* it exits by itself, cleanly, once the last allocation is gone */
+    int status = 0;
+    deadline = tf_ts_now_ms() + 40000;
+    while (waitpid(pc_relays[0].pid, &status, WNOHANG) != pc_relays[0].pid) {
+      PC_CHECK(tf_ts_now_ms() < deadline, "a drained coturn %s still runs 40 s after its last allocation",
+               pc_version_text);
+      tf_ts_sleep_ms(100);
+    }
+    pc_relays[0].pid = 0;
+    PC_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "drained coturn: status 0x%x", status);
+  } else {
+    deadline = tf_ts_now_ms() + 5000;
+    while (pc_cli_count() != 0) {
+      PC_CHECK(tf_ts_now_ms() < deadline, "released allocations still counted");
+      tf_ts_sleep_ms(100);
+    }
+  }
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
 START_TEST(test_probe__set_callback_can_stop_the_set)
 {
   pc_start_v4("pstop", 58, 3520, 0, 56850, 56899, NULL, 0);
@@ -1316,7 +1434,7 @@ END_TEST
 
 START_TEST(test_probe__cli_exit_codes_json_and_secret_sources)
 {
-  pc_log_allowed = pc_auth_errors; /* this test makes coturn refuse credentials */
+  pc_expect_credential_errors();
   pc_start_v4("pcli", 53, 3515, 0, 56550, 56599, NULL, 0);
   const char *secret = pc_write_secret(SECRET);
   char wrong[1200];
@@ -1839,7 +1957,7 @@ static long pc_cli_rss_kb(const char *secret, const char *count)
 
 START_TEST(test_probe__count_streams_in_constant_memory)
 {
-  pc_start_v4("pstream", 63, 3522, 0, 44000, 47999, NULL, 0);
+  pc_start_v4("pstream", 63, 3522, 0, 40000, 43999, NULL, 0);
   /* a trillion probes queued: nothing is built for them up front */
   tf_probe_set *set = NULL;
   PC_OK(tf_probe_set_new(&set, 8));
@@ -1865,7 +1983,7 @@ END_TEST
 
 static void pc_scale(int peer_check, unsigned probes)
 {
-  pc_start_v4("pscale", 57, 3521, 0, 40000, 55999, peer_check ? "  peerPolicy: {denyPrivate: false}\n" : NULL,
+  pc_start_v4("pscale", 57, 3521, 0, 48000, 55999, peer_check ? "  peerPolicy: {denyPrivate: false}\n" : NULL,
               peer_check ? PC_LOOPBACK_PEERS : 0);
   tf_probe_set *set = NULL;
   PC_OK(tf_probe_set_new(&set, 256));
@@ -1998,6 +2116,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(ts, test_probe__malformed_answers_are_dropped_and_reported);
   tcase_add_test(ts, test_probe__wrong_address_or_range_fails_verify);
   tcase_add_test(ts, test_probe__allocation_refresh_and_release);
+  tcase_add_test(ts, test_probe__cli_counts_and_drain_per_version);
   tcase_add_test(ts, test_probe__set_callback_can_stop_the_set);
   tcase_add_test(ts, test_probe__two_thousand_cycles_at_concurrency_64);
   tcase_add_test(ts, test_probe__unusable_answers_fail_with_the_last_reason);

@@ -760,6 +760,7 @@ START_TEST(test_reconcile__cli_ports_logs_and_metrics_ports)
   copt.secrets_count = 1;
   copt.cli_port = 5766;
   copt.cli_password = "cli-pw";
+  copt.prometheus = 1; /* a build with the exporter (tf_coturn_options v2): metrics ports */
   copt.state_dir = "/var/lib/turnfleet";
   tf_reconcile_options opts = TF_RECONCILE_OPTIONS_INIT;
   opts.coturn = &copt;

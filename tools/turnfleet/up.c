@@ -38,7 +38,9 @@ static const char up_usage[] =
   "  --state-dir   configs (0600), logs, status.json, turn-uris, iceServers.json (default ./turnfleet-state)\n"
   "  --metrics-addr  /metrics and /healthz (default 127.0.0.1:9650)\n"
   "  --probe-interval  seconds between probe rounds (default 5; fractions allowed)\n"
-  "  --cli-port    first loopback CLI port for coturn < 4.6.2 counting and drain (default 5766)\n";
+  "  --cli-port    first loopback CLI port, one per relay, for counting and drain (default 5766)\n"
+  "  --turnserver  the coturn to run (default turnserver on PATH), or a wrapper such as\n"
+  "                tools/dev/turnserver-rootfs; its --version must be the pool's coturnVersion\n";
 
 static volatile sig_atomic_t stop_signals;
 
@@ -77,6 +79,8 @@ typedef struct up {
   off_t pool_size;
   tf_nodes *nodes;
   uint32_t features;
+  uint32_t ts_version, ts_build; /* the turnserver that runs: its version and TF_COTURN_BUILD_* bits */
+  char ts_version_text[64];
   relay_rt *relays;
   size_t nrelays;
   int64_t next_probe_ms;
@@ -254,6 +258,52 @@ done:
   return rc;
 }
 
+/* ---- the turnserver ---- */
+
+/* What the turnserver (or wrapper) given to --turnserver is: its version from
+ * `--version`, its build from `-h` (Prometheus or not). 0, or -1 reported. */
+static int detect_turnserver(up *u)
+{
+  char out[512];
+  int n = tf_up_capture(u->turnserver, "--version", out, sizeof(out), 15000);
+  if (n < 0) {
+    say("--turnserver", "cannot run %s: %s", u->turnserver, strerror(errno));
+    return -1;
+  }
+  const char *line = out + strspn(out, " \t\r\n");
+  char first[64];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(line, " \t\r\n"), line);
+  if (tf_coturn_version_parse(&u->ts_version, first) < 0) {
+    say("--turnserver", "%s --version printed no coturn version: \"%.*s\"", u->turnserver, (int)strcspn(line, "\r\n") > 80 ? 80 : (int)strcspn(line, "\r\n"), line);
+    return -1;
+  }
+  snprintf(u->ts_version_text, sizeof(u->ts_version_text), "%s", first);
+  size_t size = 256 * 1024;
+  char *help = malloc(size);
+  n = help ? tf_up_capture(u->turnserver, "-h", help, size, 15000) : -1;
+  if (n < 0 || tf_coturn_build_features(&u->ts_build, help, (size_t)n) < 0) {
+    say("--turnserver", "%s -h: %s", u->turnserver, n < 0 ? strerror(errno) : tf_error_last()->message);
+    free(help);
+    return -1;
+  }
+  free(help);
+  return 0;
+}
+
+/* 1 (reported, the reason in @p why) when the pool's coturnVersion is not the turnserver that runs it. */
+static int coturn_mismatch(const up *u, const tf_pool *pool, char *why, size_t size)
+{
+  uint32_t v = 0;
+  const char *want = tf_pool_coturn_version(pool);
+  if (want && tf_coturn_version_parse(&v, want) == 0 && v == u->ts_version) return 0;
+  snprintf(why, size,
+           "spec.dataplane.coturnVersion: \"%s\" contradicts the turnserver this runs: %s is coturn %s "
+           "(set coturnVersion to it, or give --turnserver a coturn %s)",
+           want ? want : "", u->turnserver, u->ts_version_text, want ? want : "of that version");
+  say(u->pool_file, "%s", why);
+  return 1;
+}
+
 /* ---- the pool file ---- */
 
 /* Parse and validate; NULL with the problems reported when invalid. */
@@ -281,6 +331,12 @@ static tf_pool *load_pool(up *u, int json_report)
       cJSON_AddItemToArray(report, cJSON_CreateString(line));
     }
     if (!tf_problems_count(problems)) say(u->pool_file, "%s", tf_error_last()->message);
+    tf_pool_free(pool);
+    pool = NULL;
+  }
+  char why[512];
+  if (pool && coturn_mismatch(u, pool, why, sizeof(why))) {
+    cJSON_AddItemToArray(report, cJSON_CreateString(why));
     tf_pool_free(pool);
     pool = NULL;
   }
@@ -352,7 +408,13 @@ static void watch_pool(up *u)
   u->features = 0;
   uint32_t v;
   if (tf_coturn_version_parse(&v, tf_pool_coturn_version(pool)) == 0) u->features = tf_coturn_features(v);
-  if (!u->json) say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
+  if (!u->json) {
+    say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
+  } else {
+    printf("{\"event\":\"poolReloaded\",\"replicas\":%lld,\"drainTimeoutMs\":%lld}\n",
+           (long long)tf_pool_replicas(pool), (long long)tf_pool_drain_timeout_ms(pool));
+    fflush(stdout);
+  }
 }
 
 /* The pool with replicas 0: what SIGINT/SIGTERM reconciles to, so the core drains every relay. */
@@ -997,6 +1059,7 @@ int tf_up_main(int argc, char **argv)
     say("--secret-file", "%s", tf_error_last()->message);
     goto done;
   }
+  if (detect_turnserver(&u) < 0) goto done;
   if (!(u.pool = load_pool(&u, 0))) goto done;
   pool_changed(&u); /* remember its mtime */
   uint32_t v;
@@ -1044,6 +1107,8 @@ int tf_up_main(int argc, char **argv)
   copts.state_dir = u.state_dir;
   copts.cli_port = u.cli_port;
   copts.cli_password = u.cli_password;
+  /* coturn's own exporter only where the build has it (Debian's 4.6.1 and 4.18 count through the CLI) */
+  copts.prometheus = (u.ts_build & TF_COTURN_BUILD_PROMETHEUS) ? 1 : 0;
 
   st = 0;
   sig_atomic_t seen = 0;

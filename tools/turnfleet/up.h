@@ -35,6 +35,11 @@ int tf_up_stop(pid_t pid, int grace_ms);
 /* Reap one exited child without blocking: its pid (and *status), 0 when none, -1 when no children. */
 pid_t tf_up_reap(int *status);
 
+/* Run `CMD ARG` (no shell), its stdout and stderr into @p buf (NUL-terminated,
+ * cut at @p size - 1), killed after @p timeout_ms. @return the bytes read, or
+ * -1 (errno ENOENT when it could not be run at all). */
+int tf_up_capture(const char *cmd, const char *arg, char *buf, size_t size, int timeout_ms);
+
 /* Unix time in milliseconds. */
 int64_t tf_up_now_ms(void);
 

@@ -9,14 +9,16 @@
 
 Failures raise :class:`turnfleet.Error` subclasses (which are also the fitting
 built-in exceptions: InvalidArgument is a ValueError, Timeout a TimeoutError...).
-Objects that own a C handle (Pool, Nodes, Fleet, Plan, Capacity, Allocation)
-have ``close()`` and work with ``with``; results are plain Python objects.
+Objects that own a C handle (Pool, Nodes, Fleet, Plan, Capacity, Allocation,
+Metrics, Observed, Reconcile) have ``close()`` and work with ``with``, and a
+lock: calls from many threads on one object run one at a time, so no sequence
+of calls can crash; results are plain Python objects.
 Blocking calls (probes) release the GIL. API: bindings/python/README.md.
 """
 
 from . import core as _core_proxy  # noqa: F401  (loads the extension turnfleet._core)
 from . import stun
-from ._coturn import coturn_features, coturn_version, config_hash, render_coturn
+from ._coturn import coturn_build_features, coturn_features, coturn_version, config_hash, render_coturn
 from ._cred import credential_password, mint_credentials, read_secret, verify_credentials
 from ._errors import (
     AuthError,
@@ -35,9 +37,11 @@ from ._errors import (
     Timeout,
     error_class,
 )
+from ._metrics import Metrics, Sample, parse_metrics
 from ._plan import Capacity, Condition, Plan, Relay, capacity, plan, relay_name
 from ._pool import Fleet, Listener, Nodes, Pool
 from ._probe import STAGES, Allocation, ProbeResult, allocate, probe, probe_many
+from ._reconcile import Action, Observed, Reconcile, ReconcileCondition, RelayState, reconcile
 from ._uri import TurnUri, format_uri, parse_uri
 from .core import tf_error_name as error_name
 from .core import tf_strerror as strerror
@@ -68,6 +72,7 @@ if version()[:2] != tuple(int(x) for x in BUILD_VERSION.split(".")[:2]):
     raise ImportError(f"turnfleet: built for libturnfleet {BUILD_VERSION}, loaded {__version__}")
 
 __all__ = [
+    "Action",
     "AuthError",
     "Allocation",
     "BufferTooSmall",
@@ -82,16 +87,22 @@ __all__ = [
     "IntegrityError",
     "InvalidArgument",
     "Listener",
+    "Metrics",
     "NetworkError",
     "Nodes",
     "NotFound",
+    "Observed",
     "OutOfMemory",
     "Plan",
     "Pool",
     "ProbeResult",
     "ProtocolError",
-    "ResourceExhausted",
+    "Reconcile",
+    "ReconcileCondition",
     "Relay",
+    "RelayState",
+    "ResourceExhausted",
+    "Sample",
     "STAGES",
     "Timeout",
     "TurnUri",
@@ -99,6 +110,7 @@ __all__ = [
     "canonical_address",
     "capacity",
     "config_hash",
+    "coturn_build_features",
     "coturn_features",
     "coturn_version",
     "credential_password",
@@ -106,11 +118,13 @@ __all__ = [
     "error_name",
     "format_uri",
     "mint_credentials",
+    "parse_metrics",
     "parse_port_range",
     "parse_uri",
     "plan",
     "probe",
     "probe_many",
+    "reconcile",
     "read_secret",
     "relay_name",
     "render_coturn",

@@ -48,6 +48,16 @@ TF_EXTERN(tf_err) tf_fleet_new(tf_fleet **out);
 TF_EXTERN(tf_err) tf_fleet_parse(tf_fleet **out, const char *json, size_t len);
 
 /**
+ * tf_fleet_parse() with input limits.
+ * @param[out] out release with tf_fleet_free()
+ * @param json the records, borrowed for the call
+ * @param len bytes in @p json
+ * @param opts the limits, borrowed; NULL for the defaults
+ * @return as tf_fleet_parse(); TF_EINVALID for an input over a limit
+ */
+TF_EXTERN(tf_err) tf_fleet_parse_with(tf_fleet **out, const char *json, size_t len, const tf_parse_options *opts);
+
+/**
  * Add one relay record.
  * @param fleet the fleet
  * @param pool owning pool's name; NULL or "" means "the pool being planned"
