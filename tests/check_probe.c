@@ -908,29 +908,104 @@ START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
 }
 END_TEST
 
-/* A fake server that answers every datagram with a copy of it: same
- * transaction id, but a request where a response is due. */
-static pid_t pc_echo_server(const char *ip, uint16_t port)
+/* A fake relay that answers what it is sent, badly, in one of these ways. */
+enum hostile {
+  H_ECHO,        /* a copy of the request: its transaction id, but a request where a response is due */
+  H_GARBAGE,     /* 50 bytes of noise */
+  H_SHORT,       /* 10 bytes */
+  H_WRONG_TID,   /* a well-formed 401 for another transaction */
+  H_HUGE,        /* a 60 KB datagram */
+  H_FF_REASON,   /* a well-formed 486 whose reason is 763 bytes of 0xFF */
+  H_TCP_UNRELATED /* TCP: a stream of well-formed responses to other transactions */
+};
+
+/* The answer to the request in @p req (its transaction id at byte 8). */
+static size_t pc_hostile_answer(int mode, const uint8_t *req, size_t req_len, uint8_t *out, size_t size)
 {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (mode == H_ECHO) {
+    memcpy(out, req, req_len < size ? req_len : size);
+    return req_len < size ? req_len : size;
+  }
+  if (mode == H_GARBAGE || mode == H_SHORT) {
+    size_t n = mode == H_GARBAGE ? 50 : 10;
+    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(0xC3 ^ (i * 37));
+    return n;
+  }
+  if (mode == H_HUGE) {
+    memset(out, 0, size);
+    out[1] = 0x01;
+    memcpy(out + 4, "\x21\x12\xA4\x42", 4);
+    memcpy(out + 8, req + 8, TF_STUN_TID_SIZE);
+    return 60000;
+  }
+  uint8_t tid[TF_STUN_TID_SIZE];
+  memcpy(tid, req + 8, sizeof(tid));
+  if (mode != H_FF_REASON) tid[0] ^= 0x5A; /* another transaction */
+  tf_stun_msg *m = NULL;
+  size_t len = 0;
+  if (tf_stun_msg_new(&m, TF_STUN_ALLOCATE, mode == H_TCP_UNRELATED ? TF_STUN_SUCCESS : TF_STUN_ERROR, tid) < 0)
+    return 0;
+  if (mode == H_FF_REASON) {
+    uint8_t v[4 + 763];
+    memset(v, 0, 4);
+    v[2] = 4;
+    v[3] = 86;
+    memset(v + 4, 0xFF, 763);
+    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
+  } else if (mode == H_WRONG_TID) {
+    uint8_t v[4] = {0, 0, 4, 1};
+    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
+    tf_stun_msg_add(m, TF_STUN_ATTR_REALM, "x", 1);
+    tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, "y", 1);
+  }
+  tf_stun_msg_add_fingerprint(m);
+  const uint8_t *bytes = tf_stun_msg_bytes(m, &len);
+  if (len <= size) memcpy(out, bytes, len);
+  tf_stun_msg_free(m);
+  return len <= size ? len : 0;
+}
+
+static pid_t pc_hostile_server(int mode, const char *ip, uint16_t port)
+{
+  int tcp = mode == H_TCP_UNRELATED;
+  int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof(sa));
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
   inet_pton(AF_INET, ip, &sa.sin_addr);
-  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && (!tcp || listen(fd, 8) == 0),
+           "bind %s:%u: %s", ip, port, strerror(errno));
   pid_t parent = getpid();
   pid_t pid = fork();
   PC_CHECK(pid >= 0, "fork");
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
+    static uint8_t out[65536];
     for (;;) {
-      uint8_t buf[2048];
+      uint8_t req[4096];
+      if (tcp) {
+        int c = accept(fd, NULL, NULL);
+        if (c < 0) continue;
+        ssize_t n = recv(c, req, sizeof(req), 0);
+        /* answer with unrelated messages until the client hangs up */
+        for (int i = 0; n >= 20 && i < 100000; i++) {
+          size_t len = pc_hostile_answer(mode, req, (size_t)n, out, sizeof(out));
+          if (len == 0 || send(c, out, len, MSG_NOSIGNAL) < 0) break;
+          usleep(20000);
+        }
+        close(c);
+        continue;
+      }
       struct sockaddr_storage from;
       socklen_t fl = sizeof(from);
-      ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
-      if (n > 0) sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+      ssize_t n = recvfrom(fd, req, sizeof(req), 0, (struct sockaddr *)&from, &fl);
+      if (n < 20) continue;
+      size_t len = pc_hostile_answer(mode, req, (size_t)n, out, sizeof(out));
+      if (len) sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
     }
   }
   close(fd);
@@ -939,7 +1014,7 @@ static pid_t pc_echo_server(const char *ip, uint16_t port)
 
 START_TEST(test_probe__malformed_answers_are_dropped_and_reported)
 {
-  pc_children[0] = pc_echo_server("127.0.0.59", 3599);
+  pc_children[0] = pc_hostile_server(H_ECHO, "127.0.0.59", 3599);
   logbuf lb;
   memset(&lb, 0, sizeof(lb));
   tf_buf__init(&lb.text);
@@ -1698,105 +1773,6 @@ START_TEST(test_probe__v1_options_are_read_only_up_to_their_version)
 }
 END_TEST
 
-/* A fake relay that answers what it is sent, badly, in one of these ways. */
-enum hostile {
-  H_GARBAGE,     /* 50 bytes of noise */
-  H_SHORT,       /* 10 bytes */
-  H_WRONG_TID,   /* a well-formed 401 for another transaction */
-  H_HUGE,        /* a 60 KB datagram */
-  H_FF_REASON,   /* a well-formed 486 whose reason is 763 bytes of 0xFF */
-  H_TCP_UNRELATED /* TCP: a stream of well-formed responses to other transactions */
-};
-
-/* The answer to the request in @p req (its transaction id at byte 8). */
-static size_t pc_hostile_answer(int mode, const uint8_t *req, uint8_t *out, size_t size)
-{
-  if (mode == H_GARBAGE || mode == H_SHORT) {
-    size_t n = mode == H_GARBAGE ? 50 : 10;
-    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(0xC3 ^ (i * 37));
-    return n;
-  }
-  if (mode == H_HUGE) {
-    memset(out, 0, size);
-    out[1] = 0x01;
-    memcpy(out + 4, "\x21\x12\xA4\x42", 4);
-    memcpy(out + 8, req + 8, TF_STUN_TID_SIZE);
-    return 60000;
-  }
-  uint8_t tid[TF_STUN_TID_SIZE];
-  memcpy(tid, req + 8, sizeof(tid));
-  if (mode != H_FF_REASON) tid[0] ^= 0x5A; /* another transaction */
-  tf_stun_msg *m = NULL;
-  size_t len = 0;
-  if (tf_stun_msg_new(&m, TF_STUN_ALLOCATE, mode == H_TCP_UNRELATED ? TF_STUN_SUCCESS : TF_STUN_ERROR, tid) < 0)
-    return 0;
-  if (mode == H_FF_REASON) {
-    uint8_t v[4 + 763];
-    memset(v, 0, 4);
-    v[2] = 4;
-    v[3] = 86;
-    memset(v + 4, 0xFF, 763);
-    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
-  } else if (mode == H_WRONG_TID) {
-    uint8_t v[4] = {0, 0, 4, 1};
-    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
-    tf_stun_msg_add(m, TF_STUN_ATTR_REALM, "x", 1);
-    tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, "y", 1);
-  }
-  tf_stun_msg_add_fingerprint(m);
-  const uint8_t *bytes = tf_stun_msg_bytes(m, &len);
-  if (len <= size) memcpy(out, bytes, len);
-  tf_stun_msg_free(m);
-  return len <= size ? len : 0;
-}
-
-static pid_t pc_hostile_server(int mode, uint16_t port)
-{
-  int tcp = mode == H_TCP_UNRELATED;
-  int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.60", &sa.sin_addr);
-  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && (!tcp || listen(fd, 8) == 0),
-           "bind 127.0.0.60:%u: %s", port, strerror(errno));
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  PC_CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    static uint8_t out[65536];
-    for (;;) {
-      uint8_t req[4096];
-      if (tcp) {
-        int c = accept(fd, NULL, NULL);
-        if (c < 0) continue;
-        ssize_t n = recv(c, req, sizeof(req), 0);
-        /* answer with unrelated messages until the client hangs up */
-        for (int i = 0; n >= 20 && i < 100000; i++) {
-          size_t len = pc_hostile_answer(mode, req, out, sizeof(out));
-          if (len == 0 || send(c, out, len, MSG_NOSIGNAL) < 0) break;
-          usleep(20000);
-        }
-        close(c);
-        continue;
-      }
-      struct sockaddr_storage from;
-      socklen_t fl = sizeof(from);
-      ssize_t n = recvfrom(fd, req, sizeof(req), 0, (struct sockaddr *)&from, &fl);
-      if (n < 20) continue;
-      size_t len = pc_hostile_answer(mode, req, out, sizeof(out));
-      if (len) sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
-    }
-  }
-  close(fd);
-  return pid;
-}
-
 /* 1 when @p s is valid UTF-8 (cJSON takes any byte; JSON does not). */
 static int pc_valid_utf8(const char *s)
 {
@@ -1827,7 +1803,8 @@ START_TEST(test_probe__unusable_answers_fail_with_the_last_reason)
       {H_TCP_UNRELATED, "turn:127.0.0.60:3595?transport=tcp", "TRANSACTION_ID_MISMATCH"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    pc_children[0] = pc_hostile_server(cases[i].mode, (uint16_t)(3590 + (cases[i].mode == H_TCP_UNRELATED ? 5 : i)));
+    pc_children[0] =
+        pc_hostile_server(cases[i].mode, "127.0.0.60", (uint16_t)(3590 + (cases[i].mode == H_TCP_UNRELATED ? 5 : i)));
     tf_probe_options o = pc_opts(cases[i].uri);
     o.timeout_ms = 700;
     o.rto_ms = 100;
@@ -1848,7 +1825,7 @@ END_TEST
 
 START_TEST(test_probe__any_reason_bytes_give_valid_json)
 {
-  pc_children[0] = pc_hostile_server(H_FF_REASON, 3594);
+  pc_children[0] = pc_hostile_server(H_FF_REASON, "127.0.0.60", 3594);
   tf_probe_options o = pc_opts("turn:127.0.0.60:3594");
   o.timeout_ms = 2000;
   tf_probe_result *r = pc_run(&o);

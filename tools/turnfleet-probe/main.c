@@ -16,6 +16,7 @@
 
 #include <turnfleet.h>
 
+#include "readfile.h"
 #include "secure.h"
 
 #define PROG "turnfleet-probe"
@@ -500,43 +501,17 @@ static int add_uri(cli *c, const char *uri)
  * are skipped, surrounding blanks (and a CR) are not part of the URI. */
 static int read_uri_file(cli *c)
 {
-  FILE *f = fopen(c->uri_file, "rb");
-  if (!f) {
+  size_t len = 0;
+  char *text = tool_read_file(c->uri_file, &len, URI_FILE_MAX);
+  if (!text) {
     complain("--uri-file", "%s: %s", c->uri_file, strerror(errno));
     return -1;
   }
-  size_t cap = 4096, len = 0;
-  char *text = malloc(cap);
-  for (;;) {
-    if (!text) break;
-    if (len + 1 >= cap) {
-      if (cap >= URI_FILE_MAX) {
-        fclose(f);
-        free(text);
-        complain("--uri-file", "%s: larger than %d MiB", c->uri_file, URI_FILE_MAX >> 20);
-        return -1;
-      }
-      char *t = realloc(text, cap * 2);
-      if (!t) {
-        free(text);
-        text = NULL;
-        break;
-      }
-      text = t;
-      cap *= 2;
-    }
-    size_t n = fread(text + len, 1, cap - 1 - len, f);
-    len += n;
-    if (n == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!text || err) {
+  if (len > URI_FILE_MAX) {
     free(text);
-    complain("--uri-file", "%s: %s", c->uri_file, text ? "read error" : "out of memory");
+    complain("--uri-file", "%s: larger than %d MiB", c->uri_file, URI_FILE_MAX >> 20);
     return -1;
   }
-  text[len] = '\0';
   c->uri_text = text;
   const char *nul = memchr(text, '\0', len);
   if (nul) {
