@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""bench/probe: authenticated Allocate+release per second and client CPU seconds
-per allocation, for turnfleet-probe, coturn's own turnutils_uclient and a
-minimal Python reference client, against ONE coturn on loopback, measured in the
-same run. coturn's own CPU per allocation is read from /proc/<pid>/stat, so the
-last column says who saturates first (goal: the probe is never the bottleneck).
+"""bench/probe: authenticated Allocate+release per second and CPU per allocation
+for turnfleet-probe, coturn's own turnutils_uclient and a minimal Python
+reference client, against ONE coturn on loopback, measured in the same run, for
+each coturn given (default: the host's turnserver, 4.6.1, and Debian unstable's
+4.18 through tools/dev/turnserver-rootfs when its root filesystem is cached).
 
-usage: probe_bench.py BUILD_DIR [COUNT] [CONCURRENCY]
+The client's user and system CPU per allocation are shown apart, beside coturn's
+own CPU per allocation (read from /proc/<pid>/stat); the floor line is a bare
+UDP socket-connect-(send-receive)x3-close loop (bench_probe_floor) against the
+same coturn in the same run: what the kernel costs for the probe's datagrams.
+
+usage: probe_bench.py BUILD_DIR [COUNT] [CONCURRENCY] [--turnserver CMD]... [--no-uclient] [--repeat R]
 """
+import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,6 +25,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 ADDR, PORT, PEER, PEER_PORT = "127.0.0.61", 3540, "127.0.0.62", 3541
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -44,33 +52,52 @@ def cpu_of(pid):
 
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime, r.ru_stime
 
 
-def measure(name, argv, server_pid, allocations_of):
-    # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
-    time.sleep(2.5)
-    c0, s0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    wall = time.monotonic() - t0
-    client, server = children_cpu() - c0, cpu_of(server_pid) - s0
-    allocations = allocations_of(out)
-    if not allocations:
-        sys.exit(f"bench/probe: {name} made no allocation (exit {out.returncode}):\n{out.stdout[-800:]}{out.stderr[-800:]}")
+def measure(name, argv, server_pid, allocations_of, repeat=1, optional=False):
+    """CPU per allocation over @repeat runs of argv (the kernel splits user from system time by
+    sampling at the tick: a few runs keep that split from being noise)."""
+    allocations = wall = user = system = server = 0
+    for _ in range(repeat):
+        # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
+        time.sleep(2.5)
+        (u0, s0), c0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        wall += time.monotonic() - t0
+        (u1, s1) = children_cpu()
+        server += cpu_of(server_pid) - c0
+        user += u1 - u0
+        system += s1 - s0
+        n = allocations_of(out)
+        if not n:
+            why = f"{name} made no allocation or failed (exit {out.returncode}): {(out.stdout + out.stderr)[-300:]}"
+            if optional:  # a reference client that does not work with this coturn: said, not fatal
+                return {"client": name, "failed": why.strip()}
+            sys.exit(f"bench/probe: {why}")
+        allocations += n
     return {"client": name, "allocations": allocations, "wall": wall, "rate": allocations / wall,
-            "clientCpu": client / allocations, "serverCpu": server / allocations}
+            "user": user / allocations, "sys": system / allocations, "serverCpu": server / allocations,
+            "runs": repeat}
 
 
-def main():
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-    count = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
-    concurrency = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+def default_turnservers():
+    found = [["turnserver"]]
+    rootfs = subprocess.run(["bash", os.path.join(ROOT, "tools/dev/coturn-rootfs.sh")], capture_output=True, text=True)
+    if rootfs.returncode == 0:
+        found.append([os.path.join(ROOT, "tools/dev/turnserver-rootfs")])
+    else:
+        print(f"bench/probe: no coturn 4.18 root filesystem, only the host's turnserver "
+              f"({rootfs.stderr.strip()[-200:]})", file=sys.stderr)
+    return found
+
+
+def bench_one(cmd, build, count, concurrency, uclient, repeat):
     tf = os.path.join(build, "tools/turnfleet/turnfleet")
     probe = os.path.join(build, "tools/turnfleet-probe/turnfleet-probe")
-    for exe in (tf, probe, shutil.which("turnserver"), shutil.which("turnutils_uclient")):
-        if not exe or not os.access(exe, os.X_OK):
-            sys.exit(f"bench/probe: missing {exe or 'coturn (turnserver, turnutils_uclient)'}: build first, install coturn")
-
+    floor = os.path.join(build, "bench/bench_probe_floor")
+    version_text = subprocess.run(cmd + ["--version"], capture_output=True, text=True).stdout.strip()
+    version = version_text.split()[-1] if version_text else "4.6.1"
     work = tempfile.mkdtemp(prefix="turnfleet-bench-")
     procs = []
     try:
@@ -87,23 +114,23 @@ def main():
         os.makedirs(os.path.join(work, relay))
         conf = os.path.join(work, "turnserver.conf")
         subprocess.check_call([tf, "render", "-f", pool, "--nodes", nodes, "--relay", relay, "--secret-file",
-                               secret_file, "--state-dir", work, "--log-file", os.path.join(work, "turn.log"),
-                               "--out", conf])
+                               secret_file, "--coturn-version", version, "--state-dir", work, "--log-file",
+                               os.path.join(work, "turn.log"), "--out", conf])
         # turnutils_uclient needs a loopback peer for its data: the one deliberate addition to the rendered config
         with open(conf, "a") as f:
             f.write("allow-loopback-peers\n")
-        server = subprocess.Popen(["turnserver", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(cmd + ["-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(server)
         peer = subprocess.Popen(["turnutils_peer", "-L", PEER, "-p", str(PEER_PORT)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(peer)
         ref = [sys.executable, os.path.join(HERE, "ref_client.py"), ADDR, str(PORT), secret_file]
-        for _ in range(50):  # wait until the relay answers
+        for _ in range(100):  # wait until the relay answers
             if subprocess.run(ref + ["1"], capture_output=True, text=True).stdout.find('"allocations": 1') >= 0:
                 break
             time.sleep(0.1)
         else:
-            sys.exit("bench/probe: turnserver did not come up")
+            sys.exit(f"bench/probe: {' '.join(cmd)} did not come up")
 
         with open(secret_file) as f:
             secret = f.read().strip()
@@ -120,18 +147,28 @@ def main():
             r = json.loads(out.stdout)
             return r["allocations"] if not r["failures"] else 0
 
-        # uclient paces itself (about 25 s for 200 clients, coturn.md §6): keep it bounded
-        clients = max(1, min(count // 2, 200))
+        def floor_iterations(out):
+            r = json.loads(out.stdout)
+            return r["iterations"] if not r["lost"] else 0
+
+        probe_argv = [probe, "--uri", uri, "--secret-file", secret_file, "--json"]
         rows = [
-            measure("turnfleet-probe", [probe, "--uri", uri, "--secret-file", secret_file, "--count", str(count),
-                                        "--concurrency", str(concurrency), "--json"], server.pid, probe_allocations),
-            measure("python-reference", ref + [str(count)], server.pid, ref_allocations),
-            # uclient makes a probe allocation per client first (coturn.md §6): -m M gives 2M allocations.
-            # It takes the secret on its command line (-W): a bench-only secret, deleted with the work dir.
-            measure("turnutils_uclient", ["turnutils_uclient", "-n", "1", "-c", "-m", str(clients), "-W", secret,
-                                          "-u", "bench", "-e", PEER, "-r", str(PEER_PORT), "-p", str(PORT), ADDR],
-                    server.pid, lambda out: 2 * clients if out.returncode == 0 else 0),
+            measure("turnfleet-probe", probe_argv + ["--count", str(count), "--concurrency", str(concurrency)],
+                    server.pid, probe_allocations, repeat),
+            measure("floor (bare UDP)", [floor, ADDR, str(PORT), str(count), "3"], server.pid, floor_iterations, repeat),
+            measure("python-reference", ref + [str(count)], server.pid, ref_allocations, optional=True),
+            # the fixed cost of a run (exec, dynamic linking, OpenSSL's start): one probe
+            measure("probe startup", probe_argv + ["--count", "1"], server.pid, probe_allocations, repeat),
         ]
+        if uclient:
+            # uclient paces itself (about 25 s for 200 clients, coturn.md §6): keep it bounded.
+            # It makes a probe allocation per client first: -m M gives 2M allocations.
+            # It takes the secret on its command line (-W): a bench-only secret, deleted with the work dir.
+            clients = max(1, min(count // 2, 200))
+            rows.append(measure("turnutils_uclient", ["turnutils_uclient", "-n", "1", "-c", "-m", str(clients), "-W",
+                                                      secret, "-u", "bench", "-e", PEER, "-r", str(PEER_PORT), "-p",
+                                                      str(PORT), ADDR],
+                                server.pid, lambda out: 2 * clients if out.returncode == 0 else 0, optional=True))
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -142,20 +179,60 @@ def main():
                 p.kill()
                 p.wait()
         shutil.rmtree(work, ignore_errors=True)
+    return version_text or " ".join(cmd), rows
 
-    ref_row = rows[1]
-    print(f"one coturn {subprocess.check_output(['turnserver', '--version'], text=True).strip()} on {ADDR}:{PORT}; "
-          f"{count} allocate+release cycles for turnfleet-probe (concurrency {concurrency}) and the "
-          f"Python reference (sequential); turnutils_uclient -m {clients} ({2 * clients} allocations)")
-    print(f"{'client':<20}{'allocs':>8}{'wall s':>9}{'allocs/s':>10}{'x ref':>7}"
-          f"{'client CPU ms/alloc':>21}{'x ref':>7}{'coturn CPU ms/alloc':>21}{'client/coturn CPU':>19}")
-    for r in rows:
-        print(f"{r['client']:<20}{r['allocations']:>8}{r['wall']:>9.2f}{r['rate']:>10.0f}{r['rate'] / ref_row['rate']:>7.2f}"
-              f"{r['clientCpu'] * 1e3:>21.3f}{r['clientCpu'] / ref_row['clientCpu']:>7.2f}"
-              f"{r['serverCpu'] * 1e3:>21.3f}{r['clientCpu'] / max(r['serverCpu'], 1e-9):>19.2f}")
-    p = rows[0]
-    verdict = "met" if p["clientCpu"] < p["serverCpu"] else "NOT met"
-    print(f"goal (the probe is never the bottleneck: its CPU per allocation below coturn's): {verdict}")
+
+def report(version_text, rows, count, concurrency):
+    probe, floor, startup = rows[0], rows[1], rows[3]
+    print(f"\n{version_text} on {ADDR}:{PORT}: {count} allocate+release cycles per run, turnfleet-probe at "
+          f"concurrency {concurrency} with --json; the floor and the Python reference sequential; CPU summed over "
+          f"{probe['runs']} runs of the probe, the floor and the startup")
+    print(f"{'client':<19}{'allocs':>8}{'wall s':>8}{'allocs/s':>10}{'user us':>9}{'sys us':>8}{'total us':>10}"
+          f"{'coturn us':>11}{'client/coturn':>15}")
+    for r in rows[:3] + rows[4:]:
+        if "failed" in r:
+            print(f"{r['client']:<19}failed: {' '.join(r['failed'].split())[:160]}")
+            continue
+        total = r["user"] + r["sys"]
+        print(f"{r['client']:<19}{r['allocations']:>8}{r['wall']:>8.2f}{r['rate']:>10.0f}{r['user'] * 1e6:>9.1f}"
+              f"{r['sys'] * 1e6:>8.1f}{total * 1e6:>10.1f}{r['serverCpu'] * 1e6:>11.1f}"
+              f"{total / max(r['serverCpu'], 1e-12):>15.2f}")
+    ptotal = probe["user"] + probe["sys"]
+    ftotal = floor["user"] + floor["sys"]
+    print(f"probe over the floor: {ptotal / max(ftotal, 1e-12):.2f}x its CPU, "
+          f"{(ptotal - ftotal) * 1e6:.1f} us per allocation above it")
+    print(f"probe startup (a run of one probe): user {startup['user'] * 1e3:.1f} ms, system "
+          f"{startup['sys'] * 1e3:.1f} ms per run; the figures above include it: "
+          f"{startup['user'] * 1e6 / count:.1f} us of their user CPU per allocation")
+    ratio = ptotal / max(probe["serverCpu"], 1e-12)
+    ok_ratio, ok_user = ratio <= 0.33, probe["user"] * 1e6 <= 10.0
+    print(f"goal: client CPU/alloc <= 0.33 x coturn's: {ratio:.2f} {'met' if ok_ratio else 'NOT met'}; "
+          f"user CPU/alloc <= 10 us: {probe['user'] * 1e6:.1f} us {'met' if ok_user else 'NOT met'}")
+    return ok_ratio and ok_user
+
+
+def main():
+    ap = argparse.ArgumentParser(description="probe CPU per allocation against coturn, measured in one run")
+    ap.add_argument("build", nargs="?", default="build")
+    ap.add_argument("count", nargs="?", type=int, default=2000)
+    ap.add_argument("concurrency", nargs="?", type=int, default=64)
+    ap.add_argument("--turnserver", action="append", metavar="CMD",
+                    help="a turnserver command (same CLI as turnserver); repeat for several versions")
+    ap.add_argument("--no-uclient", action="store_true", help="skip turnutils_uclient (about 25 s per coturn)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of the probe and the floor per coturn (default 5)")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    for exe in (os.path.join(build, "tools/turnfleet-probe/turnfleet-probe"), os.path.join(build, "bench/bench_probe_floor")):
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"bench/probe: missing {exe}: build first")
+    if not a.no_uclient and not shutil.which("turnutils_uclient"):
+        sys.exit("bench/probe: missing turnutils_uclient (coturn): install coturn, or --no-uclient")
+    servers = [shlex.split(c) for c in a.turnserver] if a.turnserver else default_turnservers()
+    met = True
+    for cmd in servers:
+        version_text, rows = bench_one(cmd, build, a.count, a.concurrency, not a.no_uclient, max(1, a.repeat))
+        met = report(version_text, rows, a.count, a.concurrency) and met
+    sys.exit(0 if met else 1)
 
 
 if __name__ == "__main__":

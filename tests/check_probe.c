@@ -2,10 +2,10 @@
  * from a config the library rendered (tf_coturn_render) and stopped by PID;
  * and the turnfleet-probe CLI (fork/exec of the built binary).
  *
- * Addresses 127.0.0.40-59 and ::1, listener ports 3500-3599, relay ranges in
- * 56000-58999, CLI port 47640: distinct from the other suites so `ctest -j`
- * does not collide. ctest runs the suite once per coturn version (4.6.1 on
- * the host, 4.18 from the root filesystem), never both at once. */
+ * Addresses 127.0.0.40-64 and ::1, listener ports 3500-3599, relay ranges in
+ * 40000-58999 (47640 aside), CLI port 47640: distinct from the other suites so
+ * `ctest -j` does not collide. ctest runs the suite once per coturn version
+ * (4.6.1 on the host, 4.18 from the root filesystem), never both at once. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -905,29 +908,104 @@ START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
 }
 END_TEST
 
-/* A fake server that answers every datagram with a copy of it: same
- * transaction id, but a request where a response is due. */
-static pid_t pc_echo_server(const char *ip, uint16_t port)
+/* A fake relay that answers what it is sent, badly, in one of these ways. */
+enum hostile {
+  H_ECHO,        /* a copy of the request: its transaction id, but a request where a response is due */
+  H_GARBAGE,     /* 50 bytes of noise */
+  H_SHORT,       /* 10 bytes */
+  H_WRONG_TID,   /* a well-formed 401 for another transaction */
+  H_HUGE,        /* a 60 KB datagram */
+  H_FF_REASON,   /* a well-formed 486 whose reason is 763 bytes of 0xFF */
+  H_TCP_UNRELATED /* TCP: a stream of well-formed responses to other transactions */
+};
+
+/* The answer to the request in @p req (its transaction id at byte 8). */
+static size_t pc_hostile_answer(int mode, const uint8_t *req, size_t req_len, uint8_t *out, size_t size)
 {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (mode == H_ECHO) {
+    memcpy(out, req, req_len < size ? req_len : size);
+    return req_len < size ? req_len : size;
+  }
+  if (mode == H_GARBAGE || mode == H_SHORT) {
+    size_t n = mode == H_GARBAGE ? 50 : 10;
+    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(0xC3 ^ (i * 37));
+    return n;
+  }
+  if (mode == H_HUGE) {
+    memset(out, 0, size);
+    out[1] = 0x01;
+    memcpy(out + 4, "\x21\x12\xA4\x42", 4);
+    memcpy(out + 8, req + 8, TF_STUN_TID_SIZE);
+    return 60000;
+  }
+  uint8_t tid[TF_STUN_TID_SIZE];
+  memcpy(tid, req + 8, sizeof(tid));
+  if (mode != H_FF_REASON) tid[0] ^= 0x5A; /* another transaction */
+  tf_stun_msg *m = NULL;
+  size_t len = 0;
+  if (tf_stun_msg_new(&m, TF_STUN_ALLOCATE, mode == H_TCP_UNRELATED ? TF_STUN_SUCCESS : TF_STUN_ERROR, tid) < 0)
+    return 0;
+  if (mode == H_FF_REASON) {
+    uint8_t v[4 + 763];
+    memset(v, 0, 4);
+    v[2] = 4;
+    v[3] = 86;
+    memset(v + 4, 0xFF, 763);
+    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
+  } else if (mode == H_WRONG_TID) {
+    uint8_t v[4] = {0, 0, 4, 1};
+    tf_stun_msg_add(m, TF_STUN_ATTR_ERROR_CODE, v, sizeof(v));
+    tf_stun_msg_add(m, TF_STUN_ATTR_REALM, "x", 1);
+    tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, "y", 1);
+  }
+  tf_stun_msg_add_fingerprint(m);
+  const uint8_t *bytes = tf_stun_msg_bytes(m, &len);
+  if (len <= size) memcpy(out, bytes, len);
+  tf_stun_msg_free(m);
+  return len <= size ? len : 0;
+}
+
+static pid_t pc_hostile_server(int mode, const char *ip, uint16_t port)
+{
+  int tcp = mode == H_TCP_UNRELATED;
+  int fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof(sa));
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
   inet_pton(AF_INET, ip, &sa.sin_addr);
-  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && (!tcp || listen(fd, 8) == 0),
+           "bind %s:%u: %s", ip, port, strerror(errno));
   pid_t parent = getpid();
   pid_t pid = fork();
   PC_CHECK(pid >= 0, "fork");
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
+    static uint8_t out[65536];
     for (;;) {
-      uint8_t buf[2048];
+      uint8_t req[4096];
+      if (tcp) {
+        int c = accept(fd, NULL, NULL);
+        if (c < 0) continue;
+        ssize_t n = recv(c, req, sizeof(req), 0);
+        /* answer with unrelated messages until the client hangs up */
+        for (int i = 0; n >= 20 && i < 100000; i++) {
+          size_t len = pc_hostile_answer(mode, req, (size_t)n, out, sizeof(out));
+          if (len == 0 || send(c, out, len, MSG_NOSIGNAL) < 0) break;
+          usleep(20000);
+        }
+        close(c);
+        continue;
+      }
       struct sockaddr_storage from;
       socklen_t fl = sizeof(from);
-      ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
-      if (n > 0) sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+      ssize_t n = recvfrom(fd, req, sizeof(req), 0, (struct sockaddr *)&from, &fl);
+      if (n < 20) continue;
+      size_t len = pc_hostile_answer(mode, req, (size_t)n, out, sizeof(out));
+      if (len) sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
     }
   }
   close(fd);
@@ -936,7 +1014,7 @@ static pid_t pc_echo_server(const char *ip, uint16_t port)
 
 START_TEST(test_probe__malformed_answers_are_dropped_and_reported)
 {
-  pc_children[0] = pc_echo_server("127.0.0.59", 3599);
+  pc_children[0] = pc_hostile_server(H_ECHO, "127.0.0.59", 3599);
   logbuf lb;
   memset(&lb, 0, sizeof(lb));
   tf_buf__init(&lb.text);
@@ -1176,6 +1254,8 @@ END_TEST
 
 typedef struct counter {
   size_t ok, failed, calls;
+  size_t resource, unreachable, other; /* failures: TF_ERESOURCE with exit 2, TF_ENET, the rest */
+  size_t stop_after;                   /* stop the set after this many results (0: never) */
   char first_failure[512];
 } counter;
 
@@ -1184,13 +1264,19 @@ static int pc_count_cb(size_t index, const tf_probe_result *r, void *payload)
   (void)index;
   counter *c = payload;
   c->calls++;
+  tf_err st = tf_probe_result_status(r);
   if (tf_probe_result_ok(r)) {
     c->ok++;
-  } else if (c->failed++ == 0) {
-    snprintf(c->first_failure, sizeof(c->first_failure), "stage %s code %d: %s",
-             tf_probe_stage_name(tf_probe_result_stage(r)), tf_probe_result_error_code(r), tf_probe_result_message(r));
+  } else {
+    if (st == TF_ERESOURCE && tf_probe_result_exit_code(r) == 2) c->resource++;
+    else if (st == TF_ENET) c->unreachable++;
+    else c->other++;
+    if (c->failed++ == 0)
+      snprintf(c->first_failure, sizeof(c->first_failure), "stage %s %s code %d: %s",
+               tf_probe_stage_name(tf_probe_result_stage(r)), tf_error_name(st), tf_probe_result_error_code(r),
+               tf_probe_result_message(r));
   }
-  return 0;
+  return c->stop_after && c->calls >= c->stop_after;
 }
 
 START_TEST(test_probe__two_thousand_cycles_at_concurrency_64)
@@ -1242,8 +1328,18 @@ static const char *pc_write_secret(const char *secret)
 
 /* Start the CLI with @p args (NULL-terminated); stdout on *out_fd (if not NULL),
  * else both outputs into files of the test dir. */
+static pid_t pc_cli_spawn_to(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
+                             int *err_fd, const char *err_tty);
+
 static pid_t pc_cli_spawn(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
                           int *err_fd)
+{
+  return pc_cli_spawn_to(args, env_name, env_value, out_fd, err_fd, NULL);
+}
+
+/* pc_cli_spawn(), with stderr on the terminal @p err_tty when not NULL (then *err_fd reads nothing). */
+static pid_t pc_cli_spawn_to(const char *const *args, const char *env_name, const char *env_value, int *out_fd,
+                             int *err_fd, const char *err_tty)
 {
   const char *bin = pc_cli_path();
   char *argv[32];
@@ -1261,6 +1357,11 @@ static pid_t pc_cli_spawn(const char *const *args, const char *env_name, const c
     if (getppid() != parent) _exit(127);
     dup2(op[1], 1);
     dup2(ep[1], 2);
+    if (err_tty) {
+      int tty = open(err_tty, O_RDWR | O_NOCTTY);
+      if (tty < 0) _exit(127);
+      dup2(tty, 2); /* stderr is a terminal */
+    }
     close(op[0]);
     close(op[1]);
     close(ep[0]);
@@ -1631,6 +1732,337 @@ START_TEST(test_probe__cli_count_prints_a_summary)
 }
 END_TEST
 
+/* ---- issue 10 and 15: options versions, hostile answers, resources, streaming, scale, CLI ---- */
+
+START_TEST(test_probe__v1_options_are_read_only_up_to_their_version)
+{
+  /* a version-1 struct: its fields end after log_level; what follows (here its tail padding,
+   * where version 2 put user_numbered) is not the caller's to vouch for: filled with 0xAB. It
+   * sits at the very end of a page with a page nobody may touch after it. */
+  size_t v1_end = offsetof(tf_probe_options, log_level) + sizeof(tf_log_level);
+  size_t v1 = (v1_end + 7) & ~(size_t)7;
+  long pg = sysconf(_SC_PAGESIZE);
+  uint8_t *pages = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ck_assert(pages != MAP_FAILED);
+  ck_assert_int_eq(mprotect(pages + pg, (size_t)pg, PROT_NONE), 0);
+  uint8_t *raw = pages + pg - v1;
+  memset(raw, 0xAB, v1);
+  tf_probe_options *o = (tf_probe_options *)(void *)raw;
+  ck_assert_int_eq(tf_probe_options_init(o, 1), 0);
+  for (size_t i = v1_end; i < v1; i++) ck_assert_uint_eq(raw[i], 0xAB); /* init wrote version 1 only */
+  ck_assert_uint_eq(o->version, 1);
+  ck_assert_int_eq(o->timeout_ms, 5000);
+  o->uri = "turn:127.0.0.60:3590";
+  o->secret = SECRET;
+  tf_probe_set *set = NULL;
+  ck_assert_int_eq(tf_probe_set_new(&set, 1), 0);
+  ck_assert_int_eq(tf_probe_set_add(set, o), 0);
+  ck_assert_int_eq(tf_probe_set_add_repeated(set, o, 3), 0);
+  ck_assert_uint_eq(tf_probe_set_count(set), 4);
+  tf_probe_set_free(set);
+  /* a version-2 struct is read whole: user_numbered must be 0 or 1 */
+  tf_probe_options v2;
+  ck_assert_int_eq(tf_probe_options_init(&v2, 2), 0);
+  v2.uri = "turn:127.0.0.60:3590";
+  v2.secret = SECRET;
+  v2.user_numbered = 7;
+  tf_probe_result *r = NULL;
+  ck_assert_int_eq(tf_probe_run(&r, &v2), TF_EINVALID);
+  ck_assert(strstr(tf_error_last()->message, "user_numbered") != NULL);
+  ck_assert_int_eq(munmap(pages, (size_t)pg * 2), 0);
+}
+END_TEST
+
+/* 1 when @p s is valid UTF-8 (cJSON takes any byte; JSON does not). */
+static int pc_valid_utf8(const char *s)
+{
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    size_t n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 && *p >= 0xC2 ? 2 : (*p & 0xF0) == 0xE0 ? 3
+                             : (*p & 0xF8) == 0xF0 && *p <= 0xF4 ? 4
+                                                                 : 0;
+    if (!n) return 0;
+    for (size_t i = 1; i < n; i++)
+      if ((p[i] & 0xC0) != 0x80) return 0;
+    p += n;
+  }
+  return 1;
+}
+
+START_TEST(test_probe__unusable_answers_fail_with_the_last_reason)
+{
+  static const struct {
+    int mode;
+    const char *uri;
+    const char *why;
+  } cases[] = {
+      {H_GARBAGE, "turn:127.0.0.60:3590", "neither STUN"},
+      {H_SHORT, "turn:127.0.0.60:3591", "shorter than the 20-byte header"},
+      {H_WRONG_TID, "turn:127.0.0.60:3592", "TRANSACTION_ID_MISMATCH"},
+      {H_HUGE, "turn:127.0.0.60:3593", "a datagram of 60000 bytes"},
+      {H_TCP_UNRELATED, "turn:127.0.0.60:3595?transport=tcp", "TRANSACTION_ID_MISMATCH"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    pc_children[0] =
+        pc_hostile_server(cases[i].mode, "127.0.0.60", (uint16_t)(3590 + (cases[i].mode == H_TCP_UNRELATED ? 5 : i)));
+    tf_probe_options o = pc_opts(cases[i].uri);
+    o.timeout_ms = 700;
+    o.rto_ms = 100;
+    tf_probe_result *r = pc_run(&o);
+    /* answers came, none usable: the relay answered wrongly (exit 1), not "no answer" (exit 3) */
+    PC_CHECK(tf_probe_result_status(r) == TF_EPROTO && tf_probe_result_exit_code(r) == 1,
+             "case %zu: status %s, exit %d: %s", i, tf_error_name(tf_probe_result_status(r)),
+             tf_probe_result_exit_code(r), tf_probe_result_message(r));
+    PC_CHECK(strstr(tf_probe_result_message(r), "only unusable answers") &&
+                 strstr(tf_probe_result_message(r), cases[i].why),
+             "case %zu: message: %s", i, tf_probe_result_message(r));
+    tf_probe_result_free(r);
+    tf_ts_reap(&pc_children[0]);
+  }
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__any_reason_bytes_give_valid_json)
+{
+  pc_children[0] = pc_hostile_server(H_FF_REASON, "127.0.0.60", 3594);
+  tf_probe_options o = pc_opts("turn:127.0.0.60:3594");
+  o.timeout_ms = 2000;
+  tf_probe_result *r = pc_run(&o);
+  PC_CHECK(tf_probe_result_error_code(r) == 486 && tf_probe_result_exit_code(r) == 1, "code %d: %s",
+           tf_probe_result_error_code(r), tf_probe_result_message(r));
+  const char *reason = tf_probe_result_error_reason(r);
+  PC_CHECK(strlen(reason) == 763 * 4 && !strncmp(reason, "\\xFF\\xFF", 8), "reason kept as text: %.40s", reason);
+  char *json = NULL;
+  PC_OK(tf_probe_result_to_json(&json, r));
+  PC_CHECK(pc_valid_utf8(json), "the JSON is not UTF-8");
+  cJSON *j = cJSON_Parse(json);
+  PC_CHECK(j && cJSON_GetObjectItemCaseSensitive(j, "errorReason") &&
+               !strcmp(cJSON_GetObjectItemCaseSensitive(j, "errorReason")->valuestring, reason),
+           "JSON: %.200s", json);
+  cJSON_Delete(j);
+  tf_free(json);
+  tf_probe_result_free(r);
+  /* and the CLI's output */
+  const char *secret = pc_write_secret(SECRET);
+  cli_out c;
+  CLI(&c, "--uri", "turn:127.0.0.60:3594", "--secret-file", secret, "--json");
+  PC_CHECK(c.code == 1 && pc_valid_utf8(c.out.ptr), "exit %d, output UTF-8: %d", c.code, pc_valid_utf8(c.out.ptr));
+  cJSON_Delete(pc_json_line(c.out.ptr));
+  pc_cli_free(&c);
+  pc_cleanup();
+}
+END_TEST
+
+START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
+{
+  pc_start_v4("pfds", 64, 3523, 0, 56750, 56849, NULL, 0);
+  /* room for about 8 sockets, for 32 probes at once */
+  int high = open("/dev/null", O_RDONLY);
+  PC_CHECK(high >= 0, "open");
+  close(high);
+  struct rlimit saved, low;
+  PC_CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0, "getrlimit");
+  low = saved;
+  low.rlim_cur = (rlim_t)high + 10;
+  PC_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 32));
+  tf_probe_options o = pc_opts("turn:127.0.0.64:3523");
+  PC_OK(tf_probe_set_add_repeated(set, &o, 32));
+  counter c;
+  memset(&c, 0, sizeof(c));
+  tf_err rc = tf_probe_set_run(set, pc_count_cb, &c);
+  setrlimit(RLIMIT_NOFILE, &saved);
+  tf_probe_set_free(set);
+  PC_OK(rc);
+  PC_CHECK(c.calls == 32 && c.resource > 0 && c.unreachable == 0 && c.other == 0,
+           "%zu results: %zu ok, %zu out of resources, %zu unreachable, %zu other; first: %s", c.calls, c.ok,
+           c.resource, c.unreachable, c.other, c.first_failure);
+  PC_CHECK(strstr(c.first_failure, "stage connect TF_ERESOURCE") &&
+               strstr(c.first_failure, "local resources exhausted"),
+           "first: %s",
+           c.first_failure);
+  /* the CLI: a soft limit it may raise, then a hard limit it may not */
+  const char *secret = pc_write_secret(SECRET);
+  low.rlim_cur = 64;
+  PC_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+  cli_out r;
+  CLI(&r, "--uri", "turn:127.0.0.64:3523", "--secret-file", secret, "--count", "90", "--concurrency", "90",
+      "--quiet", "--json");
+  PC_CHECK(r.code == 0 && strstr(r.out.ptr, "\"allocations\":90,\"failures\":{}"), "raised: exit %d: %s %s", r.code,
+           r.out.ptr, r.err.ptr);
+  pc_cli_free(&r);
+  struct rlimit hard = {256, 256};
+  PC_CHECK(setrlimit(RLIMIT_NOFILE, &hard) == 0, "setrlimit: %s", strerror(errno));
+  CLI(&r, "--uri", "turn:127.0.0.64:3523", "--secret-file", secret, "--count", "6000", "--concurrency", "5000");
+  PC_CHECK(r.code == 2 && strstr(r.err.ptr, "turnfleet-probe: --concurrency: 5000 probes at once need 5032 file "
+                                            "descriptors; the limit is 256"),
+           "refused: exit %d: %s", r.code, r.err.ptr);
+  PC_CHECK(r.out.ptr[0] == '\0', "nothing ran: %s", r.out.ptr);
+  pc_cli_free(&r);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* The CLI's VmRSS once it printed 50 results of a --count COUNT run (then stopped by PID). */
+static long pc_cli_rss_kb(const char *secret, const char *count)
+{
+  const char *args[] = {"--uri", "turn:127.0.0.63:3522", "--secret-file", secret, "--count", count,
+                        "--concurrency", "8", "--json", NULL};
+  int ofd, efd;
+  pid_t pid = pc_cli_spawn(args, NULL, NULL, &ofd, &efd);
+  FILE *out = fdopen(ofd, "r");
+  PC_CHECK(out != NULL, "fdopen");
+  char line[4096];
+  int lines = 0;
+  while (lines < 50 && fgets(line, sizeof(line), out)) lines++;
+  char path[64], status[4096];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  tf_ts_file_head(path, status, sizeof(status));
+  const char *rss = strstr(status, "VmRSS:");
+  long kb = rss ? strtol(rss + 6, NULL, 10) : -1;
+  kill(pid, SIGTERM);
+  fclose(out);
+  close(efd);
+  waitpid(pid, NULL, 0);
+  pc_forget_child(pid);
+  PC_CHECK(lines == 50, "--count %s: only %d result lines", count, lines);
+  return kb;
+}
+
+START_TEST(test_probe__count_streams_in_constant_memory)
+{
+  pc_start_v4("pstream", 63, 3522, 0, 40000, 43999, NULL, 0);
+  /* a trillion probes queued: nothing is built for them up front */
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 8));
+  tf_probe_options o = pc_opts("turn:127.0.0.63:3522");
+  PC_OK(tf_probe_set_add_repeated(set, &o, 1000000000000ull));
+  counter c;
+  memset(&c, 0, sizeof(c));
+  c.stop_after = 40;
+  PC_CHECK(tf_probe_set_run(set, pc_count_cb, &c) == TF_EUSER, "the callback stops it: %s",
+           tf_error_last()->message);
+  PC_CHECK(c.calls == 40 && c.ok == 40, "%zu calls, %zu ok: %s", c.calls, c.ok, c.first_failure);
+  PC_CHECK(tf_probe_set_result(set, 3) == NULL, "repeated results are not kept");
+  tf_probe_set_free(set);
+  /* the CLI: with --count 1000000 its memory, once probes run, is that of --count 100 */
+  const char *secret = pc_write_secret(SECRET);
+  long small = pc_cli_rss_kb(secret, "100"), big = pc_cli_rss_kb(secret, "1000000");
+  PC_CHECK(small > 0 && big > 0 && big - small < 16 * 1024, "VmRSS after 50 results: %ld kB with --count 100, "
+           "%ld kB with --count 1000000", small, big);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+static void pc_scale(int peer_check, unsigned probes)
+{
+  pc_start_v4("pscale", 57, 3521, 0, 48000, 55999, peer_check ? "  peerPolicy: {denyPrivate: false}\n" : NULL,
+              peer_check ? PC_LOOPBACK_PEERS : 0);
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 256));
+  tf_probe_options o = pc_opts("turn:127.0.0.57:3521");
+  o.timeout_ms = 30000;
+  o.peer_check = peer_check;
+  PC_OK(tf_probe_set_add_repeated(set, &o, probes));
+  counter c;
+  memset(&c, 0, sizeof(c));
+  PC_OK(tf_probe_set_run(set, pc_count_cb, &c));
+  tf_probe_set_free(set);
+  PC_CHECK(c.calls == probes && c.ok == probes, "%s: %zu of %u ok; first failure: %s",
+           peer_check ? "peer check" : "udp", c.ok, probes, c.first_failure);
+  pc_stop_all();
+  pc_cleanup();
+}
+
+/* 437 means a reused 5-tuple: at scale every Allocate still gets a fresh one */
+START_TEST(test_probe__twenty_thousand_allocations_at_256_without_437) { pc_scale(0, 20000); }
+END_TEST
+
+START_TEST(test_probe__peer_check_twenty_thousand_allocations_at_256_without_437) { pc_scale(1, 10000); }
+END_TEST
+
+START_TEST(test_probe__cli_users_uris_quiet_and_progress)
+{
+  pc_start_v4("pusers", 63, 3522, 0, 56900, 56999, "  quota: {userQuota: 1}\n", 0);
+  const char *secret = pc_write_secret(SECRET);
+  const char *udp = "turn:127.0.0.63:3522", *tcp = "turn:127.0.0.63:3522?transport=tcp";
+  cli_out r;
+  /* a distinct user per probe: a per-user quota of 1 refuses none of 12 at once */
+  CLI(&r, "--uri", udp, "--secret-file", secret, "--count", "12", "--concurrency", "12", "--user-prefix", "load-",
+      "--json", "--quiet");
+  PC_CHECK(r.code == 0 && strstr(r.out.ptr, "{\"summary\":{\"probes\":12,\"allocations\":12,\"failures\":{}") &&
+               strchr(r.out.ptr, '\n') == r.out.ptr + strlen(r.out.ptr) - 1,
+           "--user-prefix --quiet: exit %d: %s %s", r.code, r.out.ptr, r.err.ptr);
+  PC_CHECK(r.err.ptr[0] == '\0', "no progress without a terminal: %s", r.err.ptr);
+  pc_cli_free(&r);
+  /* one user for all: the quota bites */
+  CLI(&r, "--uri", udp, "--secret-file", secret, "--count", "12", "--concurrency", "12", "--user", "same", "--json",
+      "--quiet");
+  PC_CHECK(r.code == 1 && strstr(r.out.ptr, "\"486\":"), "--user: exit %d: %s", r.code, r.out.ptr);
+  pc_cli_free(&r);
+  /* several --uri: every one is probed (the old CLI kept the last) */
+  CLI(&r, "--uri", udp, "--uri", tcp, "--secret-file", secret, "--user-prefix", "multi-", "--json");
+  PC_CHECK(r.code == 0, "two URIs: exit %d: %s %s", r.code, r.out.ptr, r.err.ptr);
+  PC_CHECK(strstr(r.out.ptr, "\"uri\":\"turn:127.0.0.63:3522\"") &&
+               strstr(r.out.ptr, "\"uri\":\"turn:127.0.0.63:3522?transport=tcp\"") &&
+               strstr(r.out.ptr, "\"probes\":2,\"allocations\":2"),
+           "two URIs: %s", r.out.ptr);
+  pc_cli_free(&r);
+  /* a turn-uris file */
+  char file[1200];
+  snprintf(file, sizeof(file), "%s/turn-uris", pc_tmpdir());
+  char text[512];
+  snprintf(text, sizeof(text), "# the pool's URIs\n%s\n\n  %s\r\n", udp, tcp);
+  tf_test_write(file, text, 0600);
+  CLI(&r, "--uri-file", file, "--secret-file", secret, "--count", "3", "--concurrency", "2", "--user-prefix", "file-");
+  PC_CHECK(r.code == 0 && strstr(r.out.ptr, "summary: 6 probes, 6 allocations, 0 failures"), "--uri-file: exit %d: %s",
+           r.code, r.out.ptr);
+  pc_cli_free(&r);
+  snprintf(text, sizeof(text), "%s\nstun:127.0.0.63\n", udp);
+  tf_test_write(file, text, 0600);
+  CLI(&r, "--uri-file", file, "--secret-file", secret);
+  PC_CHECK(r.code == 2 && strstr(r.err.ptr, "turnfleet-probe: --uri-file: ") && strstr(r.err.ptr, "turn-uris:2: "),
+           "bad line: exit %d: %s", r.code, r.err.ptr);
+  pc_cli_free(&r);
+  /* a progress line on a terminal */
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  PC_CHECK(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0, "pty: %s", strerror(errno));
+  const char *args[] = {"--uri", udp, "--secret-file", secret, "--count", "30", "--concurrency", "2",
+                        "--user-prefix", "tty-", "--quiet", NULL};
+  char slave[128];
+  PC_CHECK(ptsname_r(master, slave, sizeof(slave)) == 0, "ptsname");
+  int ofd, efd;
+  pid_t pid = pc_cli_spawn_to(args, NULL, NULL, &ofd, &efd, slave);
+  close(efd);
+  tf_buf tty;
+  tf_buf__init(&tty);
+  int64_t deadline = tf_ts_now_ms() + 30000;
+  int status = 0;
+  for (;;) {
+    struct pollfd p = {master, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[1024];
+      ssize_t n = read(master, buf, sizeof(buf));
+      if (n > 0) tf_buf__putn(&tty, buf, (size_t)n);
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    PC_CHECK(tf_ts_now_ms() < deadline, "the CLI did not finish");
+  }
+  pc_forget_child(pid);
+  close(master);
+  close(ofd);
+  PC_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+  PC_CHECK(tty.ptr && strstr(tty.ptr, "/30 probes, "), "progress on the terminal: %s", tty.ptr ? tty.ptr : "");
+  tf_buf__dispose(&tty, 0);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
 Suite *tf_test_probe_suite(void)
 {
   Suite *s = suite_create("probe");
@@ -1639,6 +2071,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(tc, test_probe__options_init_gives_the_defaults);
   tcase_add_test(tc, test_probe__bad_options_name_the_field_never_the_secret);
   tcase_add_test(tc, test_probe__results_are_null_safe_and_stages_named);
+  tcase_add_test(tc, test_probe__v1_options_are_read_only_up_to_their_version);
   suite_add_tcase(s, tc);
 
   /* real turnserver processes on loopback */
@@ -1663,7 +2096,20 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(ts, test_probe__cli_counts_and_drain_per_version);
   tcase_add_test(ts, test_probe__set_callback_can_stop_the_set);
   tcase_add_test(ts, test_probe__two_thousand_cycles_at_concurrency_64);
+  tcase_add_test(ts, test_probe__unusable_answers_fail_with_the_last_reason);
+  tcase_add_test(ts, test_probe__any_reason_bytes_give_valid_json);
+  tcase_add_test(ts, test_probe__out_of_descriptors_is_local_not_unreachable);
+  tcase_add_test(ts, test_probe__count_streams_in_constant_memory);
   suite_add_tcase(s, ts);
+
+  /* 20,000 allocations at 256 at once, plain and with the peer check */
+  TCase *scale = tcase_create("scale");
+  tcase_set_tags(scale, "normal");
+  tcase_set_timeout(scale, 600);
+  tcase_add_checked_fixture(scale, pc_setup, pc_teardown);
+  tcase_add_test(scale, test_probe__twenty_thousand_allocations_at_256_without_437);
+  tcase_add_test(scale, test_probe__peer_check_twenty_thousand_allocations_at_256_without_437);
+  suite_add_tcase(s, scale);
 
   TCase *cli = tcase_create("cli");
   tcase_set_tags(cli, "normal");
@@ -1675,6 +2121,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(cli, test_probe__cli_hold_fills_a_four_port_range_then_508);
   tcase_add_test(cli, test_probe__cli_count_prints_a_summary);
   tcase_add_test(cli, test_probe__cli_count_2000_at_concurrency_64);
+  tcase_add_test(cli, test_probe__cli_users_uris_quiet_and_progress);
   suite_add_tcase(s, cli);
   return s;
 }

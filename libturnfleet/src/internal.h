@@ -117,4 +117,37 @@ tf_err tf_map__reserve(tf_map *m, size_t n);
  * value unchanged), TF_ENOMEM. *found (optional) points at the stored value. */
 int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t value, uint64_t **found);
 
+/* ---- stun internals for the probe: messages on the caller's storage (no
+ * allocation, no zeroing of the buffer) and a keyed HMAC state made once per key ---- */
+#include <openssl/evp.h>
+
+struct tf_stun__attr {
+  uint16_t type;
+  uint16_t len;
+  uint16_t off; /* offset of the TLV header in buf */
+};
+
+struct tf_stun_msg {
+  uint8_t buf[TF_STUN_MAX_MESSAGE];
+  size_t len;
+  size_t nattrs;
+  struct tf_stun__attr attrs[TF_STUN_MAX_ATTRIBUTES];
+  int has_mi;   /* only FINGERPRINT may follow */
+  int has_fp;   /* complete */
+  char *reason; /* ERROR-CODE reason, NUL-terminated, trailing NULs stripped */
+};
+
+/* An HMAC-SHA1 context keyed with @p key; @p hmac from EVP_MAC_fetch() (NULL: fetched here).
+ * Free with EVP_MAC_CTX_free(). */
+tf_err tf_stun__mac_new(EVP_MAC_CTX **out, EVP_MAC *hmac, const uint8_t *key, size_t key_len);
+/* Start a message in @p m (tid NULL: a random one). tf_stun__msg_dispose() releases what it holds. */
+tf_err tf_stun__msg_begin(tf_stun_msg *m, int method, int cls, const uint8_t *tid);
+void tf_stun__msg_dispose(tf_stun_msg *m);
+/* MESSAGE-INTEGRITY with the key held by @p ctx. */
+tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, EVP_MAC_CTX *ctx);
+/* tf_stun_decode() / tf_stun_validate_response() into @p m; @p ctx NULL: no key check. */
+tf_err tf_stun__msg_decode(tf_stun_msg *m, const void *data, size_t len);
+tf_err tf_stun__response_decode(tf_stun_msg *m, const void *data, size_t len, const uint8_t *tid, int method,
+                                EVP_MAC_CTX *ctx);
+
 #endif

@@ -9,8 +9,14 @@
 /* `<prog>: [<what>: ]<message>` on stderr, the one error format of the tools. */
 __attribute__((format(printf, 3, 4))) void tool_say(const char *prog, const char *what, const char *fmt, ...);
 
-/* The whole file, NUL-terminated (*len without the NUL; len may be NULL). NULL with errno set. Free with free(). */
-char *tool_read_file(const char *path, size_t *len);
+/* The contents of @p path, NUL-terminated, at most @p max + 1 bytes (so the
+ * caller can tell a file over its limit and name the limit); *len gets the
+ * byte count (len may be NULL). Release with free(). NULL with errno on
+ * failure: fopen()'s, EIO for a read error, ENOMEM. */
+char *tool_read_file(const char *path, size_t *len, size_t max);
+
+/* What the tools read when no tighter limit applies (the library's parsers name their own). */
+#define TOOL_READ_MAX ((size_t)1 << 30)
 
 /* Write @p len bytes as dir/name through dir/.name.tmp, fsync, rename: readers never see half a file,
  * and a full disk leaves the old file in place. Returns 0, or -1 with errno set. */

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <turnfleet.h>
 
@@ -23,24 +25,33 @@
 #define EXIT_BAD_INPUT 2
 #define EXIT_UNREACHABLE 3
 #define SECRET_MAX 4096
+#define URI_FILE_MAX (16 * 1024 * 1024)
+#define FD_RESERVE 32 /* descriptors besides the probes' sockets: stdio, epoll, files */
 
 static const char usage_text[] =
-    "usage: turnfleet-probe --uri URI (--secret-file F | --secret-env VAR) [--user NAME] [--ttl S]\n"
-    "         [--expect-address ADDR] [--expect-port-range START-END] [--family ipv4|ipv6] [--peer-check]\n"
-    "         [--hold N] [--count N --concurrency C] [--timeout-ms N] [--ca-file F | --insecure] [--json]\n"
+    "usage: turnfleet-probe (--uri URI ... | --uri-file F) (--secret-file F | --secret-env VAR)\n"
+    "         [--user NAME | --user-prefix P] [--ttl S] [--expect-address ADDR] [--expect-port-range START-END]\n"
+    "         [--family ipv4|ipv6] [--peer-check] [--hold N] [--count N] [--concurrency C] [--timeout-ms N]\n"
+    "         [--ca-file F | --insecure] [--json] [--quiet]\n"
     "\n"
     "Allocate on the relay at URI (turn:/turns:) with TURN REST credentials minted from the shared\n"
-    "secret, check the relayed address, optionally the data path, and release.\n"
-    "Exit: 0 success, 1 the relay answered wrongly, 2 usage or bad input, 3 unreachable or timed out.\n"
+    "secret, check the relayed address, optionally the data path, and release. --uri may be given\n"
+    "several times; --uri-file reads one URI a line (a turn-uris file). --count N runs N probes per URI.\n"
+    "Exit: 0 success, 1 the relay answered wrongly, 2 usage, bad input or local resources exhausted,\n"
+    "3 unreachable or timed out.\n"
     "See docs/probe.md.\n";
 
 /* "turnfleet-probe: <what>: <why>" on stderr. */
 #define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 typedef struct cli {
-  const char *uri, *secret_file, *secret_env, *user, *expect_address, *ca_file;
+  const char **uris; /* --uri flags, then the lines of --uri-file */
+  size_t nuris, uris_cap;
+  char *uri_text; /* the --uri-file contents the uris point into */
+  const char *uri_file, *secret_file, *secret_env, *user, *user_prefix, *expect_address, *ca_file;
   long long ttl, hold, count, concurrency, timeout_ms;
-  int family, peer_check, insecure, json, has_range, has_concurrency;
+  int family, peer_check, insecure, json, quiet, has_range, has_concurrency;
+  int progress; /* stderr is a terminal: a progress line */
   tf_port_range range;
   char *secret;
   size_t secret_len;
@@ -93,15 +104,18 @@ static void wipe_secret(cli *c)
 
 /* ---- output ---- */
 
-static void print_result(const cli *c, const tf_probe_result *r)
+/* One result line. @p flush: now (a single probe, --hold: scripts wait for lines);
+ * a load run leaves stdout buffered. */
+static void print_result(const cli *c, const tf_probe_result *r, int flush)
 {
   if (c->json) {
     char *json = NULL;
     if (tf_probe_result_to_json(&json, r) == 0) {
-      puts(json);
+      fputs(json, stdout);
+      fputc('\n', stdout);
       tf_free(json);
     }
-    fflush(stdout);
+    if (flush) fflush(stdout);
     return;
   }
   char relayed[TF_ADDR_STRLEN + 8] = "-";
@@ -128,7 +142,7 @@ static void print_result(const cli *c, const tf_probe_result *r)
   const char *msg = tf_probe_result_message(r);
   if (*msg) printf(" (%s)", msg);
   fputc('\n', stdout);
-  fflush(stdout);
+  if (flush) fflush(stdout);
 }
 
 /* ---- modes ---- */
@@ -145,7 +159,7 @@ static int probe_once(const cli *c, const tf_probe_options *o)
     complain("probe", "%s", tf_error_last()->message);
     return EXIT_WRONG;
   }
-  print_result(c, r);
+  print_result(c, r, 1);
   int code = tf_probe_result_exit_code(r);
   tf_probe_result_free(r);
   return code;
@@ -153,35 +167,14 @@ static int probe_once(const cli *c, const tf_probe_options *o)
 
 typedef struct tally {
   const cli *c;
-  size_t ok, failed;
-  int worst;
+  unsigned long long probes, done, ok, failed;
+  int unreachable_seen, wrong_seen, resource_seen;
   /* failures by code: TURN codes 100-699, plus named non-TURN kinds */
-  size_t by_code[700];
-  size_t timeout, unreachable;
-  size_t by_stage[TF_PROBE_STAGE_COUNT];
+  unsigned long long by_code[700];
+  unsigned long long timeout, unreachable, resources;
+  unsigned long long by_stage[TF_PROBE_STAGE_COUNT];
+  double t0, last_progress;
 } tally;
-
-static int on_result(size_t index, const tf_probe_result *r, void *payload)
-{
-  (void)index;
-  tally *t = payload;
-  print_result(t->c, r);
-  if (tf_probe_result_ok(r)) {
-    t->ok++;
-    return 0;
-  }
-  t->failed++;
-  int ec = tf_probe_result_exit_code(r);
-  if (ec == EXIT_UNREACHABLE) t->worst = EXIT_UNREACHABLE;
-  else if (t->worst != EXIT_UNREACHABLE) t->worst = EXIT_WRONG;
-  int code = tf_probe_result_error_code(r);
-  tf_err st = tf_probe_result_status(r);
-  if (code > 0 && code < 700) t->by_code[code]++;
-  else if (st == TF_ETIMEOUT) t->timeout++;
-  else if (st == TF_ENET) t->unreachable++;
-  else t->by_stage[tf_probe_result_stage(r)]++;
-  return 0;
-}
 
 static double mono_s(void)
 {
@@ -190,55 +183,151 @@ static double mono_s(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int probe_count(const cli *c, const tf_probe_options *o)
+/* "\r  1200/2000 probes, 1198 ok, 2 failed, 4700/s" on stderr, at most ten times a second. */
+static void progress(tally *t, int last)
 {
-  tf_probe_set *set = NULL;
-  if (tf_probe_set_new(&set, (unsigned)c->concurrency) < 0) {
-    complain("--concurrency", "%s", tf_error_last()->message);
-    return EXIT_BAD_INPUT;
+  if (!t->c->progress) return;
+  double now = mono_s();
+  if (!last && now - t->last_progress < 0.1) return;
+  t->last_progress = now;
+  double rate = now > t->t0 ? (double)t->ok / (now - t->t0) : 0.0;
+  fprintf(stderr, "\r%llu/%llu probes, %llu ok, %llu failed, %.0f allocations/s\033[K", t->done, t->probes, t->ok,
+          t->failed, rate);
+  if (last) fputs("\r\033[K", stderr); /* the summary line says it all */
+  fflush(stderr);
+}
+
+static int on_result(size_t index, const tf_probe_result *r, void *payload)
+{
+  (void)index;
+  tally *t = payload;
+  t->done++;
+  if (!t->c->quiet) print_result(t->c, r, 0);
+  if (tf_probe_result_ok(r)) {
+    t->ok++;
+    progress(t, 0);
+    return 0;
   }
-  for (long long i = 0; i < c->count; i++) {
-    tf_err rc = tf_probe_set_add(set, o);
-    if (rc < 0) {
-      complain(rc == TF_EINVALID ? "options" : "probe", "%s", tf_error_last()->message);
-      tf_probe_set_free(set);
-      return rc == TF_EINVALID ? EXIT_BAD_INPUT : EXIT_WRONG;
-    }
-  }
-  tally t;
-  memset(&t, 0, sizeof(t));
-  t.c = c;
-  double t0 = mono_s();
-  tf_err rc = tf_probe_set_run(set, on_result, &t);
-  double elapsed = mono_s() - t0;
-  tf_probe_set_free(set);
-  if (rc < 0) {
-    complain("probe", "%s", tf_error_last()->message);
-    return EXIT_WRONG;
-  }
-  double rate = elapsed > 0 ? (double)t.ok / elapsed : 0.0;
+  t->failed++;
+  int ec = tf_probe_result_exit_code(r);
+  if (ec == EXIT_UNREACHABLE) t->unreachable_seen = 1;
+  else if (ec == EXIT_BAD_INPUT) t->resource_seen = 1;
+  else t->wrong_seen = 1;
+  int code = tf_probe_result_error_code(r);
+  tf_err st = tf_probe_result_status(r);
+  if (code > 0 && code < 700) t->by_code[code]++;
+  else if (st == TF_ETIMEOUT) t->timeout++;
+  else if (st == TF_ENET) t->unreachable++;
+  else if (st == TF_ERESOURCE) t->resources++;
+  else t->by_stage[tf_probe_result_stage(r)]++;
+  progress(t, 0);
+  return 0;
+}
+
+static void print_summary(const cli *c, const tally *t, double elapsed)
+{
+  double rate = elapsed > 0 ? (double)t->ok / elapsed : 0.0;
   if (c->json) {
-    printf("{\"summary\":{\"probes\":%lld,\"allocations\":%zu,\"failures\":{", c->count, t.ok);
+    printf("{\"summary\":{\"probes\":%llu,\"allocations\":%llu,\"failures\":{", t->probes, t->ok);
     int first = 1;
     for (int code = 0; code < 700; code++) {
-      if (!t.by_code[code]) continue;
-      printf("%s\"%d\":%zu", first ? "" : ",", code, t.by_code[code]);
+      if (!t->by_code[code]) continue;
+      printf("%s\"%d\":%llu", first ? "" : ",", code, t->by_code[code]);
       first = 0;
     }
-    if (t.timeout) printf("%s\"timeout\":%zu", first ? "" : ",", t.timeout), first = 0;
-    if (t.unreachable) printf("%s\"unreachable\":%zu", first ? "" : ",", t.unreachable), first = 0;
+    const struct {
+      const char *name;
+      unsigned long long n;
+    } kinds[] = {{"timeout", t->timeout}, {"unreachable", t->unreachable}, {"resources", t->resources}};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+      if (!kinds[k].n) continue;
+      printf("%s\"%s\":%llu", first ? "" : ",", kinds[k].name, kinds[k].n);
+      first = 0;
+    }
     for (int s = 0; s < TF_PROBE_STAGE_COUNT; s++) {
-      if (!t.by_stage[s]) continue;
-      printf("%s\"%s\":%zu", first ? "" : ",", tf_probe_stage_name((tf_probe_stage)s), t.by_stage[s]);
+      if (!t->by_stage[s]) continue;
+      printf("%s\"%s\":%llu", first ? "" : ",", tf_probe_stage_name((tf_probe_stage)s), t->by_stage[s]);
       first = 0;
     }
     printf("},\"elapsedS\":%.3f,\"allocationsPerSecond\":%.1f}}\n", elapsed, rate);
   } else {
-    printf("summary: %lld probes, %zu allocations, %zu failures, %.3f s, %.1f allocations/s\n", c->count, t.ok,
-           t.failed, elapsed, rate);
+    printf("summary: %llu probes, %llu allocations, %llu failures, %.3f s, %.1f allocations/s\n", t->probes, t->ok,
+           t->failed, elapsed, rate);
   }
   fflush(stdout);
-  return t.failed ? t.worst : EXIT_OK;
+}
+
+/* Descriptors for @p concurrency probes (two sockets each with --peer-check): raise
+ * the soft limit as far as needed and allowed, else refuse naming the numbers. */
+static int check_fd_limit(const cli *c, unsigned long long concurrency)
+{
+  unsigned long long need = concurrency * (c->peer_check ? 2u : 1u) + FD_RESERVE;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return 0;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need) return 0;
+  if (rl.rlim_cur == RLIM_INFINITY) return 0;
+  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+    struct rlimit raised = rl;
+    raised.rlim_cur = (rlim_t)need;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return 0;
+  }
+  unsigned long long most = rl.rlim_max == RLIM_INFINITY ? rl.rlim_cur : rl.rlim_max;
+  unsigned long long fit = most > FD_RESERVE ? (most - FD_RESERVE) / (c->peer_check ? 2u : 1u) : 0;
+  complain("--concurrency",
+           "%llu probes at once need %llu file descriptors; the limit is %llu (ulimit -n): at most %llu here",
+           concurrency, need, most, fit);
+  return -1;
+}
+
+/* Every URI (--count N times each, N from 1) on one probe set, C at a time, then a summary. */
+static int probe_many(const cli *c, tf_probe_options *o)
+{
+  unsigned long long per_uri = c->count ? (unsigned long long)c->count : 1;
+  unsigned long long total = per_uri * c->nuris;
+  unsigned long long concurrency = (unsigned long long)c->concurrency;
+  if (concurrency > total) concurrency = total;
+  if (check_fd_limit(c, concurrency) < 0) return EXIT_BAD_INPUT;
+  tf_probe_set *set = NULL;
+  if (tf_probe_set_new(&set, (unsigned)concurrency) < 0) {
+    complain("--concurrency", "%s", tf_error_last()->message);
+    return EXIT_BAD_INPUT;
+  }
+  for (size_t i = 0; i < c->nuris; i++) {
+    o->uri = c->uris[i];
+    /* one copy of the options per URI, however many probes: memory does not grow with --count */
+    tf_err rc = tf_probe_set_add_repeated(set, o, per_uri);
+    if (rc < 0) {
+      complain(rc == TF_EINVALID ? "options" : "probe", "%s: %s", c->uris[i], tf_error_last()->message);
+      tf_probe_set_free(set);
+      return rc == TF_EINVALID ? EXIT_BAD_INPUT : EXIT_WRONG;
+    }
+  }
+  tally *t = calloc(1, sizeof(*t));
+  if (!t) {
+    complain("probe", "out of memory");
+    tf_probe_set_free(set);
+    return EXIT_WRONG;
+  }
+  t->c = c;
+  t->probes = total;
+  t->t0 = mono_s();
+  tf_err rc = tf_probe_set_run(set, on_result, t);
+  double elapsed = mono_s() - t->t0;
+  tf_probe_set_free(set);
+  progress(t, 1);
+  if (rc < 0) {
+    fflush(stdout);
+    complain("probe", "%s", tf_error_last()->message);
+    free(t);
+    return rc == TF_ERESOURCE ? EXIT_BAD_INPUT : EXIT_WRONG;
+  }
+  print_summary(c, t, elapsed);
+  /* the worst outcome wins: this machine's shortage, then silence, then wrong answers */
+  int code = t->resource_seen ? EXIT_BAD_INPUT : t->unreachable_seen ? EXIT_UNREACHABLE
+                                                 : t->wrong_seen     ? EXIT_WRONG
+                                                                     : EXIT_OK;
+  free(t);
+  return code;
 }
 
 static volatile sig_atomic_t stop_requested;
@@ -292,7 +381,7 @@ static int probe_hold(const cli *c, const tf_probe_options *o)
       status = EXIT_WRONG;
       break;
     }
-    print_result(c, r);
+    print_result(c, r, 1);
     if (rc < 0) {
       status = tf_probe_result_exit_code(r);
       tf_probe_result_free(r);
@@ -346,6 +435,9 @@ enum {
   OPT_CA_FILE,
   OPT_INSECURE,
   OPT_JSON,
+  OPT_URI_FILE,
+  OPT_USER_PREFIX,
+  OPT_QUIET,
   OPT_HELP,
   OPT_VERSION
 };
@@ -366,6 +458,9 @@ static const struct option long_options[] = {{"uri", required_argument, NULL, OP
                                              {"ca-file", required_argument, NULL, OPT_CA_FILE},
                                              {"insecure", no_argument, NULL, OPT_INSECURE},
                                              {"json", no_argument, NULL, OPT_JSON},
+                                             {"uri-file", required_argument, NULL, OPT_URI_FILE},
+                                             {"user-prefix", required_argument, NULL, OPT_USER_PREFIX},
+                                             {"quiet", no_argument, NULL, OPT_QUIET},
                                              {"help", no_argument, NULL, OPT_HELP},
                                              {"version", no_argument, NULL, OPT_VERSION},
                                              {NULL, 0, NULL, 0}};
@@ -377,6 +472,70 @@ static const char *flag_name(const char *arg, char *buf, size_t size)
   return buf;
 }
 
+static int add_uri(cli *c, const char *uri)
+{
+  if (c->nuris == c->uris_cap) {
+    size_t cap = c->uris_cap ? c->uris_cap * 2 : 8;
+    const char **u = realloc(c->uris, cap * sizeof(*u));
+    if (!u) {
+      complain("--uri", "out of memory");
+      return -1;
+    }
+    c->uris = u;
+    c->uris_cap = cap;
+  }
+  c->uris[c->nuris++] = uri;
+  return 0;
+}
+
+/* The URIs of a turn-uris file: one a line; blank lines and lines starting with '#'
+ * are skipped, surrounding blanks (and a CR) are not part of the URI. */
+static int read_uri_file(cli *c)
+{
+  size_t len = 0;
+  char *text = tool_read_file(c->uri_file, &len, URI_FILE_MAX);
+  if (!text) {
+    complain("--uri-file", "%s: %s", c->uri_file, strerror(errno));
+    return -1;
+  }
+  if (len > URI_FILE_MAX) {
+    free(text);
+    complain("--uri-file", "%s: larger than %d MiB", c->uri_file, URI_FILE_MAX >> 20);
+    return -1;
+  }
+  c->uri_text = text;
+  const char *nul = memchr(text, '\0', len);
+  if (nul) {
+    complain("--uri-file", "%s: a NUL byte at offset %zu", c->uri_file, (size_t)(nul - text));
+    return -1;
+  }
+  size_t before = c->nuris;
+  unsigned line = 0;
+  for (char *p = text; p && *p;) {
+    line++;
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = '\0';
+    char *end = p + strlen(p);
+    while (*p == ' ' || *p == '\t') p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) *--end = '\0';
+    if (*p && *p != '#') {
+      tf_uri *uri = NULL;
+      if (tf_uri_parse(&uri, p) < 0) {
+        complain("--uri-file", "%s:%u: %s", c->uri_file, line, tf_error_last()->message);
+        return -1;
+      }
+      tf_uri_free(uri);
+      if (add_uri(c, p) < 0) return -1;
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  if (c->nuris == before) {
+    complain("--uri-file", "%s: no URI in it", c->uri_file);
+    return -1;
+  }
+  return 0;
+}
+
 /* Parse argv into @p c; returns -1 after a usage message, 1 for --help/--version, 0 to go on. */
 static int parse_flags(cli *c, int argc, char **argv)
 {
@@ -385,7 +544,25 @@ static int parse_flags(cli *c, int argc, char **argv)
   int ch;
   while ((ch = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
     switch (ch) {
-    case OPT_URI: c->uri = optarg; break;
+    case OPT_URI: {
+      tf_uri *uri = NULL;
+      if (tf_uri_parse(&uri, optarg) < 0) {
+        complain("--uri", "%s", tf_error_last()->message);
+        return -1;
+      }
+      tf_uri_free(uri);
+      if (add_uri(c, optarg) < 0) return -1;
+      break;
+    }
+    case OPT_URI_FILE:
+      if (c->uri_file) {
+        complain("--uri-file", "give it once");
+        return -1;
+      }
+      c->uri_file = optarg;
+      break;
+    case OPT_USER_PREFIX: c->user_prefix = optarg; break;
+    case OPT_QUIET: c->quiet = 1; break;
     case OPT_SECRET_FILE: c->secret_file = optarg; break;
     case OPT_SECRET_ENV: c->secret_env = optarg; break;
     case OPT_USER: c->user = optarg; break;
@@ -446,16 +623,15 @@ static int parse_flags(cli *c, int argc, char **argv)
     complain("arguments", "%d unexpected argument(s): only flags are taken (see --help)", argc - optind);
     return -1;
   }
-  if (!c->uri) {
+  if (c->uri_file && read_uri_file(c) < 0) return -1;
+  if (c->nuris == 0) {
     complain("--uri", "required (see --help)");
     return -1;
   }
-  tf_uri *uri = NULL;
-  if (tf_uri_parse(&uri, c->uri) < 0) {
-    complain("--uri", "%s", tf_error_last()->message);
+  if (c->user && c->user_prefix) {
+    complain("--user/--user-prefix", "give at most one");
     return -1;
   }
-  tf_uri_free(uri);
   if (!c->secret_file == !c->secret_env) {
     complain("--secret-file/--secret-env", "give exactly one (the secret is never taken from the command line)");
     return -1;
@@ -468,8 +644,12 @@ static int parse_flags(cli *c, int argc, char **argv)
     complain("--hold/--count", "give at most one");
     return -1;
   }
-  if (c->has_concurrency && !c->count) {
-    complain("--concurrency", "only goes with --count");
+  if (c->has_concurrency && !c->count && c->nuris < 2) {
+    complain("--concurrency", "only goes with --count or several URIs");
+    return -1;
+  }
+  if (c->hold && c->nuris > 1) {
+    complain("--hold", "takes one URI");
     return -1;
   }
   return 0;
@@ -486,14 +666,27 @@ int main(int argc, char **argv)
   memset(&c, 0, sizeof(c));
   c.concurrency = 1;
   int st = parse_flags(&c, argc, argv);
-  if (st != 0) return st > 0 ? EXIT_OK : EXIT_BAD_INPUT;
-  if (load_secret(&c) < 0) return EXIT_BAD_INPUT;
+  if (st != 0) {
+    free(c.uris);
+    free(c.uri_text);
+    return st > 0 ? EXIT_OK : EXIT_BAD_INPUT;
+  }
+  if (load_secret(&c) < 0) {
+    free(c.uris);
+    free(c.uri_text);
+    return EXIT_BAD_INPUT;
+  }
+  c.progress = isatty(STDERR_FILENO) && (c.count || c.nuris > 1);
 
   tf_probe_options o;
   tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION);
-  o.uri = c.uri;
+  o.uri = c.uris[0];
   o.secret = c.secret;
   if (c.user) o.user = c.user;
+  if (c.user_prefix) {
+    o.user = c.user_prefix;
+    o.user_numbered = 1;
+  }
   if (c.ttl) o.ttl_s = c.ttl;
   o.family = c.family;
   o.expect_address = c.expect_address;
@@ -508,8 +701,10 @@ int main(int argc, char **argv)
 
   int code;
   if (c.hold) code = probe_hold(&c, &o);
-  else if (c.count) code = probe_count(&c, &o);
+  else if (c.count || c.nuris > 1 || c.quiet) code = probe_many(&c, &o);
   else code = probe_once(&c, &o);
   wipe_secret(&c);
+  free(c.uris);
+  free(c.uri_text);
   return code;
 }

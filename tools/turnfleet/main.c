@@ -57,35 +57,8 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
  * limit); NULL with a message on failure. */
 static char *read_file(const char *path, size_t *len, size_t max)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    complain(path, "cannot open: %s", strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf && n <= max) {
-    if (n + 1 >= cap) {
-      char *bigger = realloc(buf, cap * 2);
-      if (!bigger) break;
-      buf = bigger;
-      cap *= 2;
-    }
-    size_t want = cap - n - 1;
-    if (want > max + 1 - n) want = max + 1 - n;
-    size_t r = fread(buf + n, 1, want, f);
-    if (r == 0) break;
-    n += r;
-  }
-  int failed = !buf || ferror(f);
-  fclose(f);
-  if (failed) {
-    complain(path, "cannot read");
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
-  *len = n;
+  char *buf = tool_read_file(path, len, max);
+  if (!buf) complain(path, errno == EIO ? "cannot read" : "cannot open: %s", strerror(errno));
   return buf;
 }
 

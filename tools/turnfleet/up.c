@@ -171,7 +171,7 @@ static int file_changed(const char *path, struct timespec *seen)
 static tf_pool *load_pool(up *u)
 {
   size_t len;
-  char *text = tool_read_file(u->pool_file, &len);
+  char *text = tool_read_file(u->pool_file, &len, TOOL_READ_MAX);
   tf_pool *pool = NULL;
   tf_problems *problems = NULL;
   cJSON *report = cJSON_CreateArray();
@@ -325,7 +325,7 @@ static tf_nodes *load_nodes(up *u, const tf_pool *pool)
 {
   if (u->addresses) return nodes_from_addresses(u->addresses, pool);
   size_t len;
-  char *text = tool_read_file(u->nodes_file, &len);
+  char *text = tool_read_file(u->nodes_file, &len, TOOL_READ_MAX);
   tf_nodes *nodes = NULL;
   if (!text) say(u->nodes_file, "cannot open: %s", strerror(errno));
   else if (tf_nodes_parse(&nodes, text, len) < 0) say(u->nodes_file, "%s", tf_error_last()->message);
@@ -886,7 +886,7 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   eo.probe_interval_ms = (int64_t)(u->probe_interval * 1000);
   eo.publish_delay_ms = eo.probe_interval_ms; /* turn-uris is rewritten at once; readers poll it */
   if (tf_engine_new(&u->engine, pool, nodes, &eo) < 0) return say(u->pool_file, "%s", tf_error_last()->message), 2;
-  char *status_path = tool_join(u->state_dir, "status.json"), *old = status_path ? tool_read_file(status_path, NULL) : NULL;
+  char *status_path = tool_join(u->state_dir, "status.json"), *old = status_path ? tool_read_file(status_path, NULL, TOOL_READ_MAX) : NULL;
   if (old) (void)tf_engine_set_status(u->engine, old, strlen(old)); /* conditions keep their transition times */
   free(old);
   free(status_path);

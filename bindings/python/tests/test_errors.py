@@ -23,6 +23,7 @@ EXPECTED = [
     (turnfleet.NetworkError, core.TF_ENET, ConnectionError),
     (turnfleet.CallbackError, core.TF_EUSER, RuntimeError),
     (turnfleet.InputOutputError, core.TF_EIO, OSError),
+    (turnfleet.ResourceExhausted, core.TF_ERESOURCE, OSError),
 ]
 
 

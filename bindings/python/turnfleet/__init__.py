@@ -33,6 +33,7 @@ from ._errors import (
     NotFound,
     OutOfMemory,
     ProtocolError,
+    ResourceExhausted,
     Timeout,
     error_class,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "ReconcileCondition",
     "Relay",
     "RelayState",
+    "ResourceExhausted",
     "Sample",
     "STAGES",
     "Timeout",

@@ -20,6 +20,7 @@ __all__ = [
     "NetworkError",
     "CallbackError",
     "InputOutputError",
+    "ResourceExhausted",
 ]
 
 # "REASON_CODE at byte N: why" (STUN decoder and validator, turn: URI parser),
@@ -140,6 +141,12 @@ class InputOutputError(Error, OSError):
     code = -11
 
 
+class ResourceExhausted(Error, OSError):
+    """TF_ERESOURCE (-12): this machine ran out of file descriptors, buffers or ports."""
+
+    code = -12
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -154,6 +161,7 @@ _BY_CODE = {
         NetworkError,
         CallbackError,
         InputOutputError,
+        ResourceExhausted,
     )
 }
 

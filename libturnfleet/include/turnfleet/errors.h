@@ -28,7 +28,8 @@ typedef int tf_err;
   XX(ENOMEM, -8, "out of memory")                                         \
   XX(ENET, -9, "network error")                                           \
   XX(EUSER, -10, "callback asked to stop")                                \
-  XX(EIO, -11, "input/output error")
+  XX(EIO, -11, "input/output error")                                      \
+  XX(ERESOURCE, -12, "local resources exhausted")
 
 /** Error codes. */
 enum tf_error_code {

@@ -4,7 +4,7 @@
  * IPv4 or IPv6), with the 401 challenge, 438 nonce refresh and 437 retry on a
  * new socket; checks of the relayed address and port range; an optional data
  * path check through the relay; release with Refresh(0). Many probes run at
- * once on one poll() loop, with non-blocking sockets and no thread per probe.
+ * once on one epoll loop, with non-blocking sockets and no thread per probe.
  *
  * Error numbers decide, never reason text: 403 on Allocate = draining,
  * 486 = quota, 508 = capacity, 401 = credentials.
@@ -58,15 +58,19 @@ typedef struct tf_probe_options {
   tf_log_cb log_cb;             /**< optional log sink; never receives secrets */
   void *log_payload;
   tf_log_level log_level;       /**< threshold (default TF_LOG_INFO) */
+  /* version 2 */
+  int user_numbered; /**< 1: a distinct user per probe: `user` followed by the probe's index in its
+                          set (0, 1, ...: the order of tf_probe_set_add*()); 0 outside a set */
 } tf_probe_options;
 
-#define TF_PROBE_OPTIONS_VERSION 1
+#define TF_PROBE_OPTIONS_VERSION 2
 #define TF_PROBE_OPTIONS_INIT                                                                            \
   {TF_PROBE_OPTIONS_VERSION, NULL, NULL, NULL, 600, 0, 0, NULL, 0, 0, 0, 5000, 500, NULL, 0, 0, 0, 1, \
-   NULL, NULL, TF_LOG_INFO}
+   NULL, NULL, TF_LOG_INFO, 0}
 
 /**
- * Fill @p opts with the defaults of @p version.
+ * Fill @p opts with the defaults of @p version, writing only the fields of that
+ * version (a caller built against an older header passes its own, shorter struct).
  * @return 0, TF_EINVALID for a NULL pointer or an unknown version
  */
 TF_EXTERN(tf_err) tf_probe_options_init(tf_probe_options *opts, unsigned int version);
@@ -91,8 +95,9 @@ TF_EXTERN(const char *) tf_probe_stage_name(tf_probe_stage stage);
 /**
  * Why it failed: TF_OK; TF_ETIMEOUT (no answer in time) or TF_ENET (unreachable,
  * refused) — the relay did not answer; TF_EAUTH (401), TF_EPROTO (malformed or
- * unauthenticated answer), TF_ERROR (a TURN error code or a failed check) — the
- * relay answered wrongly.
+ * unauthenticated answer, or only unusable answers), TF_ERROR (a TURN error code or
+ * a failed check) — the relay answered wrongly; TF_ERESOURCE — this machine ran out
+ * of something (file descriptors, buffers, ports), the relay is not to blame.
  */
 TF_EXTERN(tf_err) tf_probe_result_status(const tf_probe_result *result);
 /** The TURN/STUN error code (401, 403, 437, 438, 486, 508, ...), 0 when none. */
@@ -113,11 +118,13 @@ TF_EXTERN(tf_err) tf_probe_result_mapped(const tf_probe_result *result, tf_addr 
 TF_EXTERN(uint32_t) tf_probe_result_lifetime(const tf_probe_result *result);
 /** Round-trip time of a stage in milliseconds, -1 when it did not run. */
 TF_EXTERN(double) tf_probe_result_rtt_ms(const tf_probe_result *result, tf_probe_stage stage);
-/** The probe CLI's exit code for this result: 0 success, 1 answered wrongly, 3 unreachable or timed out. */
+/** The probe CLI's exit code for this result: 0 success, 1 answered wrongly, 2 local resources
+ *  exhausted (TF_ERESOURCE), 3 unreachable or timed out. */
 TF_EXTERN(int) tf_probe_result_exit_code(const tf_probe_result *result);
 /**
  * The result as the probe CLI's JSON object: uri, ok, stage, errorCode,
  * errorReason, relayedAddress, relayedPort, mappedAddress, lifetime, rttMs, draining, message.
+ * Always valid JSON: the bytes a relay sent that are not printable UTF-8 are kept as text `\xNN`.
  * @param[out] out release with tf_free()
  */
 TF_EXTERN(tf_err) tf_probe_result_to_json(char **out, const tf_probe_result *result);
@@ -143,12 +150,21 @@ TF_EXTERN(tf_err) tf_probe_set_new(tf_probe_set **out, unsigned int concurrency)
 /** Queue a probe (options copied). @return 0, TF_EINVALID, TF_ENOMEM */
 TF_EXTERN(tf_err) tf_probe_set_add(tf_probe_set *set, const tf_probe_options *opts);
 /**
- * Run every queued probe on one poll() loop.
+ * Queue @p count probes of the same options (copied once, shared), started one
+ * after the other as slots free up: memory stays constant in @p count. Their
+ * results go to the callback of tf_probe_set_run() only (tf_probe_set_result()
+ * returns NULL for them). With opts->user_numbered each gets its own user:
+ * `user` followed by its index in the set.
+ * @return 0, TF_EINVALID (bad options, or @p count 0), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_probe_set_add_repeated(tf_probe_set *set, const tf_probe_options *opts, uint64_t count);
+/**
+ * Run every queued probe on one epoll loop.
  * @param cb optional, called as each finishes
  * @return 0; TF_EUSER when @p cb stopped it; TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload);
-/** Number of probes queued. */
+/** Number of probes queued (saturates at SIZE_MAX). */
 TF_EXTERN(size_t) tf_probe_set_count(const tf_probe_set *set);
 /** Result of probe @p i after tf_probe_set_run(); NULL before. Borrowed from @p set. */
 TF_EXTERN(const tf_probe_result *) tf_probe_set_result(const tf_probe_set *set, size_t i);

@@ -1,0 +1,262 @@
+/* The probe's private parts, shared by its files:
+ *   probe_options.c  options: defaults, checks, the private copy (read up to the caller's version)
+ *   probe_result.c   results and their JSON
+ *   probe_tls.c      TLS over the probe's own socket I/O (memory BIOs)
+ *   probe_turn.c     the TURN state machine: requests, answers, phases, timers
+ *   probe_io.c       sockets: open (a fresh 5-tuple), write, read, events
+ *   probe_loop.c     the epoll loop: tf_probe_run, probe sets, held allocations
+ *
+ * One non-blocking state machine per probe, driven by one epoll loop. A probe
+ * has one or two legs: leg A is the allocation under test; with peer_check,
+ * leg B is a second allocation on its own socket that serves as A's peer. Each
+ * leg owns a socket (a fresh 5-tuple), its credentials and at most one
+ * outstanding transaction. */
+#ifndef TF_PROBE_INTERNAL_H
+#define TF_PROBE_INTERNAL_H
+
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+
+#define PROBE_SOFTWARE "turnfleet-probe/" TF_VERSION_STRING
+#define PROBE_DEFAULT_USER "turnfleet-probe"
+#define PROBE_PEER_SUFFIX "-peer"
+#define PROBE_CHANNEL 0x4000
+#define PROBE_RC 7          /* RFC 8489 §6.2.1: sends per transaction */
+#define PROBE_RM 16         /* wait Rm * RTO after the last send */
+#define PROBE_MAX_SOCKETS 3 /* 437 on Allocate: a new 5-tuple, at most 3 in all */
+#define PROBE_MAX_STALE 2   /* 438 retries per transaction */
+#define PROBE_PAYLOAD 32
+#define PROBE_RX_CAP (2 * TF_STUN_MAX_MESSAGE + 64) /* a stream's receive buffer */
+#define PROBE_TX_CAP (4 * TF_STUN_MAX_MESSAGE)      /* a stream's send buffer */
+#define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
+#define PROBE_POLL_MAX_MS 1000
+#define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
+#define PROBE_TIDS 512             /* transaction ids drawn at once */
+#define PROBE_NUMBER_MAX 20            /* decimal digits of a probe number (user_numbered) */
+
+/* ---- results ---- */
+
+struct tf_probe_result {
+  char *uri; /* in the same allocation, after the struct */
+  tf_probe_stage stage;
+  tf_err status;
+  int error_code;
+  char *error_reason; /* NULL: "" */
+  char *message;      /* NULL: "" */
+  int draining;
+  int has_relayed, has_mapped;
+  tf_addr relayed, mapped;
+  uint16_t relayed_port, mapped_port;
+  uint32_t lifetime;
+  double rtt[TF_PROBE_STAGE_COUNT]; /* -1: did not run */
+};
+
+tf_probe_result *tf_probe__result_new(const char *uri);
+/* @p text with every byte that is not printable UTF-8 written as \xNN (a relay's bytes are
+ * untrusted: the copy is valid in JSON and harmless on a terminal). NULL when out of memory. */
+char *tf_probe__printable(const char *text);
+
+/* ---- options ---- */
+
+/* Credentials minted for one user at one expiry, kept for the next probe of the same
+ * options (the same second gives the same username): password and, per realm, the key
+ * and its keyed HMAC context. */
+typedef struct pmac {
+  EVP_MAC_CTX *ctx; /* keyed; single-threaded use, re-initialised per message */
+  unsigned refs;
+  uint8_t key[TF_STUN_KEY_SIZE];
+} pmac;
+
+pmac *tf_probe__mac_ref(pmac *m);
+void tf_probe__mac_unref(pmac *m);
+
+typedef struct pcred {
+  int64_t expiry;
+  char *username, *password, *realm;
+  pmac *mac; /* the key for realm, shared with the legs that use it */
+} pcred;
+
+/* A private copy of the options: strings duplicated, the secret wiped on free.
+ * Shared (refcounted) by every probe of a tf_probe_set_add_repeated(). */
+typedef struct popts {
+  tf_probe_options o;
+  size_t secret_len;
+  tf_addr expect;
+  int has_expect;
+  unsigned refs;
+  tf_uri *uri;                      /* parsed o.uri */
+  struct sockaddr_storage sa;       /* the server, when the URI names it by address */
+  socklen_t salen;                  /* 0: not yet, or a name (resolved per probe) */
+  char server[TF_ADDR_STRLEN + 16]; /* "addr:port" */
+  pcred cred[2]; /* leg A, leg B (its own user); unused with user_numbered */
+} popts;
+
+/* Check @p o (naming the field, never the secret's value) and copy it, reading the
+ * caller's struct only up to its version. One reference; tf_probe__opts_unref(). */
+tf_err tf_probe__opts_new(popts **out, const tf_probe_options *o);
+void tf_probe__opts_unref(popts *c);
+/* Forget what a pcred holds (wiping the secret parts). */
+void tf_probe__cred_clear(pcred *k);
+
+/* ---- probes ---- */
+
+enum conn_state { CONN_CLOSED = 0, CONN_CONNECTING, CONN_TLS, CONN_READY };
+enum req_kind { REQ_NONE = 0, REQ_ALLOCATE, REQ_REFRESH, REQ_PERMISSION, REQ_CHANNEL, REQ_DATA };
+enum phase {
+  PH_A_OPEN,
+  PH_A_ALLOC,
+  PH_B_OPEN,
+  PH_B_ALLOC,
+  PH_A_PERM,
+  PH_B_PERM,
+  PH_A_CHAN,
+  PH_DATA_AB,
+  PH_DATA_BA,
+  PH_RELEASE_B,
+  PH_RELEASE_A,
+  PH_HELD,    /* tf_allocation: allocated, waiting for the next operation */
+  PH_REFRESH, /* tf_allocation_refresh() */
+  PH_DONE
+};
+
+struct probe;
+struct ploop;
+
+typedef struct leg {
+  struct probe *p;
+  const char *who; /* "" for A, "peer " for B: prefixes messages */
+  int fd;
+  uint32_t gen;    /* new on every socket, so stale events are ignored */
+  uint32_t events; /* epoll interest registered for fd */
+  uint16_t port;   /* local UDP port when the loop chose it (0: the kernel did) */
+  int conn;
+  SSL *ssl;
+  BIO *rbio, *wbio; /* memory BIOs owned by ssl: we do the socket I/O ourselves */
+  uint8_t *rx;      /* streams only (PROBE_RX_CAP); datagrams land in the loop's buffer */
+  size_t rx_len;
+  uint8_t *tx; /* streams only (PROBE_TX_CAP) */
+  size_t tx_len;
+  /* the outstanding transaction (or data send, REQ_DATA) */
+  int req;
+  uint8_t tid[TF_STUN_TID_SIZE];
+  uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
+  uint8_t *msg; /* what is (re)sent, grown as needed */
+  size_t msg_len, msg_cap;
+  int authed;
+  int sends;
+  int rto;
+  double next_send, give_up;
+  int stale;
+  char malformed[200]; /* the last unusable answer to this transaction */
+  uint32_t req_lifetime;
+  tf_addr peer;
+  uint16_t peer_port;
+  /* credentials (the password and key are secret) */
+  char *username, *password, *realm, *nonce;
+  int have_key;
+  pmac *mac; /* the long-term key and its keyed HMAC context */
+  int sockets;      /* sockets opened for this Allocate (437 handling) */
+  /* the allocation */
+  int allocated, released;
+  tf_addr relayed, mapped;
+  uint16_t relayed_port, mapped_port;
+  int has_mapped;
+  uint32_t lifetime;
+} leg;
+
+typedef struct probe {
+  popts *opts;
+  tf_uri *uri; /* borrowed from opts */
+  int mode;    /* TF_URI_MODE_UDP, _TCP, _TLS */
+  struct sockaddr_storage sa;
+  socklen_t salen;
+  char server[TF_ADDR_STRLEN + 16]; /* "addr:port" for messages */
+  SSL_CTX *ctx;
+  leg legs[2];
+  int nlegs;
+  int phase;
+  int finished;
+  double deadline;
+  tf_probe_stage stage;
+  double stage_t0;
+  tf_probe_result *res;
+  uint8_t payload[2][PROBE_PAYLOAD];
+  int keep;           /* tf_allocation: leave A allocated at the end */
+  uint64_t number;    /* the probe's index in its set (user_numbered) */
+  size_t index;       /* in the set */
+  size_t entry;       /* the set's entry it came from */
+  size_t slot;        /* in the loop */
+  struct ploop *loop; /* the loop that runs it */
+  tf_err fatal;       /* TF_ENOMEM met while running */
+} probe;
+
+/* The loop: one epoll instance and the probes it runs, one per slot. */
+typedef struct ploop {
+  int epfd;      /* -1: epoll_create1() failed with ep_errno (every probe fails with TF_ERESOURCE) */
+  int ep_errno;
+  EVP_MAC *hmac; /* fetched once per loop */
+  probe **slots;
+  size_t nslots;
+  uint32_t gen;
+  /* UDP source ports: the loop hands them out in turn and keeps, for each, when its
+   * socket closed, so no port comes back while the relay may remember its 5-tuple */
+  uint32_t *recent; /* 65536 stamps, or NULL: the kernel picks ports */
+  uint16_t port_lo, port_hi, port_next;
+  /* transaction ids drawn from the CSPRNG in bulk: one RAND_bytes() per PROBE_TIDS */
+  uint8_t tids[PROBE_TIDS * TF_STUN_TID_SIZE];
+  size_t tids_used;
+  uint8_t dgram[PROBE_DGRAM_CAP];
+} ploop;
+
+double tf_probe__now_ms(void);
+const char *tf_probe__transport_name(int mode);
+const char *tf_probe__method_name(int req);
+void tf_probe__log(probe *p, tf_log_level level, const char *fmt, ...) TF__PRINTF(3, 4);
+void tf_probe__fmt_addr(char *buf, size_t size, const tf_addr *a, uint16_t port);
+
+/* probe_turn.c */
+/* A probe of @p c, taking one reference to it (even on failure). */
+tf_err tf_probe__new(probe **out, popts *c);
+void tf_probe__free(probe *p);
+void tf_probe__start(probe *p);
+void tf_probe__stage_begin(probe *p, tf_probe_stage st);
+void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const char *fmt, ...) TF__PRINTF(5, 6);
+void tf_probe__release_all(probe *p);
+void tf_probe__leg_ready(probe *p, leg *l, double now);
+void tf_probe__leg_request(leg *l, int kind, double now);
+void tf_probe__on_packet(leg *l, const uint8_t *data, size_t len, double now);
+void tf_probe__frames(leg *l, double now);
+void tf_probe__unusable(leg *l, const char *fmt, ...) TF__PRINTF(2, 3);
+void tf_probe__timers(probe *p, double now);
+double tf_probe__next_timer(const probe *p);
+
+/* probe_io.c */
+void tf_probe__leg_open(leg *l);
+/* After a 437: the loop's next UDP source port moves to a random place in the range. */
+void tf_probe__leg_jump_ports(leg *l);
+void tf_probe__leg_close(leg *l);
+void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len);
+void tf_probe__leg_flush(leg *l);
+void tf_probe__leg_event(leg *l, uint32_t events, double now);
+void tf_probe__leg_fail_net(leg *l, int err, const char *what);
+
+/* probe_tls.c */
+void tf_probe__tls_start(leg *l);
+void tf_probe__tls_step(leg *l);
+/* Ciphertext from the socket: on with the handshake, then plaintext frames into rx. */
+void tf_probe__tls_input(leg *l, const uint8_t *data, size_t len, double now);
+void tf_probe__tls_write(leg *l, const uint8_t *data, size_t len);
+/* Move the ciphertext TLS produced into tx. */
+void tf_probe__tls_pending(leg *l);
+int tf_probe__tls_wants_write(const leg *l);
+
+/* probe_loop.c */
+/* A fresh transaction id (from the CSPRNG), or NULL when it failed (the probe failed). */
+const uint8_t *tf_probe__tid(probe *p);
+/* Watch @p l's socket (new) or change what it waits for. 0, or -1 after failing the probe. */
+int tf_probe__loop_watch(leg *l);
+
+#endif

@@ -1,0 +1,299 @@
+/* probe I/O: a leg's socket. Every Allocate gets a new socket, a new 5-tuple;
+ * in a loop that hands out UDP source ports (sets), a port comes back only
+ * after the relay has forgotten its last 5-tuple. Running out of descriptors,
+ * buffers or ports is this machine's problem (TF_ERESOURCE), not the relay's. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "probe_internal.h"
+
+#define PORT_BIND_TRIES 64
+#define PORT_SKIP_MAX 4096
+
+static int local_shortage(int err)
+{
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM || err == EADDRNOTAVAIL;
+}
+
+static void leg_fail_resource(leg *l, int err, const char *what)
+{
+  probe *p = l->p;
+  tf_probe__fail(p, TF_ERESOURCE, 0, NULL, "%s%s %s over %s: %s (local resources exhausted)", l->who, what,
+                 p->server, tf_probe__transport_name(p->mode), strerror(err));
+}
+
+void tf_probe__leg_fail_net(leg *l, int err, const char *what)
+{
+  probe *p = l->p;
+  if (local_shortage(err)) {
+    leg_fail_resource(l, err, what);
+    return;
+  }
+  tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s %s over %s: %s", l->who, what, p->server,
+                 tf_probe__transport_name(p->mode), strerror(err));
+}
+
+static uint32_t port_stamp(void) { return (uint32_t)(uint64_t)tf_probe__now_ms() | 1u; }
+
+/* Bind @p fd to the loop's next UDP source port that no recent socket of the loop
+ * used. Nothing bound (the kernel picks at connect) when the loop does not hand
+ * out ports or none is free. */
+static void bind_fresh_port(leg *l, int fd)
+{
+  ploop *L = l->p->loop;
+  l->port = 0;
+  if (!L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return;
+  uint32_t stamp = port_stamp();
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  socklen_t len;
+  if (l->p->sa.ss_family == AF_INET6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_addr = in6addr_any;
+    len = sizeof(*s6);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    s4->sin_family = AF_INET;
+    s4->sin_addr.s_addr = htonl(INADDR_ANY);
+    len = sizeof(*s4);
+  }
+  int binds = 0;
+  for (int skips = 0; binds < PORT_BIND_TRIES && skips < PORT_SKIP_MAX; skips++) {
+    uint16_t port = L->port_next;
+    L->port_next = port >= L->port_hi ? L->port_lo : (uint16_t)(port + 1);
+    if (L->recent[port] && (uint32_t)(stamp - L->recent[port]) < PROBE_PORT_QUARANTINE_MS) continue;
+    if (ss.ss_family == AF_INET6) ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+    else ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+    binds++;
+    if (bind(fd, (struct sockaddr *)&ss, len) == 0) {
+      l->port = port;
+      return;
+    }
+    if (errno != EADDRINUSE) return;
+  }
+}
+
+void tf_probe__leg_jump_ports(leg *l)
+{
+  ploop *L = l->p->loop;
+  uint16_t r = 0;
+  if (!L || !L->recent || RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) return;
+  L->port_next = (uint16_t)(L->port_lo + r % ((unsigned)L->port_hi - L->port_lo + 1));
+}
+
+void tf_probe__leg_close(leg *l)
+{
+  if (l->ssl) {
+    SSL_free(l->ssl); /* frees the BIOs too */
+    l->ssl = NULL;
+    l->rbio = l->wbio = NULL;
+  }
+  if (l->fd >= 0) {
+    ploop *L = l->p->loop;
+    if (l->port && L && L->recent) L->recent[l->port] = port_stamp();
+    close(l->fd); /* leaves the epoll set with it */
+  }
+  l->fd = -1;
+  l->port = 0;
+  l->events = 0;
+  l->conn = CONN_CLOSED;
+  l->rx_len = l->tx_len = 0;
+  l->req = REQ_NONE;
+}
+
+static void leg_connected(leg *l)
+{
+  probe *p = l->p;
+  if (p->mode != TF_URI_MODE_TLS) {
+    l->conn = CONN_READY;
+    tf_probe__leg_ready(p, l, tf_probe__now_ms());
+    return;
+  }
+  tf_probe__tls_start(l);
+}
+
+/* A new socket (a new 5-tuple) towards the server. */
+void tf_probe__leg_open(leg *l)
+{
+  probe *p = l->p;
+  tf_probe__leg_close(l);
+  if (p->mode != TF_URI_MODE_UDP && !l->rx) {
+    l->rx = malloc(PROBE_RX_CAP);
+    l->tx = malloc(PROBE_TX_CAP);
+    if (!l->rx || !l->tx) {
+      p->fatal = TF_ENOMEM;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
+      return;
+    }
+  }
+  int type = p->mode == TF_URI_MODE_UDP ? SOCK_DGRAM : SOCK_STREAM;
+  int fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    tf_probe__leg_fail_net(l, errno, "cannot open a socket towards");
+    return;
+  }
+  if (type == SOCK_STREAM) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  l->fd = fd;
+  l->gen = p->loop ? ++p->loop->gen : l->gen + 1;
+  l->sockets++;
+  bind_fresh_port(l, fd);
+  int rc = connect(fd, (struct sockaddr *)&p->sa, p->salen);
+  int err = errno;
+  if (rc < 0 && err != EINPROGRESS) {
+    if (err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH) {
+      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over %s is unreachable: %s", l->who, p->server,
+                     tf_probe__transport_name(p->mode), strerror(err));
+      return;
+    }
+    tf_probe__leg_fail_net(l, err, "cannot connect to");
+    return;
+  }
+  l->conn = rc == 0 ? CONN_READY : CONN_CONNECTING;
+  if (tf_probe__loop_watch(l) < 0) return;
+  if (rc == 0) leg_connected(l);
+}
+
+/* Send a datagram (UDP) or queue bytes for the stream. */
+void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
+{
+  probe *p = l->p;
+  if (p->mode == TF_URI_MODE_UDP) {
+    ssize_t n = send(l->fd, data, len, MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS) {
+      if (errno == ECONNREFUSED) {
+        tf_probe__fail(p, TF_ENET, 0, NULL,
+                       "%s%s over udp is unreachable: connection refused (nothing listens there)", l->who, p->server);
+        return;
+      }
+      tf_probe__leg_fail_net(l, errno, "cannot send to");
+    }
+    /* EAGAIN, ENOBUFS: lost like any datagram; retransmission covers it */
+    return;
+  }
+  if (p->mode == TF_URI_MODE_TLS) {
+    tf_probe__tls_write(l, data, len);
+    return;
+  }
+  if (l->tx_len + len > PROBE_TX_CAP) {
+    tf_probe__fail(p, TF_EPROTO, 0, NULL, "%sthe connection to %s does not drain (send buffer full)", l->who,
+                   p->server);
+    return;
+  }
+  memcpy(l->tx + l->tx_len, data, len);
+  l->tx_len += len;
+  tf_probe__leg_flush(l);
+}
+
+void tf_probe__leg_flush(leg *l)
+{
+  for (;;) {
+    tf_probe__tls_pending(l); /* top up tx with the ciphertext TLS produced */
+    if (l->tx_len == 0) break;
+    ssize_t n = send(l->fd, l->tx, l->tx_len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break; /* EPOLLOUT brings us back */
+      tf_probe__leg_fail_net(l, errno, "connection to");
+      return;
+    }
+    memmove(l->tx, l->tx + n, l->tx_len - (size_t)n);
+    l->tx_len -= (size_t)n;
+  }
+  if (l->fd >= 0 && !l->p->finished) tf_probe__loop_watch(l);
+}
+
+/* One datagram per readiness: the loop comes back while more are queued. */
+static void leg_read_dgram(leg *l, double now)
+{
+  probe *p = l->p;
+  uint8_t *buf = p->loop->dgram;
+  ssize_t n = recv(l->fd, buf, PROBE_DGRAM_CAP, MSG_TRUNC);
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == ECONNREFUSED) {
+      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over udp is unreachable: connection refused (nothing listens there)",
+                     l->who, p->server);
+      return;
+    }
+    tf_probe__leg_fail_net(l, errno, "cannot receive from");
+    return;
+  }
+  if ((size_t)n > PROBE_DGRAM_CAP) {
+    tf_probe__unusable(l, "a datagram of %zd bytes, over the %d-byte message limit", n, TF_STUN_MAX_MESSAGE);
+    return;
+  }
+  tf_probe__on_packet(l, buf, (size_t)n, now);
+}
+
+static void leg_read_stream(leg *l, double now)
+{
+  probe *p = l->p;
+  uint32_t gen = l->gen;
+  for (int i = 0; i < 64 && !p->finished && l->gen == gen; i++) {
+    uint8_t buf[4096];
+    uint8_t *dst = l->ssl ? buf : l->rx + l->rx_len;
+    size_t room = l->ssl ? sizeof(buf) : PROBE_RX_CAP - l->rx_len;
+    if (room == 0) {
+      tf_probe__fail(p, TF_EPROTO, 0, NULL, "%sthe stream from %s holds a frame too large", l->who, p->server);
+      return;
+    }
+    ssize_t n = recv(l->fd, dst, room, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      tf_probe__leg_fail_net(l, errno, "connection to");
+      return;
+    }
+    if (n == 0) {
+      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s closed the connection", l->who, p->server);
+      return;
+    }
+    if (l->ssl) {
+      tf_probe__tls_input(l, buf, (size_t)n, now);
+      continue;
+    }
+    l->rx_len += (size_t)n;
+    tf_probe__frames(l, now);
+    if ((size_t)n < room) return; /* drained */
+  }
+}
+
+void tf_probe__leg_event(leg *l, uint32_t events, double now)
+{
+  probe *p = l->p;
+  if (l->conn == CONN_CONNECTING) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    int err = 0;
+    socklen_t el = sizeof(err);
+    if (getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0) err = errno;
+    if (err) {
+      if (local_shortage(err)) {
+        leg_fail_resource(l, err, "cannot connect to");
+        return;
+      }
+      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over %s is unreachable: %s", l->who, p->server,
+                     tf_probe__transport_name(p->mode), strerror(err));
+      return;
+    }
+    leg_connected(l);
+    if (!p->finished && l->fd >= 0) tf_probe__loop_watch(l);
+    return;
+  }
+  uint32_t gen = l->gen;
+  if (events & EPOLLOUT) tf_probe__leg_flush(l);
+  if (p->finished || l->gen != gen) return;
+  if (!(events & (EPOLLIN | EPOLLERR | EPOLLHUP))) return;
+  if (p->mode == TF_URI_MODE_UDP) leg_read_dgram(l, now);
+  else leg_read_stream(l, now);
+}

@@ -1,0 +1,521 @@
+/* probe loop: one epoll instance runs the probes of tf_probe_run() (a loop of
+ * one), tf_probe_set_run() (at most `concurrency` in flight, started as slots
+ * free up, so a set of a million repeated probes holds only the ones in flight)
+ * and tf_allocation (one held allocation). Sockets are registered once and
+ * leave the set when closed; only a stream with bytes waiting asks for EPOLLOUT. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <openssl/rand.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "probe_internal.h"
+
+#define LOOP_EVENTS 128
+#define PORT_LO_DEFAULT 32768
+#define PORT_HI_DEFAULT 60999
+
+/* The kernel's ephemeral range, where the loop hands out UDP source ports. */
+static void loop_port_range(ploop *L)
+{
+  unsigned lo = PORT_LO_DEFAULT, hi = PORT_HI_DEFAULT;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+  if (f) {
+    unsigned a = 0, b = 0;
+    if (fscanf(f, "%u %u", &a, &b) == 2 && a >= 1024 && b <= 65535 && a < b) {
+      lo = a;
+      hi = b;
+    }
+    fclose(f);
+  }
+  uint16_t r = 0;
+  if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) r = (uint16_t)getpid();
+  L->port_lo = (uint16_t)lo;
+  L->port_hi = (uint16_t)hi;
+  L->port_next = (uint16_t)(lo + r % (hi - lo + 1)); /* another run starts elsewhere */
+}
+
+/* @p ports: hand out UDP source ports (sets). */
+static tf_err loop_init(ploop *L, size_t nslots, int ports)
+{
+  memset(L, 0, offsetof(ploop, dgram));
+  L->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (L->epfd < 0) L->ep_errno = errno;
+  L->hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+  L->slots = calloc(nslots, sizeof(*L->slots));
+  L->nslots = nslots;
+  /* 256 KiB of stamps, zero pages until a port is used */
+  if (ports) L->recent = calloc(65536, sizeof(*L->recent));
+  if (!L->hmac || !L->slots || (ports && !L->recent)) {
+    if (L->epfd >= 0) close(L->epfd);
+    EVP_MAC_free(L->hmac);
+    free(L->slots);
+    free(L->recent);
+    return L->hmac ? tf_error__nomem() : tf_error__set(TF_ERROR, "OpenSSL has no HMAC");
+  }
+  if (ports) loop_port_range(L);
+  return TF_OK;
+}
+
+static void loop_free(ploop *L)
+{
+  if (L->epfd >= 0) close(L->epfd);
+  EVP_MAC_free(L->hmac);
+  free(L->slots);
+  free(L->recent);
+  L->epfd = -1;
+  L->hmac = NULL;
+  L->slots = NULL;
+  L->recent = NULL;
+}
+
+const uint8_t *tf_probe__tid(probe *p)
+{
+  ploop *L = p->loop;
+  if (L->tids_used == 0 || L->tids_used >= PROBE_TIDS) {
+    if (RAND_bytes(L->tids, sizeof(L->tids)) != 1) {
+      L->tids_used = 0;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+      return NULL;
+    }
+    L->tids_used = 0;
+  }
+  return L->tids + TF_STUN_TID_SIZE * L->tids_used++;
+}
+
+int tf_probe__loop_watch(leg *l)
+{
+  probe *p = l->p;
+  ploop *L = p->loop;
+  uint32_t want = EPOLLIN;
+  if (l->conn == CONN_CONNECTING || l->tx_len > 0 || tf_probe__tls_wants_write(l)) want |= EPOLLOUT;
+  if (l->events == want) return 0;
+  int err = L->ep_errno;
+  if (L->epfd >= 0) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = want;
+    ev.data.u64 = ((uint64_t)l->gen << 32) | ((uint64_t)p->slot << 1) | (uint64_t)(l == &p->legs[1]);
+    if (epoll_ctl(L->epfd, l->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, l->fd, &ev) == 0) {
+      l->events = want;
+      return 0;
+    }
+    err = errno;
+  }
+  tf_probe__fail(p, TF_ERESOURCE, 0, NULL, "%scannot watch the socket towards %s: %s (local resources exhausted)",
+                 l->who, p->server, strerror(err));
+  return -1;
+}
+
+/* One epoll_wait() round: events, then timers. */
+static tf_err loop_once(ploop *L)
+{
+  double now = tf_probe__now_ms();
+  double next = now + PROBE_POLL_MAX_MS;
+  for (size_t i = 0; i < L->nslots; i++) {
+    probe *p = L->slots[i];
+    if (!p || p->finished) continue;
+    double t = tf_probe__next_timer(p);
+    if (t < next) next = t;
+  }
+  double wait = next - now;
+  int timeout = wait <= 0 ? 0 : (int)ceil(wait);
+  struct epoll_event ev[LOOP_EVENTS];
+  int n = 0;
+  if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
+  if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
+  for (int i = 0; i < n; i++) {
+    uint64_t d = ev[i].data.u64;
+    size_t slot = (size_t)((d & 0xFFFFFFFFu) >> 1);
+    probe *p = slot < L->nslots ? L->slots[slot] : NULL;
+    if (!p || p->finished) continue;
+    leg *l = &p->legs[d & 1];
+    if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
+    tf_probe__leg_event(l, ev[i].events, tf_probe__now_ms());
+  }
+  now = tf_probe__now_ms();
+  for (size_t i = 0; i < L->nslots; i++)
+    if (L->slots[i]) tf_probe__timers(L->slots[i], now);
+  for (size_t i = 0; i < L->nslots; i++)
+    if (L->slots[i] && L->slots[i]->fatal) return tf_error__nomem();
+  return TF_OK;
+}
+
+/* Run @p p (in slot 0, already started) until it finishes. */
+static tf_err loop_drive(ploop *L, probe *p)
+{
+  tf_err rc = TF_OK;
+  while (!p->finished && rc == TF_OK) rc = loop_once(L);
+  if (rc == TF_OK && p->fatal) rc = tf_error__nomem();
+  return rc;
+}
+
+tf_err tf_probe_run(tf_probe_result **out, const tf_probe_options *opts)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(opts);
+  popts *c = NULL;
+  tf_err rc = tf_probe__opts_new(&c, opts);
+  if (rc < 0) return rc;
+  ploop L;
+  rc = loop_init(&L, 1, 0);
+  if (rc < 0) {
+    tf_probe__opts_unref(c);
+    return rc;
+  }
+  probe *p = NULL;
+  rc = tf_probe__new(&p, c);
+  if (rc == TF_OK) {
+    p->loop = &L;
+    L.slots[0] = p;
+    tf_probe__start(p);
+    rc = loop_drive(&L, p);
+  }
+  if (rc == TF_OK) {
+    *out = p->res;
+    p->res = NULL;
+  }
+  tf_probe__free(p);
+  loop_free(&L);
+  return rc;
+}
+
+/* ---- sets ---- */
+
+/* Probes queued by one tf_probe_set_add() (count 1, result kept) or
+ * tf_probe_set_add_repeated() (count n, results to the callback only). */
+typedef struct pentry {
+  popts *c;
+  uint64_t count, started, first;
+  int keep;
+  tf_probe_result *result;
+} pentry;
+
+struct tf_probe_set {
+  unsigned concurrency;
+  pentry *e;
+  size_t n, cap;
+  uint64_t total;
+  size_t cursor; /* the first entry with probes not started */
+};
+
+tf_err tf_probe_set_new(tf_probe_set **out, unsigned int concurrency)
+{
+  TF_ASSERT_ARG(out);
+  if (concurrency == 0) return tf_error__set(TF_EINVALID, "concurrency: must be at least 1");
+  tf_probe_set *s = calloc(1, sizeof(*s));
+  if (!s) return tf_error__nomem();
+  s->concurrency = concurrency;
+  *out = s;
+  return TF_OK;
+}
+
+static tf_err set_push(tf_probe_set *set, const tf_probe_options *opts, uint64_t count, int keep)
+{
+  if (count == 0) return tf_error__set(TF_EINVALID, "count: must be at least 1");
+  if (count > UINT64_MAX - set->total) return tf_error__set(TF_EINVALID, "count: the set would hold too many probes");
+  if (set->n == set->cap) {
+    size_t cap = set->cap ? set->cap * 2 : 16;
+    pentry *e = realloc(set->e, cap * sizeof(*e));
+    if (!e) return tf_error__nomem();
+    set->e = e;
+    set->cap = cap;
+  }
+  popts *c = NULL;
+  tf_err rc = tf_probe__opts_new(&c, opts);
+  if (rc < 0) return rc;
+  pentry *e = &set->e[set->n++];
+  memset(e, 0, sizeof(*e));
+  e->c = c;
+  e->count = count;
+  e->first = set->total;
+  e->keep = keep;
+  set->total += count;
+  return TF_OK;
+}
+
+tf_err tf_probe_set_add(tf_probe_set *set, const tf_probe_options *opts)
+{
+  TF_ASSERT_ARG(set);
+  TF_ASSERT_ARG(opts);
+  return set_push(set, opts, 1, 1);
+}
+
+tf_err tf_probe_set_add_repeated(tf_probe_set *set, const tf_probe_options *opts, uint64_t count)
+{
+  TF_ASSERT_ARG(set);
+  TF_ASSERT_ARG(opts);
+  return set_push(set, opts, count, 0);
+}
+
+size_t tf_probe_set_count(const tf_probe_set *set)
+{
+  if (!set) return 0;
+  return set->total > SIZE_MAX ? SIZE_MAX : (size_t)set->total;
+}
+
+const tf_probe_result *tf_probe_set_result(const tf_probe_set *set, size_t i)
+{
+  if (!set || (uint64_t)i >= set->total) return NULL;
+  size_t lo = 0, hi = set->n; /* the entry with first <= i */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (set->e[mid].first <= (uint64_t)i) lo = mid;
+    else hi = mid;
+  }
+  return set->e[lo].keep ? set->e[lo].result : NULL;
+}
+
+void tf_probe_set_free(tf_probe_set *set)
+{
+  if (!set) return;
+  for (size_t i = 0; i < set->n; i++) {
+    tf_probe__opts_unref(set->e[i].c);
+    tf_probe_result_free(set->e[i].result);
+  }
+  free(set->e);
+  free(set);
+}
+
+/* Start the next queued probe in slot @p slot. 0 started, 1 none left, <0 error. */
+static int set_start_next(tf_probe_set *set, ploop *L, size_t slot)
+{
+  while (set->cursor < set->n && set->e[set->cursor].started >= set->e[set->cursor].count) set->cursor++;
+  if (set->cursor >= set->n) return 1;
+  pentry *e = &set->e[set->cursor];
+  e->c->refs++;
+  probe *p = NULL;
+  tf_err rc = tf_probe__new(&p, e->c); /* takes the reference, even on failure */
+  if (rc < 0) return rc;
+  p->number = e->first + e->started; /* distinct across the set's entries */
+  p->index = (size_t)p->number;
+  p->entry = set->cursor;
+  e->started++;
+  p->loop = L;
+  p->slot = slot;
+  L->slots[slot] = p;
+  tf_probe__start(p); /* may finish at once (unresolvable, refused) */
+  return 0;
+}
+
+tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
+{
+  TF_ASSERT_ARG(set);
+  uint64_t left = 0;
+  for (size_t i = set->cursor; i < set->n; i++) left += set->e[i].count - set->e[i].started;
+  if (left == 0) return TF_OK;
+  size_t nslots = (uint64_t)set->concurrency < left ? set->concurrency : (size_t)left;
+  ploop *L = malloc(sizeof(*L));
+  if (!L) return tf_error__nomem();
+  tf_err rc = loop_init(L, nslots, 1);
+  if (rc < 0) {
+    free(L);
+    return rc;
+  }
+  int stop = 0, drained = 0;
+  size_t active = 0;
+  while (rc == TF_OK && !stop) {
+    int again = 1;
+    while (again && !stop && rc == TF_OK) {
+      again = 0;
+      for (size_t s = 0; s < nslots && !drained; s++) {
+        if (L->slots[s]) continue;
+        int st = set_start_next(set, L, s);
+        if (st < 0) rc = st;
+        if (st != 0) {
+          drained = 1;
+          break;
+        }
+        active++;
+      }
+      /* hand over the finished ones, then fill their slots */
+      for (size_t s = 0; s < nslots && rc == TF_OK; s++) {
+        probe *p = L->slots[s];
+        if (!p || !p->finished) continue;
+        if (p->fatal) rc = tf_error__nomem();
+        pentry *e = &set->e[p->entry];
+        const tf_probe_result *r = p->res;
+        if (e->keep) {
+          e->result = p->res;
+          p->res = NULL;
+        }
+        if (!stop && cb && cb(p->index, r, payload) != 0) stop = 1;
+        tf_probe__free(p);
+        L->slots[s] = NULL;
+        active--;
+        again = !drained;
+      }
+    }
+    if (stop || rc < 0 || active == 0) break;
+    rc = loop_once(L);
+  }
+  if (stop && rc == TF_OK) rc = tf_error__set(TF_EUSER, "the callback stopped the probe set");
+  for (size_t s = 0; s < nslots; s++) {
+    if (!L->slots[s]) continue;
+    tf_probe__release_all(L->slots[s]);
+    tf_probe__free(L->slots[s]);
+  }
+  loop_free(L);
+  free(L);
+  return rc;
+}
+
+/* ---- held allocations ---- */
+
+/* A held allocation keeps its socket and nothing else: its epoll instance exists only
+ * while an operation runs (--hold of many allocations: one descriptor each). */
+static void loop_detach(ploop *L, probe *p)
+{
+  if (L->epfd >= 0) close(L->epfd);
+  L->epfd = -1;
+  L->ep_errno = EBADF;
+  for (int i = 0; i < 2; i++) p->legs[i].events = 0; /* registered nowhere now */
+}
+
+static void loop_attach(ploop *L, probe *p)
+{
+  L->epfd = epoll_create1(EPOLL_CLOEXEC);
+  L->ep_errno = L->epfd < 0 ? errno : 0;
+  for (int i = 0; i < p->nlegs; i++)
+    if (p->legs[i].fd >= 0 && tf_probe__loop_watch(&p->legs[i]) < 0) return;
+}
+
+struct tf_allocation {
+  probe *p;
+  ploop *loop;
+};
+
+tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf_probe_options *opts)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(opts);
+  *out = NULL;
+  if (result) *result = NULL;
+  popts *c = NULL;
+  tf_err rc = tf_probe__opts_new(&c, opts);
+  if (rc < 0) return rc;
+  tf_allocation *a = calloc(1, sizeof(*a));
+  ploop *L = malloc(sizeof(*L));
+  rc = a && L ? loop_init(L, 1, 0) : tf_error__nomem();
+  if (rc < 0) {
+    free(a);
+    free(L);
+    tf_probe__opts_unref(c);
+    return rc;
+  }
+  a->loop = L;
+  rc = tf_probe__new(&a->p, c);
+  if (rc == TF_OK) {
+    probe *p = a->p;
+    p->loop = L;
+    L->slots[0] = p;
+    p->keep = 1;
+    tf_probe__start(p);
+    rc = loop_drive(L, p);
+  }
+  if (rc < 0) {
+    tf_probe__free(a->p);
+    loop_free(L);
+    free(L);
+    free(a);
+    return rc;
+  }
+  probe *p = a->p;
+  tf_err status = p->res->status;
+  tf_probe_result *res = p->res;
+  p->res = NULL;
+  if (status != TF_OK) {
+    tf_error__set(status, "%s", tf_probe_result_message(res));
+    if (result) *result = res;
+    else tf_probe_result_free(res);
+    tf_probe__free(p);
+    loop_free(L);
+    free(L);
+    free(a);
+    return status;
+  }
+  loop_detach(L, p);
+  /* later operations record into a result of their own */
+  p->res = tf_probe__result_new(c->o.uri);
+  if (!p->res) {
+    tf_probe_result_free(res);
+    a->p = p;
+    tf_allocation_free(a);
+    return tf_error__nomem();
+  }
+  *out = a;
+  if (result) *result = res;
+  else tf_probe_result_free(res);
+  return TF_OK;
+}
+
+/* Run one more transaction on the held allocation. */
+static tf_err allocation_op(tf_allocation *alloc, int phase, uint32_t lifetime, tf_probe_stage stage)
+{
+  probe *p = alloc->p;
+  leg *a = &p->legs[0];
+  if (a->released || !a->allocated || a->fd < 0)
+    return tf_error__set(TF_ENOTFOUND, "the allocation was released");
+  tf_probe_result *fresh = tf_probe__result_new(p->opts->o.uri);
+  if (!fresh) return tf_error__nomem();
+  tf_probe_result_free(p->res);
+  p->res = fresh;
+  double now = tf_probe__now_ms();
+  p->finished = 0;
+  p->fatal = TF_OK;
+  p->deadline = now + p->opts->o.timeout_ms;
+  p->stage = stage;
+  p->stage_t0 = now;
+  tf_probe__stage_begin(p, stage);
+  p->phase = phase;
+  loop_attach(alloc->loop, p);
+  a->req_lifetime = lifetime;
+  if (!p->finished) tf_probe__leg_request(a, REQ_REFRESH, now);
+  tf_err rc = loop_drive(alloc->loop, p);
+  loop_detach(alloc->loop, p);
+  if (rc < 0) return rc;
+  if (p->res->status != TF_OK) return tf_error__set(p->res->status, "%s", tf_probe_result_message(p->res));
+  return TF_OK;
+}
+
+tf_err tf_allocation_refresh(tf_allocation *alloc)
+{
+  TF_ASSERT_ARG(alloc);
+  uint32_t lt = alloc->p->legs[0].lifetime;
+  return allocation_op(alloc, PH_REFRESH, lt ? lt : 600, TF_PROBE_STAGE_ALLOCATE);
+}
+
+uint32_t tf_allocation_lifetime(const tf_allocation *alloc) { return alloc ? alloc->p->legs[0].lifetime : 0; }
+
+tf_err tf_allocation_relayed(const tf_allocation *alloc, tf_addr *addr, uint16_t *port)
+{
+  TF_ASSERT_ARG(alloc);
+  const leg *a = &alloc->p->legs[0];
+  if (!a->allocated) return tf_error__set(TF_ENOTFOUND, "no allocation");
+  if (addr) *addr = a->relayed;
+  if (port) *port = a->relayed_port;
+  return TF_OK;
+}
+
+tf_err tf_allocation_release(tf_allocation *alloc)
+{
+  TF_ASSERT_ARG(alloc);
+  if (alloc->p->legs[0].released) return TF_OK;
+  return allocation_op(alloc, PH_RELEASE_A, 0, TF_PROBE_STAGE_RELEASE);
+}
+
+void tf_allocation_free(tf_allocation *alloc)
+{
+  if (!alloc) return;
+  leg *a = &alloc->p->legs[0];
+  if (a->allocated && !a->released && a->fd >= 0) tf_allocation_release(alloc);
+  tf_probe__free(alloc->p);
+  loop_free(alloc->loop);
+  free(alloc->loop);
+  free(alloc);
+}
