@@ -5,7 +5,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
-lib=$(ls "$build"/libturnfleet/libturnfleet.so.*.*.* | head -n 1)
+lib=$(readlink -f "$build/libturnfleet/libturnfleet.so")  # the current build, not a stale older version
 abidw --headers-dir "$root/libturnfleet/include/turnfleet" --headers-dir "$root/libturnfleet/include" \
   --no-corpus-path --no-comp-dir-path --out-file "$root/abi/libturnfleet.abi.tmp" "$lib"
 # the baseline is committed: keep the source tree's location out of it (paths relative to the tree)
