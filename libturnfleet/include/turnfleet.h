@@ -21,5 +21,6 @@
 #include "turnfleet/uri.h"
 #include "turnfleet/probe.h"
 #include "turnfleet/reconcile.h"
+#include "turnfleet/kube.h"
 
 #endif

@@ -23,6 +23,9 @@ EXPECTED = [
     (turnfleet.NetworkError, core.TF_ENET, ConnectionError),
     (turnfleet.CallbackError, core.TF_EUSER, RuntimeError),
     (turnfleet.InputOutputError, core.TF_EIO, OSError),
+    (turnfleet.ConflictError, core.TF_ECONFLICT, None),
+    (turnfleet.ExpiredError, core.TF_EEXPIRED, None),
+    (turnfleet.UnavailableError, core.TF_EUNAVAILABLE, ConnectionError),
 ]
 
 

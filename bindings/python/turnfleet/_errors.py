@@ -140,6 +140,24 @@ class InputOutputError(Error, OSError):
     code = -11
 
 
+class ConflictError(Error):
+    """TF_ECONFLICT (-12): the object changed since it was read, or exists already (HTTP 409)."""
+
+    code = -12
+
+
+class ExpiredError(Error):
+    """TF_EEXPIRED (-13): a resource version is too old (HTTP 410): list again."""
+
+    code = -13
+
+
+class UnavailableError(Error, ConnectionError):
+    """TF_EUNAVAILABLE (-14): the server is busy or unavailable (429, 5xx): retry later."""
+
+    code = -14
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -154,6 +172,9 @@ _BY_CODE = {
         NetworkError,
         CallbackError,
         InputOutputError,
+        ConflictError,
+        ExpiredError,
+        UnavailableError,
     )
 }
 

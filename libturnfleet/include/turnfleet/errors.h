@@ -28,7 +28,10 @@ typedef int tf_err;
   XX(ENOMEM, -8, "out of memory")                                         \
   XX(ENET, -9, "network error")                                           \
   XX(EUSER, -10, "callback asked to stop")                                \
-  XX(EIO, -11, "input/output error")
+  XX(EIO, -11, "input/output error")                                      \
+  XX(ECONFLICT, -12, "conflict: changed or exists already")               \
+  XX(EEXPIRED, -13, "resource version expired")                           \
+  XX(EUNAVAILABLE, -14, "server busy or unavailable: retry later")
 
 /** Error codes. */
 enum tf_error_code {
