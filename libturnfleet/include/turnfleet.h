@@ -22,5 +22,6 @@
 #include "turnfleet/probe.h"
 #include "turnfleet/reconcile.h"
 #include "turnfleet/kube.h"
+#include "turnfleet/informer.h"
 
 #endif

@@ -60,8 +60,8 @@ int tf_kube__wait(pthread_mutex_t *mu, pthread_cond_t *cv, int64_t ms, volatile 
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000;
   }
-  int r = 0;
-  while (r == 0 && !(stop && *stop)) r = pthread_cond_timedwait(cv, mu, &ts);
+  /* one wait: a signal, a timeout or a spurious wake-up all return; callers loop */
+  pthread_cond_timedwait(cv, mu, &ts);
   return stop && *stop;
 }
 
@@ -338,8 +338,10 @@ typedef struct tf_kube__req {
   int fn_rc;          /* what stopped the stream: callback, parse error */
   int64_t last_byte;
   long stall_ms;
-  int stalled;
-  volatile int *cancel;
+  int stalled, cancelled, past_deadline;
+  tf_kube__tick_fn tick;
+  void *tick_arg;
+  int64_t deadline;
   tf_kube_status *ev_status; /* from an ERROR event */
 } tf_kube__req;
 
@@ -429,7 +431,14 @@ static int tf_kube__progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t
 {
   (void)dt, (void)dn, (void)ut, (void)un;
   tf_kube__req *r = arg;
-  if (r->cancel && *r->cancel) return 1;
+  if (r->tick && r->tick(r->tick_arg)) {
+    r->cancelled = 1;
+    return 1;
+  }
+  if (r->deadline > 0 && tf_kube__now_ms() > r->deadline) {
+    r->past_deadline = 1;
+    return 1;
+  }
   if (r->stall_ms > 0 && tf_kube__now_ms() - r->last_byte > r->stall_ms) {
     r->stalled = 1;
     return 1;
@@ -480,8 +489,9 @@ typedef struct tf_kube__call {
   const char *cont;                  /* continue token */
   int watch;
   tf_kube__event_fn fn;
-  void *fn_arg;
-  volatile int *cancel;
+  tf_kube__tick_fn tick;
+  void *fn_arg;        /* for fn and tick */
+  int64_t deadline;    /* monotonic ms, 0 = none */
 } tf_kube__call;
 
 static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, tf_kube_status **status)
@@ -498,7 +508,9 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     r.watch = c->watch;
     r.fn = c->fn;
     r.fn_arg = c->fn_arg;
-    r.cancel = c->cancel;
+    r.tick = c->tick;
+    r.tick_arg = c->fn_arg;
+    r.deadline = c->deadline;
     r.last_byte = tf_kube__now_ms();
     if (c->watch) {
       tf_kube__lines_init(&r.lines, TF_KUBE__MAX_LINE);
@@ -543,7 +555,7 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, tf_kube__header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    if (c->watch || c->cancel) {
+    if (c->watch || c->tick || c->deadline) {
       curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
       curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, tf_kube__progress);
       curl_easy_setopt(h, CURLOPT_XFERINFODATA, &r);
@@ -578,11 +590,13 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int again = 0;
     if (cc != CURLE_OK && !(c->watch && code == 200 && r.fn_rc != 0)) {
-      int timeout = cc == CURLE_OPERATION_TIMEDOUT || r.stalled;
-      if (r.cancel && *r.cancel) {
+      int timeout = cc == CURLE_OPERATION_TIMEDOUT || r.stalled || r.past_deadline;
+      if (r.cancelled) {
         rc = tf_error__set(TF_EUSER, "%s %.200s: cancelled", c->method, c->path);
       } else if (r.too_big) {
         rc = tf_error__set(TF_EPROTO, "%s %.200s: answer over %zu bytes", c->method, c->path, TF_KUBE__MAX_BODY);
+      } else if (r.past_deadline) {
+        rc = tf_error__set(TF_ETIMEOUT, "%s %.200s: past the caller's deadline", c->method, c->path);
       } else if (r.stalled) {
         rc = tf_error__set(TF_ETIMEOUT, "%s %.200s: no data for %ld s (watchdog)", c->method, c->path,
                            r.stall_ms / 1000);
@@ -657,7 +671,8 @@ tf_err tf_kube_get(tf_kube *k, const char *path, char **out, tf_kube_status **st
   return tf_kube__perform(k, &c, out, status);
 }
 
-tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, cJSON **out, tf_kube_status **status)
+tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__tick_fn tick, void *arg,
+                     cJSON **out, tf_kube_status **status)
 {
   TF_ASSERT_ARG(k && path && out);
   *out = NULL;
@@ -666,7 +681,7 @@ tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o
   char *cont = NULL;
   tf_err rc = TF_OK;
   for (int page = 0;; page++) {
-    tf_kube__call c = {.method = "GET", .path = path, .list = o, .cont = cont};
+    tf_kube__call c = {.method = "GET", .path = path, .list = o, .cont = cont, .tick = tick, .fn_arg = arg};
     char *text = NULL;
     rc = tf_kube__perform(k, &c, &text, status);
     if (rc < 0) break;
@@ -725,7 +740,9 @@ tf_err tf_kube_list(tf_kube *k, const char *path, const tf_kube_list_options *o,
   TF_ASSERT_ARG(k && path && out);
   *out = NULL;
   cJSON *doc = NULL;
-  tf_err rc = tf_kube__list(k, path, o, &doc, status);
+  if (o && (o->version == 0 || o->version > TF_KUBE_LIST_OPTIONS_VERSION))
+    return tf_error__set(TF_EINVALID, "tf_kube_list_options: unknown version %u", o->version);
+  tf_err rc = tf_kube__list(k, path, o, NULL, NULL, &doc, status);
   if (rc < 0) return rc;
   *out = cJSON_PrintUnformatted(doc);
   cJSON_Delete(doc);
@@ -820,11 +837,23 @@ tf_err tf_kube_delete(tf_kube *k, const char *path, const tf_kube_delete_options
   return rc;
 }
 
-tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__event_fn fn, void *arg,
-                      volatile int *cancel, tf_kube_status **status)
+tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__event_fn fn,
+                      tf_kube__tick_fn tick, void *arg, tf_kube_status **status)
 {
-  tf_kube__call c = {.method = "GET", .path = path, .list = o, .watch = 1, .fn = fn, .fn_arg = arg, .cancel = cancel};
+  tf_kube__call c = {.method = "GET", .path = path, .list = o, .watch = 1, .fn = fn, .tick = tick, .fn_arg = arg};
   return tf_kube__perform(k, &c, NULL, status);
+}
+
+tf_err tf_kube__request(tf_kube *k, const char *method, const char *path, const char *content_type, const char *body,
+                        int write, int64_t deadline_ms, char **out, tf_kube_status **status)
+{
+  tf_kube__call c = {.method = method,
+                     .path = path,
+                     .content_type = content_type,
+                     .body = body,
+                     .write = write,
+                     .deadline = deadline_ms};
+  return tf_kube__perform(k, &c, out, status);
 }
 
 typedef struct tf_kube__pub_watch {
@@ -849,5 +878,5 @@ tf_err tf_kube_watch(tf_kube *k, const char *path, const tf_kube_list_options *o
   if (opts && (opts->version == 0 || opts->version > TF_KUBE_LIST_OPTIONS_VERSION))
     return tf_error__set(TF_EINVALID, "tf_kube_list_options: unknown version %u", opts->version);
   tf_kube__pub_watch w = {cb, payload};
-  return tf_kube__watch(k, path, opts, tf_kube__pub_event, &w, NULL, status);
+  return tf_kube__watch(k, path, opts, tf_kube__pub_event, NULL, &w, status);
 }

@@ -93,21 +93,28 @@ tf_err tf_kube__event_parse(const char *line, size_t len, struct cJSON **root, i
 /* A JSON string field under obj.metadata (NULL when absent). */
 const char *tf_kube__meta_str(const struct cJSON *obj, const char *field);
 
-/* Blocking watch delivering parsed objects (no printing): the informer uses it.
- * @p cancel is polled by the progress callback; nonzero aborts (TF_EUSER). */
+/* Polled (about once a second and on every chunk) on the requesting thread
+ * while a watch or a cancellable request runs; nonzero aborts it (TF_EUSER). */
+typedef int (*tf_kube__tick_fn)(void *arg);
+/* Blocking watch delivering parsed objects (no printing): the informer uses it. */
 typedef int (*tf_kube__event_fn)(int type, struct cJSON *object, void *arg);
-tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__event_fn fn, void *arg,
-                      volatile int *cancel, tf_kube_status **status);
-/* LIST returning the parsed list. */
-tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, struct cJSON **out,
-                     tf_kube_status **status);
+tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__event_fn fn,
+                      tf_kube__tick_fn tick, void *arg, tf_kube_status **status);
+/* LIST returning the parsed list; @p tick may abort it. */
+tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__tick_fn tick, void *arg,
+                     struct cJSON **out, tf_kube_status **status);
+/* Any request, abandoned at the monotonic @p deadline_ms (0 = the client's timeout only)
+ * with TF_ETIMEOUT; @p write adds fieldManager. */
+tf_err tf_kube__request(tf_kube *k, const char *method, const char *path, const char *content_type, const char *body,
+                        int write, int64_t deadline_ms, char **out, tf_kube_status **status);
 /* Log through the client's sink (secrets never passed here). */
 void tf_kube__log(const tf_kube *k, tf_log_level level, const char *fmt, ...) TF__PRINTF(3, 4);
 
 /* Monotonic clock in ms. */
 int64_t tf_kube__now_ms(void);
-/* Sleep up to @p ms, returning early (nonzero) when *stop becomes set or the
- * condition is signalled; uses @p mu/@p cv, mu held by the caller. */
+/* One timed wait of up to @p ms on @p cv (a CLOCK_MONOTONIC condition), @p mu
+ * held by the caller; returns early on a signal or a spurious wake-up (callers
+ * loop). Returns nonzero when *stop is set. */
 int tf_kube__wait(pthread_mutex_t *mu, pthread_cond_t *cv, int64_t ms, volatile int *stop);
 
 #endif
