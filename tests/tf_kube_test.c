@@ -3,6 +3,7 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,15 +176,19 @@ int tf_test_count(const tf_test_cluster *c, const char *method, const char *path
   return n;
 }
 
+static pthread_mutex_t tf_test_log_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void tf_test_log_cb(tf_log_level level, const char *msg, void *payload)
 {
   (void)level;
   char **buf = payload;
+  pthread_mutex_lock(&tf_test_log_mu);
   size_t old = *buf ? strlen(*buf) : 0, n = strlen(msg);
   *buf = realloc(*buf, old + n + 2);
   memcpy(*buf + old, msg, n);
   (*buf)[old + n] = '\n';
   (*buf)[old + n + 1] = '\0';
+  pthread_mutex_unlock(&tf_test_log_mu);
 }
 
 tf_kube *tf_test_kube(const tf_test_cluster *c, char **log)
@@ -203,4 +208,13 @@ tf_kube *tf_test_kube(const tf_test_cluster *c, char **log)
   tf_kube *k = NULL;
   TF_OK_OR_FAIL(tf_kube_new(&k, &o));
   return k;
+}
+
+int tf_test_log_count(char **buf, const char *needle)
+{
+  pthread_mutex_lock(&tf_test_log_mu);
+  int n = 0;
+  for (const char *p = *buf; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+  pthread_mutex_unlock(&tf_test_log_mu);
+  return n;
 }

@@ -37,8 +37,10 @@ int tf_test_count(const tf_test_cluster *c, const char *method, const char *path
 cJSON *tf_test_requests(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part);
 /* A client on the cluster's kubeconfig, logging into @p log (may be NULL). */
 tf_kube *tf_test_kube(const tf_test_cluster *c, char **log);
-/* Log callback appending to a char ** buffer. */
+/* Log callback appending to a char ** buffer (thread-safe; read it after the writers stopped). */
 void tf_test_log_cb(tf_log_level level, const char *msg, void *payload);
+/* Occurrences of @p needle in a buffer filled by tf_test_log_cb (locked read). */
+int tf_test_log_count(char **buf, const char *needle);
 /* Sleep ms. */
 void tf_test_sleep_ms(long ms);
 

@@ -600,6 +600,9 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
       } else if (r.stalled) {
         rc = tf_error__set(TF_ETIMEOUT, "%s %.200s: no data for %ld s (watchdog)", c->method, c->path,
                            r.stall_ms / 1000);
+      } else if (c->watch && code == 200 && r.lines.len > 0) {
+        rc = tf_error__set(TF_EPROTO, "watch %.200s: the stream ended inside a line (%zu bytes): %s", c->path,
+                           r.lines.len, errbuf[0] ? errbuf : curl_easy_strerror(cc));
       } else {
         rc = tf_error__set(timeout ? TF_ETIMEOUT : TF_ENET, "%s %.200s: %s", c->method, c->path,
                            errbuf[0] ? errbuf : curl_easy_strerror(cc));
