@@ -664,7 +664,8 @@ START_TEST(test_kube__tls)
 {
   char *dir = tf_test_tmpdir(), p[4096];
   snprintf(p, sizeof(p), "%s/kubeconfig", dir);
-  char *ca_data = tf_kt_b64(tf_test_read(tf_kt.ca_path, NULL));
+  char *ca_pem = tf_test_read(tf_kt.ca_path, NULL), *ca_data = tf_kt_b64(ca_pem);
+  free(ca_pem);
   /* 0: the right CA, through a name in the certificate; 1: no CA (the system
    * store does not know the stand-in's CA); 2: insecure, explicitly; 3: a name
    * not in the certificate */
@@ -698,6 +699,70 @@ START_TEST(test_kube__tls)
     free(y);
   }
   free(ca_data);
+  tf_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
+/* Client certificates in data and file forms reach libcurl (a valid pair
+ * connects; a key that does not match the certificate fails), and neither the
+ * key nor the token shows in the log or the error. The stand-in does not ask
+ * for client certificates, so the bearer token still authenticates. */
+START_TEST(test_kube__client_certificates)
+{
+  char crt[4200], key[4200], wrong[4200];
+  snprintf(crt, sizeof(crt), "%s/kc/apiserver.crt", tf_kt.dir);
+  snprintf(key, sizeof(key), "%s/kc/apiserver.key", tf_kt.dir);
+  snprintf(wrong, sizeof(wrong), "%s/kc/ca.key", tf_kt.dir);
+  char *crt_pem = tf_test_read(crt, NULL), *key_pem = tf_test_read(key, NULL), *ca_pem = tf_test_read(tf_kt.ca_path, NULL);
+  char *crt_b64 = tf_kt_b64(crt_pem), *key_b64 = tf_kt_b64(key_pem), *ca_b64 = tf_kt_b64(ca_pem);
+  char *dir = tf_test_tmpdir(), p[4096];
+  snprintf(p, sizeof(p), "%s/kubeconfig", dir);
+  for (int i = 0; i < 3; i++) {
+    char *user = i == 0 ? tf_asprintf__("{client-certificate-data: %s, client-key-data: %s, tokenFile: %s}", crt_b64,
+                                        key_b64, tf_kt.token_path)
+                 : i == 1 ? tf_asprintf__("{client-certificate: %s, client-key: %s, tokenFile: %s}", crt, key,
+                                          tf_kt.token_path)
+                          : tf_asprintf__("{client-certificate: %s, client-key: %s, tokenFile: %s}", crt, wrong,
+                                          tf_kt.token_path);
+    char *y = tf_asprintf__("current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                            "clusters: [{name: c, cluster: {server: '%s', certificate-authority-data: %s}}]\n"
+                            "users: [{name: u, user: %s}]\n",
+                            tf_kt.server, ca_b64, user);
+    tf_test_write(p, y, 0600);
+    char *log = NULL;
+    tf_kube_options o;
+    TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
+    o.source = TF_KUBE_SOURCE_KUBECONFIG;
+    o.kubeconfig = p;
+    o.log = tf_test_log_cb;
+    o.log_payload = &log;
+    o.log_level = TF_LOG_DEBUG;
+    tf_kube *k = NULL;
+    TF_OK_OR_FAIL(tf_kube_new(&k, &o));
+    char *out = NULL;
+    tf_err rc = tf_kube_get(k, "/api/v1/namespaces/default", &out, NULL);
+    if (i < 2) ck_assert_msg(rc == 0, "form %d: %s", i, tf_error_last()->message);
+    else ck_assert_msg(rc == TF_ENET, "mismatched key: %d (%s)", rc, tf_error_last()->message);
+    tf_free(out);
+    tf_kube_free(k);
+    /* no key material or token in the log or the error */
+    const char *texts[] = {log ? log : "", tf_error_last()->message};
+    for (int t = 0; t < 2; t++) {
+      ck_assert_ptr_null(strstr(texts[t], tf_kt.token));
+      ck_assert_ptr_null(strstr(texts[t], "PRIVATE KEY"));
+      ck_assert_ptr_null(strstr(texts[t], key_b64));
+    }
+    free(log);
+    free(user);
+    free(y);
+  }
+  free(crt_pem);
+  free(key_pem);
+  free(ca_pem);
+  free(crt_b64);
+  free(key_b64);
+  free(ca_b64);
   tf_test_rmtree(dir);
   free(dir);
 }
@@ -809,6 +874,7 @@ Suite *tf_test_kube_suite(void)
   tcase_add_test(live, test_kube__request_faults);
   tcase_add_test(live, test_kube__token_rotation);
   tcase_add_test(live, test_kube__tls);
+  tcase_add_test(live, test_kube__client_certificates);
   tcase_add_test(live, test_kube__watch);
   suite_add_tcase(s, live);
   return s;
