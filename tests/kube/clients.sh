@@ -42,6 +42,11 @@ echo "kubectl-1.20 $k120/usr/bin/kubectl"
 
 root=$("$src/tools/dev/coturn-rootfs.sh") || die "no Debian unstable root filesystem"
 [ -x "$root/usr/bin/kubectl" ] || die "$root has no kubectl"
+# Debian's kubectl is a Go binary linked against libc only (GLIBC_2.34 at most
+# today): it runs on the host as it is. Should a newer one need a newer glibc,
+# say so here rather than fail inside a test.
+"$root/usr/bin/kubectl" version --client >/dev/null 2>&1 ||
+  die "$root/usr/bin/kubectl does not run on this host (glibc?): $(ldd "$root/usr/bin/kubectl" 2>&1 | tr '\n' ' ')"
 echo "kubectl-rootfs $root/usr/bin/kubectl"
 
 if [ -e /usr/bin/kubectl ]; then

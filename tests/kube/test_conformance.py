@@ -5,10 +5,11 @@ python3-kubernetes) and by the documented control endpoint.
 usage: /usr/bin/python3 tests/kube/test_conformance.py [TURNFLEET TURNFLEET_PROBE]
 
 One cluster (tests/kube/cluster.py) serves the whole run: API 127.0.0.200:16443,
-control :16444, nodes n1-n3 on 127.0.0.201-203, webhooks on 127.0.0.205:16450-16459,
-the coturn 4.18 relay on 127.0.0.20x:62478 with relays 62100-62119. Every
-process is stopped by its PID; the last test stops the cluster and checks that
-it left no process behind. A client that is missing fails the run."""
+control :16444, nodes n1-n3 on 127.0.0.201-203, a pod on 127.0.0.204:16458,
+webhooks on 127.0.0.205:16450-16457, the coturn 4.18 relay on 127.0.0.20x:62478
+with relays 62100-62119; a second, SIGKILLed launcher on 127.0.0.206:16446-16447.
+Every process is stopped by its PID; the last test stops the cluster and checks
+that it left no process behind. A client that is missing fails the run."""
 import base64
 import http.server
 import json
@@ -319,6 +320,15 @@ class KubectlCase(unittest.TestCase):
         p = self.k("patch", "tp", "demo", "--type", "merge", "-p", '{"spec":{"bogus":1}}', ns=ns, check=False)
         self.assertIn('unknown field "spec.bogus"', p.stderr)
         self.assertNotIn("bogus", self.k("get", "tp", "demo", "-o", "json", ns=ns).stdout)   # pruned
+        bogus = {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool", "metadata": {"name": "strict"}, "spec": {"replicas": 1, "bogus": 1}}
+        p = self.k("apply", "-f", "-", input=json.dumps(bogus), ns=ns, check=False)
+        if self.CLIENT == "kubectl-1.20":        # no fieldValidation: Warn, pruned
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn('Warning: unknown field "spec.bogus"', p.stderr)
+            self.assertEqual(json.loads(self.jp(ns, "tp/strict", "{.spec}")).get("bogus"), None)
+        else:                                    # fieldValidation=Strict
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn('TURNPool in version "v1alpha1" cannot be handled as a TURNPool: strict decoding error: unknown field "spec.bogus"', p.stderr)
         p = self.k("apply", "--server-side", "-f", os.path.join(DATA, "pool.yaml"), ns=ns, check=False)
         self.assertNotEqual(p.returncode, 0)     # refused as by a server without server-side apply
         self.assertIn("the body of the request was in an unknown format - accepted media types include: "
@@ -473,8 +483,14 @@ class KubectlCase(unittest.TestCase):
               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
               "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]}
         self.k("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, rb]}), ns=ns)
-        tok = py_token(ns, "reader")
+        if self.CLIENT == "kubectl-1.20":      # no `kubectl create token` before 1.24
+            tok = py_token(ns, "reader")
+        else:
+            tok = self.k("create", "token", "reader", "--duration=20m", ns=ns).stdout.strip()
         self.assertIn("kube-root-ca.crt", self.k("get", "configmaps", token=tok, ns=ns).stdout)
+        self.assertEqual(self.k("auth", "can-i", "list", "configmaps", token=tok, ns=ns).stdout.strip(), "yes")
+        p = self.k("auth", "can-i", "list", "secrets", token=tok, ns=ns, check=False)
+        self.assertEqual((p.returncode, p.stdout.strip()), (1, "no"))
         p = self.k("get", "secrets", token=tok, ns=ns, check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn('Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:%s:reader" cannot list resource "secrets" in API group "" in the namespace "%s"' % (ns, ns), p.stderr)
@@ -546,8 +562,10 @@ class KubectlCase(unittest.TestCase):
                     "volumeMounts": [{"name": "shared", "mountPath": "/shared"}, {"name": "cfg", "mountPath": "/etc/cfg"},
                                      {"name": "scratch", "mountPath": "/scratch"}]},
                    {"name": "side", "image": "debian:bookworm", "command": ["/bin/sh", "-c",
-                    "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; touch /scratch/from-side; while true; do sleep 0.2; done"],
-                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"}]}],
+                    "trap 'exit 0' TERM; stat -c %a /etc/cfg/greeting; touch /scratch/from-side; "
+                    "while true; do if [ -e /shared/say ]; then rm /shared/say; echo said; fi; sleep 0.2; done"],
+                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"},
+                                     {"name": "shared", "mountPath": "/shared"}]}],
                    "volumes": [{"name": "shared", "hostPath": {"path": shared}}, {"name": "scratch", "emptyDir": {}},
                                {"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 0o440}}]}}
         self.k("create", "configmap", "cfg", "--from-literal=greeting=hello", ns=ns)
@@ -559,8 +577,21 @@ class KubectlCase(unittest.TestCase):
         self.assertIn("started as pid 1 in /tmp with MODE=demo POD=probe", logs)   # PID 1 of its own namespace
         self.assertIn("hello", logs)
         self.assertIn("token", logs)
-        self.assertEqual(self.k("logs", "probe", "-c", "side", ns=ns).stdout.strip(), "440")
+        self.assertEqual(self.k("logs", "probe", "-c", "side", ns=ns).stdout, "440\n")
+        f = self.kpopen("logs", "-f", "probe", "-c", "side", ns=ns)
+        try:
+            self.assertEqual(f.stdout.readline(), "440\n")
+            open(os.path.join(shared, "say"), "w").close()              # side answers it later
+            self.assertEqual(f.stdout.readline(), "said\n")            # a follow stream, not a dump
+        finally:
+            f.terminate()
+            f.communicate()
         self.assertEqual(self.jp(ns, "pod/probe", "{.status.podIP} {.status.hostIP}"), "127.0.0.202 127.0.0.202")
+        d = self.k("describe", "pod", "probe", ns=ns).stdout
+        self.assertRegex(d, r"Node:\s+n2/127.0.0.202")
+        self.assertRegex(d, r"Normal\s+Started\s+\S+\s+kubelet\s+Started container main")
+        if self.CLIENT != "kubectl-1.20":       # `kubectl events` came with 1.26
+            self.assertRegex(self.k("events", ns=ns).stdout, r"Normal\s+Started\s+Pod/probe\s+Started container side")
         self.k("delete", "pod", "probe", ns=ns, timeout=60)
         self.assertEqual(open(os.path.join(shared, "term")).read().strip(), "SIGTERM after prestop-ran")
         self.assertIn("NotFound", self.k("get", "pod", "probe", ns=ns, check=False).stderr)
@@ -605,6 +636,9 @@ class PythonClient(unittest.TestCase):
         cm.data["a"] = "2"
         new = self.v1.replace_namespaced_config_map("c", ns, cm)
         self.assertNotEqual(new.metadata.resource_version, rv)
+        dry = self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}}, dry_run="All")
+        self.assertEqual(dry.metadata.name, "dry")
+        self.assertEqual([c.metadata.name for c in self.v1.list_namespaced_config_map(ns).items if c.metadata.name == "dry"], [])
         cm.data["a"] = "3"
         with self.assertRaises(self.c.ApiException) as e:
             self.v1.replace_namespaced_config_map("c", ns, cm)        # stale RV
@@ -654,6 +688,10 @@ class PythonClient(unittest.TestCase):
         self.assertEqual({c["field"] for c in st["details"]["causes"]}, {"spec.replicas", "spec.mode"})
         self.assertIn('spec.mode: Unsupported value: "Bogus": supported values: "HostIP", "PodIP", "PartitionedIP"', st["message"])
         self.assertIn('spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"', st["message"])
+        with self.assertRaises(self.c.ApiException) as e:       # the root-level rule on metadata.name
+            co.create_namespaced_custom_object(*args, {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool",
+                                                       "metadata": {"name": "p" * 52}, "spec": {"replicas": 1}})
+        self.assertIn('<nil>: Invalid value: "object": metadata.name must be at most 51 characters', json.loads(e.exception.body)["message"])
         # a rule outside the CEL subset fails the CRD, never passes silently
         bad = json.loads(json.dumps(crd))
         bad["metadata"]["name"] = "others.turnfleet.hzmi.dev"
@@ -875,7 +913,14 @@ class PythonClient(unittest.TestCase):
         tok = control("POST", "/tokens", {"user": "rotated", "groups": ["system:masters"]})["token"]
         c2 = self.c.CoreV1Api(py_client(tok))
         c2.list_namespaced_config_map(ns)
+        watch_stream = c2.list_namespaced_config_map(ns, watch=True, timeout_seconds=2, resource_version=c2.list_namespaced_config_map(ns).metadata.resource_version,
+                                                     _preload_content=False)
         control("POST", "/tokens/revoke", {"token": tok})
+        self.v1.create_namespaced_config_map(ns, {"metadata": {"name": "after-revoke"}})
+        lines = [json.loads(l) for l in watch_stream.read().decode().splitlines() if l.strip()]
+        watch_stream.release_conn()
+        # authentication happens at the start of a request: the open watch streams on
+        self.assertEqual([(l["type"], l["object"]["metadata"]["name"]) for l in lines], [("ADDED", "after-revoke")])
         with self.assertRaises(self.c.ApiException) as e:
             c2.list_namespaced_config_map(ns)
         self.assertEqual((e.exception.status, json.loads(e.exception.body)["reason"]), (401, "Unauthorized"))
@@ -908,12 +953,22 @@ class PythonClient(unittest.TestCase):
         self.assertEqual(leases, {"n1", "n2", "n3"})
         ready = lambda name: [c.status for c in self.v1.read_node(name).status.conditions if c.type == "Ready"][0]
         self.assertEqual(ready("n3"), "True")
+        ns = self.ns("node")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {"nodeName": "n3", "containers": [
+            {"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.2; done"]}]}})
+        pod_ready = lambda: [c.status for c in self.v1.read_namespaced_pod("p", ns).status.conditions or [] if c.type == "Ready"]
+        wait_for("the pod Ready", lambda: pod_ready() == ["True"])
         control("POST", "/kubelets/n3/stop")
         try:
             wait_for("n3 NotReady", lambda: ready("n3") == "Unknown", 100, 0.2)
+            wait_for("its pod not Ready", lambda: pod_ready() == ["False"])
+            msg = [c.message for c in self.v1.read_node("n3").status.conditions if c.type == "Ready"][0]
+            self.assertEqual(msg, "Kubelet stopped posting node status.")
         finally:
             control("POST", "/kubelets/n3/start")
         wait_for("n3 Ready again", lambda: ready("n3") == "True", 100, 0.2)
+        wait_for("the pod Ready again", lambda: pod_ready() == ["True"])
+        self.v1.delete_namespaced_pod("p", ns)
 
     def test_pod_restarts_readiness_gate_and_token(self):
         ns = self.ns("pods")
@@ -968,6 +1023,74 @@ class PythonClient(unittest.TestCase):
         st = wait_for("ErrImagePull", lambda: (s := self.v1.read_namespaced_pod("unmapped", ns).status.container_statuses) and s[0].state.waiting and s[0])
         self.assertEqual(st.state.waiting.reason, "ErrImagePull")
         self.assertIn("not in the stand-in's image map", st.state.waiting.message)
+
+    def test_init_containers_startup_probe_post_start(self):
+        ns = self.ns("init")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "initContainers": [
+            {"name": "first", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "echo one > /work/order; echo init-ran"],
+             "volumeMounts": [{"name": "w", "mountPath": "/work"}]},
+            {"name": "second", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "echo two >> /work/order"],
+             "volumeMounts": [{"name": "w", "mountPath": "/work"}]}],
+            "containers": [{"name": "main", "image": "debian:bookworm",
+                            "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; cat /work/order; sleep 1; touch /tmp/started; while true; do sleep 0.2; done"],
+                            "lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", "echo hook > /work/poststart"]}}},
+                            "startupProbe": {"exec": {"command": ["test", "-e", "/tmp/started"]}, "periodSeconds": 1, "failureThreshold": 30},
+                            "readinessProbe": {"exec": {"command": ["test", "-e", "/work/poststart"]}, "periodSeconds": 1},
+                            "volumeMounts": [{"name": "w", "mountPath": "/work"}]}],
+            "volumes": [{"name": "w", "emptyDir": {}}]}})
+        pod = lambda: self.v1.read_namespaced_pod("p", ns)
+        wait_for("Ready after init and startup", lambda: [c.status for c in pod().status.conditions or [] if c.type == "Ready"] == ["True"], 300)
+        st = pod().status
+        self.assertEqual([(c.name, c.state.terminated.exit_code) for c in st.init_container_statuses], [("first", 0), ("second", 0)])
+        self.assertTrue(st.container_statuses[0].started)
+        self.assertEqual(self.v1.read_namespaced_pod_log("p", ns, container="first"), "init-ran\n")
+        self.assertEqual(self.v1.read_namespaced_pod_log("p", ns, container="main"), "one\ntwo\n")
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "bad"}, "spec": {"nodeName": "n1", "restartPolicy": "Never",
+                                                                                 "initContainers": [{"name": "i", "image": "debian:bookworm", "command": ["false"]}],
+                                                                                 "containers": [{"name": "c", "image": "debian:bookworm", "command": ["true"]}]}})
+        wait_for("Failed by its init container", lambda: self.v1.read_namespaced_pod("bad", ns).status.phase == "Failed")
+        bad = self.v1.read_namespaced_pod("bad", ns).status
+        self.assertEqual(bad.init_container_statuses[0].state.terminated.exit_code, 1)
+        self.assertIsNone(bad.container_statuses[0].state.running)
+        self.v1.delete_namespaced_pod("p", ns)
+
+    def test_security_context(self):
+        ns = self.ns("secctx")
+        self.v1.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"key": "sesame"}})
+        script = "id -u; id -g; id -G; stat -c '%a %g' /etc/s/key; cat /etc/s/key; echo; touch /x 2>/dev/null && echo rw || echo ro; touch /scratch/ok && echo scratch"
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "nonroot"}, "spec": {
+            "nodeName": "n2", "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 2000, "runAsNonRoot": True},
+            "containers": [{"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", script],
+                            "securityContext": {"readOnlyRootFilesystem": True},
+                            "volumeMounts": [{"name": "s", "mountPath": "/etc/s", "readOnly": True}, {"name": "scratch", "mountPath": "/scratch"}]}],
+            "volumes": [{"name": "s", "secret": {"secretName": "s", "defaultMode": 0o400}}, {"name": "scratch", "emptyDir": {}}]}})
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "root"}, "spec": {"nodeName": "n2", "securityContext": {"runAsNonRoot": True},
+                                                                                  "containers": [{"name": "c", "image": "debian:bookworm", "command": ["true"]}]}})
+        wait_for("nonroot done", lambda: self.v1.read_namespaced_pod("nonroot", ns).status.phase in ("Succeeded", "Failed"))
+        self.assertEqual(self.v1.read_namespaced_pod_log("nonroot", ns), "65534\n65534\n65534 2000\n440 2000\nsesame\nro\nscratch\n")
+        st = wait_for("the refusal", lambda: (c := self.v1.read_namespaced_pod("root", ns).status.container_statuses) and c[0].state.waiting and c[0])
+        self.assertEqual(st.state.waiting.reason, "CreateContainerConfigError")
+        self.assertIn("container has runAsNonRoot and image will run as root", st.state.waiting.message)
+        self.v1.delete_namespaced_pod("root", ns)
+
+    def test_in_cluster_client_in_a_pod(self):
+        """A pod's projected token, CA and KUBERNETES_SERVICE_* reach the API, under RBAC."""
+        ns = self.ns("incluster")
+        rbac = self.c.RbacAuthorizationV1Api(self.api)
+        rbac.create_namespaced_role(ns, {"metadata": {"name": "cm"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})
+        rbac.create_namespaced_role_binding(ns, {"metadata": {"name": "cm"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+                                                 "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]})
+        script = ("from kubernetes import client, config\n"
+                  "config.load_incluster_config()\n"
+                  "v1 = client.CoreV1Api()\n"
+                  "print([c.metadata.name for c in v1.list_namespaced_config_map('%s').items])\n"
+                  "try:\n    v1.list_namespaced_secret('%s')\nexcept client.ApiException as e:\n    print(e.status, e.reason)\n") % (ns, ns)
+        self.v1.create_namespaced_pod(ns, {"metadata": {"name": "in"}, "spec": {"nodeName": "n1", "restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "debian:bookworm", "command": ["/usr/bin/python3", "-c", script]}]}})
+        wait_for("the pod done", lambda: self.v1.read_namespaced_pod("in", ns).status.phase in ("Succeeded", "Failed"), 300)
+        log = self.v1.read_namespaced_pod_log("in", ns)
+        self.assertEqual(log, "['kube-root-ca.crt']\n403 Forbidden\n", log)
 
     def test_namespaces_orphans_services_probes_podip(self):
         ns = self.ns("life")
@@ -1107,7 +1230,58 @@ def _describe(pid):
         return "%d gone" % pid
 
 
+def _descendants(root):
+    table = _proc_table()
+    kids, todo = {}, [root]
+    while todo:
+        p = todo.pop()
+        for pid, (ppid, start) in table.items():
+            if ppid == p and pid not in kids:
+                kids[pid] = start
+                todo.append(pid)
+    return kids
+
+
+def _running(kids):
+    """Those of kids still alive (same start time), zombies excepted."""
+    after = _proc_table()
+    out = []
+    for pid, start in kids.items():
+        if pid in after and after[pid][1] == start:
+            try:
+                state = [l.split()[1] for l in open("/proc/%d/status" % pid) if l.startswith("State:")][0]
+            except (OSError, IndexError):
+                continue
+            out.append((pid, state))
+    return out
+
+
 class ZLauncherLeavesNothing(unittest.TestCase):
+    def test_sigkill_of_the_launcher_takes_its_containers(self):
+        """Even a launcher killed outright leaves no container running."""
+        d = tempfile.mkdtemp(prefix="killed-", dir=TMP)
+        log = open(os.path.join(d, "log"), "wb")
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster.py"), "--dir", d + "/c", "--address", "127.0.0.206",
+                              "--port", "16446", "--node", "k1=127.0.0.206", "--heartbeat", "1"],
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        kids = {}
+        try:
+            wait_for("the second cluster", lambda: os.path.exists(d + "/c/ready") or p.poll() is not None, 600)
+            self.assertIsNone(p.poll(), open(d + "/log").read())
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan"}, "spec": {"nodeName": "k1", "containers": [
+                {"name": "c", "image": "debian:bookworm", "command": ["/bin/sh", "-c", "sleep 1000 & sleep 1000"]}]}}
+            k = [CLIENTS["kubectl-rootfs"], "--kubeconfig", d + "/c/kubeconfig", "--cache-dir", d + "/cache"]
+            subprocess.run(k + ["apply", "-f", "-"], input=json.dumps(pod), text=True, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(k + ["wait", "--for=condition=Ready", "--timeout=30s", "pod/orphan"], check=True, stdout=subprocess.DEVNULL)
+            kids = _descendants(p.pid)
+            self.assertGreaterEqual(len(kids), 4, kids)
+        finally:
+            p.kill()
+            p.wait()
+        # the kernel kills them (PR_SET_PDEATHSIG); what is left may be a zombie for init to reap
+        wait_for("the containers dead", lambda: not [x for x in _running(kids) if x[1] != "Z"], 100)
+
     def test_sigterm_stops_every_pod_and_process(self):
         k = CLIENTS["kubectl-rootfs"]
         home = tempfile.mkdtemp(prefix="end-", dir=TMP)
@@ -1118,15 +1292,7 @@ class ZLauncherLeavesNothing(unittest.TestCase):
                        check=True, text=True, stdout=subprocess.DEVNULL)
         subprocess.run([k, "--kubeconfig", kubeconfig(), "--cache-dir", home, "wait", "--for=condition=Ready", "--timeout=30s", "pod/stubborn"],
                        check=True, stdout=subprocess.DEVNULL)
-        table = _proc_table()
-        kids = {}
-        todo = [CLUSTER.pid]
-        while todo:
-            p = todo.pop()
-            for pid, (ppid, start) in table.items():
-                if ppid == p and pid not in kids:
-                    kids[pid] = start
-                    todo.append(pid)
+        kids = _descendants(CLUSTER.pid)
         self.assertGreaterEqual(len(kids), 4, kids)   # the pod's helper, its shell and two sleeps at least
         CLUSTER.send_signal(signal.SIGTERM)
         CLUSTER.wait(60)

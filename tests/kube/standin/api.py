@@ -4,6 +4,7 @@ status subresources, finalizers, graceful pod deletion, secrets, CRDs)."""
 import base64
 import bisect
 import copy
+import re
 import threading
 import time
 import uuid
@@ -90,6 +91,7 @@ def builtin_types():
         T("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
         T("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
           "ValidatingWebhookConfiguration", False, generation=True),
+        T("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=["create"]),
         T("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
           "MutatingWebhookConfiguration", False, generation=True),
     ]
@@ -313,7 +315,6 @@ class Registry:
 
     def _validate_meta(self, rt, obj, errs):
         md = obj["metadata"]
-        import re
         name = md.get("name", "")
         if not name:
             errs.append(("FieldValueRequired", "metadata.name", "Required value: name or generateName is required"))
@@ -532,7 +533,7 @@ class Registry:
         if unknown:
             if ctx.field_validation == "Strict":
                 msg = ", ".join('unknown field "%s"' % u for u in unknown)
-                raise ApiError(400, "BadRequest", '%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (rt.kind, rt.api_version, rt.kind, msg))
+                raise ApiError(400, "BadRequest", '%s in version "%s" cannot be handled as a %s: strict decoding error: %s' % (rt.kind, rt.version, rt.kind, msg))
             if ctx.field_validation != "Ignore":
                 for u in unknown:
                     ctx.warnings.append('unknown field "%s"' % u)
@@ -695,8 +696,6 @@ class Registry:
                 fins.append("orphan")
             if rt.kind == "Namespace" and rt.group == "":
                 new.setdefault("status", {})["phase"] = "Terminating"
-                if (new.get("spec") or {}).get("finalizers"):
-                    fins = fins or []
             if rt.kind == "CustomResourceDefinition" and "customresourcecleanup.apiextensions.k8s.io" not in fins and not md.get("deletionTimestamp"):
                 fins.append("customresourcecleanup.apiextensions.k8s.io")
             ns_pending = rt.kind == "Namespace" and (new.get("spec") or {}).get("finalizers")

@@ -4,7 +4,8 @@ New mount and PID namespaces (unshare(2) through ctypes), an overlay of the
 image's root (lower, never written) under a tmpfs (upper, gone with the
 namespace), /proc of the new PID namespace, /dev and /sys bound in, the pod's
 volumes bound at their mount paths, chroot, then exec of the command as PID 1
-of its namespace. This process stays outside as the container's parent:
+of its namespace. This process stays outside as the container's parent
+(and dies with the kubelet thread that started it):
 it forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the container,
 writes the container's host PID to the spec's pidfile, and exits with its
 status (128+N for signal N) and the signal in statusfile. If this process is
@@ -95,14 +96,26 @@ def setup_and_exec(spec):
         _mount(src, dst, None, MS_BIND | MS_REC)
         if mnt.get("ro"):
             _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    if spec.get("readOnlyRoot"):
+        _mount(None, m, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
     os.chroot(m)
     os.chdir(spec.get("cwd") or "/")
+    if spec.get("uid") or spec.get("gid") or spec.get("groups"):
+        os.setgroups(spec.get("groups") or [])
+        os.setgid(spec.get("gid", 0))
+        os.setuid(spec.get("uid", 0))
     argv = spec["argv"]
     env = spec.get("env") or {}
     os.execvpe(argv[0], argv, env)
 
 
 def main():
+    # die with the kubelet's pod worker that started us (even if it is
+    # SIGKILLed), and take the container along (its own PDEATHSIG below)
+    parent = os.getppid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        return 127
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
@@ -110,8 +123,12 @@ def main():
         sys.stderr.write("container: unshare: %s\n" % os.strerror(e))
         return 127
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # the pidfile says "ready for nsenter" only once the container has exec'd:
+    # the write end is close-on-exec, so EOF on it means exec (or death)
+    rfd, wfd = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
+        os.close(rfd)
         try:
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             setup_and_exec(spec)
@@ -119,8 +136,16 @@ def main():
             sys.stderr.write("container: %s\n" % e)
             sys.stderr.flush()
             os._exit(127)
+    os.close(wfd)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(s, lambda n, f: os.kill(pid, n))
+    while True:
+        try:
+            if not os.read(rfd, 1):
+                break
+        except InterruptedError:
+            continue
+    os.close(rfd)
     tmp = spec["pidfile"] + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(pid))

@@ -350,7 +350,8 @@ class Controllers:
             rt = self._rt(storage)
             if rt is None:
                 continue
-            live = [r for r in refs if r.get("uid") in uids]
+            # a namespaced owner counts only in the dependent's namespace
+            live = [r for r in refs if r.get("uid") in uids and uids[r["uid"]][1] in ("", ns)]
             owners_orphaning = [r for r in live if "orphan" in (uids[r["uid"]][3]["metadata"].get("finalizers") or [])
                                 and uids[r["uid"]][3]["metadata"].get("deletionTimestamp")]
             fg = [r for r in live if "foregroundDeletion" in (uids[r["uid"]][3]["metadata"].get("finalizers") or [])
@@ -363,7 +364,7 @@ class Controllers:
                     except ApiError:
                         pass
                 continue
-            drop = {r["uid"] for r in owners_orphaning} | {r.get("uid") for r in refs if r.get("uid") not in uids}
+            drop = {r["uid"] for r in owners_orphaning} | {r.get("uid") for r in refs if r not in live}
             if drop:
                 try:
                     reg.update(rt, ns, name, None, _ctx(), patcher=lambda cur, drop=drop: _drop_refs(cur, drop))
@@ -476,6 +477,25 @@ class Controllers:
                 return cur
             try:
                 self.si.registry.update(rt, "", n["metadata"]["name"], None, _ctx(), "status", patcher=p)
+            except ApiError:
+                continue
+            self._mark_pods_not_ready(n["metadata"]["name"])
+
+    def _mark_pods_not_ready(self, node):
+        """What the node lifecycle controller does to the pods of a silent node."""
+        st = self.si.store
+        prt = st.type_for("", "v1", "pods")
+        pods, _ = st.list(("", "pods"), None, None, [("spec.nodeName", "=", node)])
+        for pod in pods:
+            def p(cur):
+                cur = copy.deepcopy(cur)
+                for c in (cur.get("status") or {}).get("conditions") or []:
+                    if c.get("type") == "Ready" and c.get("status") != "False":
+                        c["status"] = "False"
+                        c["lastTransitionTime"] = now_time()
+                return cur
+            try:
+                self.si.registry.update(prt, pod["metadata"]["namespace"], pod["metadata"]["name"], None, _ctx(), "status", patcher=p)
             except ApiError:
                 pass
 

@@ -63,6 +63,10 @@ class Container:
         self.next_live = 0
         self.logfile = None
         self.cid = None
+        self.uid = self.gid = 0
+        self.startup_ok = False
+        self.startup_fail = 0
+        self.next_startup = 0
 
 
 class PodWorker(threading.Thread):
@@ -75,6 +79,9 @@ class PodWorker(threading.Thread):
         self.pod = pod
         self.dir = os.path.join(kubelet.dir, "pods", self.uid)
         self.containers = [Container(c) for c in pod["spec"].get("containers") or []]
+        self.inits = [Container(c) for c in pod["spec"].get("initContainers") or []]
+        self.init_done = not self.inits
+        self.init_failed = False
         self.wake = threading.Event()
         self.gone = False          # the API object is gone: kill now
         self.shutdown = None       # node shutdown grace (seconds) when set
@@ -97,7 +104,7 @@ class PodWorker(threading.Thread):
         return p
 
     # -- volumes
-    def _write_items(self, d, data, items, mode, binary=False):
+    def _write_items(self, d, data, items, mode):
         os.makedirs(d, exist_ok=True)
         pairs = []
         if items:
@@ -107,11 +114,16 @@ class PodWorker(threading.Thread):
                 pairs.append((it.get("path", it["key"]), data[it["key"]], it.get("mode", mode)))
         else:
             pairs = [(k, v, mode) for k, v in data.items()]
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
         for path, v, m in pairs:
             p = os.path.join(d, path)
             os.makedirs(os.path.dirname(p), exist_ok=True)
             with open(p, "wb") as f:
                 f.write(v if isinstance(v, bytes) else v.encode())
+            if fs_group is not None:
+                # SetVolumeOwnership of a read-only volume: group fsGroup, g+r
+                os.chown(p, 0, fs_group)
+                m |= 0o440
             os.chmod(p, m)
 
     def _source(self, kind, name, optional):
@@ -151,6 +163,10 @@ class PodWorker(threading.Thread):
             elif "emptyDir" in v:
                 os.makedirs(d, exist_ok=True)
                 os.chmod(d, 0o777)
+                fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+                if fs_group is not None:
+                    os.chown(d, 0, fs_group)
+                    os.chmod(d, 0o2777)
             elif "hostPath" in v:
                 pass
             elif "projected" in v:
@@ -238,6 +254,22 @@ class PodWorker(threading.Thread):
         return self.k.addresses[0]
 
     # -- processes
+    def identity(self, c):
+        """(uid, gid, groups, readOnlyRootFilesystem) from the pod's and the
+        container's securityContext; raises LookupError for runAsNonRoot
+        without a non-zero runAsUser (the image has no USER here)."""
+        psc = self.pod["spec"].get("securityContext") or {}
+        csc = c.spec.get("securityContext") or {}
+        pick = lambda k, d=None: csc.get(k, psc.get(k, d))
+        uid = int(pick("runAsUser", 0))
+        gid = int(pick("runAsGroup", 0))
+        if pick("runAsNonRoot", False) and uid == 0:
+            raise LookupError("container has runAsNonRoot and image will run as root (pod: \"%s_%s(%s)\", container: %s)" % (self.name, self.ns, self.uid, c.name))
+        groups = [int(g) for g in psc.get("supplementalGroups") or []]
+        if psc.get("fsGroup") is not None:
+            groups.append(int(psc["fsGroup"]))
+        return uid, gid, sorted(set(groups)), bool(csc.get("readOnlyRootFilesystem"))
+
     def start_container(self, c):
         image = c.spec.get("image", "")
         root, binds = self.k.images.resolve(image)
@@ -253,9 +285,12 @@ class PodWorker(threading.Thread):
         cdir = os.path.join(self.dir, "c", "%s-%d" % (c.name, c.restarts))
         os.makedirs(os.path.join(cdir, "scratch"), exist_ok=True)
         mounts = self._mounts(c) + [{"src": s, "dst": d, "ro": True} for s, d in binds]
+        uid, gid, groups, ro_root = self.identity(c)
         spec = {"root": root, "scratch": os.path.join(cdir, "scratch"), "mounts": mounts, "argv": argv, "env": env,
                 "cwd": c.spec.get("workingDir") or "/", "pidfile": os.path.join(cdir, "pid"),
-                "statusfile": os.path.join(cdir, "status")}
+                "statusfile": os.path.join(cdir, "status"), "uid": uid, "gid": gid, "groups": groups,
+                "readOnlyRoot": ro_root}
+        c.uid, c.gid = uid, gid
         with open(os.path.join(cdir, "spec.json"), "w") as f:
             json.dump(spec, f)
         if c.logfile:
@@ -271,9 +306,9 @@ class PodWorker(threading.Thread):
                                   stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         logf.close()
         c.cdir = cdir
-        for _ in range(200):
-            if os.path.exists(spec["pidfile"]) or c.proc.poll() is not None:
-                break
+        # the helper writes the pidfile once the command has exec'd in its root;
+        # before that nothing may enter the container (nsenter would see the host)
+        while not os.path.exists(spec["pidfile"]) and c.proc.poll() is None:
             time.sleep(0.01)
         try:
             c.pid = int(open(spec["pidfile"]).read())
@@ -288,12 +323,22 @@ class PodWorker(threading.Thread):
         now = time.time()
         rp = c.spec.get("readinessProbe") or {}
         lp = c.spec.get("livenessProbe") or {}
+        sp = c.spec.get("startupProbe") or {}
         c.next_ready = now + rp.get("initialDelaySeconds", 0)
         c.next_live = now + lp.get("initialDelaySeconds", 0)
+        c.next_startup = now + sp.get("initialDelaySeconds", 0)
+        c.startup_ok = not sp
+        c.startup_fail = 0
         if not rp:
             c.ready = True
         self.event("Normal", "Created", "Created container %s" % c.name)
         self.event("Normal", "Started", "Started container %s" % c.name)
+        hook = ((c.spec.get("lifecycle") or {}).get("postStart") or {})
+        if "exec" in hook:
+            rc = self.exec_in(c, hook["exec"].get("command") or [], 30)
+            if rc != 0:
+                self.event("Warning", "FailedPostStartHook", "PostStartHook failed")
+                self.kill(c, self.pod["spec"].get("terminationGracePeriodSeconds", 30), False)
 
     @staticmethod
     def _expand(a, env):
@@ -303,11 +348,18 @@ class PodWorker(threading.Thread):
 
     def exec_in(self, c, cmd, timeout):
         """Run cmd in c's namespaces and root; -> exit code (None on timeout)."""
-        if c.pid is None:
+        if c.pid is None or c.proc is None or c.proc.poll() is not None:
+            return None
+        try:
+            # never the host: a container's root is its overlay, not /
+            if os.readlink("/proc/%d/root" % c.pid) == "/":
+                return None
+        except OSError:
             return None
         env = self._env(c)
         try:
-            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-p", "-r", "-w", "--"] + list(cmd),
+            ids = ["-S", str(c.uid), "-G", str(c.gid)] if c.uid or c.gid else []
+            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-p", "-r", "-w"] + ids + ["--"] + list(cmd),
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                timeout=timeout, start_new_session=True)
             return p.returncode
@@ -368,8 +420,11 @@ class PodWorker(threading.Thread):
         hook = ((c.spec.get("lifecycle") or {}).get("preStop") or {})
         if run_prestop and "exec" in hook and grace > 0:
             self.exec_in(c, hook["exec"].get("command") or [], max(0.1, deadline - time.time()))
+            # a hook that used up the grace period earns the one-off 2 s extension
+            deadline = max(deadline, time.time() + 2)
         elif run_prestop and "sleep" in hook:
             time.sleep(min(max(0, deadline - time.time()), hook["sleep"].get("seconds", 0)))
+            deadline = max(deadline, time.time() + 2)
         try:
             c.proc.send_signal(signal.SIGTERM)
         except ProcessLookupError:
@@ -398,16 +453,22 @@ class PodWorker(threading.Thread):
         for c in self.containers:
             e = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": c.spec.get("image", ""), "imageID": "",
-                 "started": "running" in c.state}
+                 "started": "running" in c.state and c.startup_ok}
             if c.cid:
                 e["containerID"] = c.cid
             cs.append(e)
         st["containerStatuses"] = cs
+        if self.inits:
+            st["initContainerStatuses"] = [{"name": c.name, "state": c.state, "lastState": c.last_state,
+                                            "ready": "terminated" in c.state and c.state["terminated"].get("exitCode") == 0,
+                                            "restartCount": c.restarts, "image": c.spec.get("image", ""), "imageID": "",
+                                            "started": "running" in c.state, **({"containerID": c.cid} if c.cid else {})}
+                                           for c in self.inits]
         all_ready = bool(self.containers) and all(c.ready for c in self.containers)
         gates = [g.get("conditionType") for g in cur["spec"].get("readinessGates") or []]
         conds = {c["type"]: c for c in st.get("conditions") or []}
         gates_ok = all((conds.get(g) or {}).get("status") == "True" for g in gates)
-        own = {"PodReadyToStartContainers": self.volumes_ready, "Initialized": True,
+        own = {"PodReadyToStartContainers": self.volumes_ready, "Initialized": self.init_done,
                "ContainersReady": all_ready, "Ready": all_ready and gates_ok, "PodScheduled": True}
         for t, ok in own.items():
             old = conds.get(t)
@@ -438,6 +499,10 @@ class PodWorker(threading.Thread):
 
     def phase(self):
         policy = self.pod["spec"].get("restartPolicy", "Always")
+        if self.init_failed:
+            return "Failed"
+        if not self.init_done:
+            return "Pending"
         running = [c for c in self.containers if "running" in c.state]
         term = [c for c in self.containers if "terminated" in c.state]
         if running:
@@ -471,7 +536,7 @@ class PodWorker(threading.Thread):
             import traceback
             traceback.print_exc()
         finally:
-            for c in self.containers:
+            for c in self.inits + self.containers:
                 self.kill(c, 0, False)
             shutil.rmtree(self.dir, ignore_errors=True)
             self.done.set()
@@ -481,6 +546,11 @@ class PodWorker(threading.Thread):
         self.push_status()
         mount_warned = False
         while not self.gone and self.shutdown is None:
+            if self.k.paused.is_set():
+                # a stopped kubelet: the processes run on, nobody looks after them
+                self.wake.wait(0.25)
+                self.wake.clear()
+                continue
             p = self._refresh()
             if p is None:
                 self.gone = True
@@ -499,6 +569,12 @@ class PodWorker(threading.Thread):
                     continue
             now = time.time()
             policy = p["spec"].get("restartPolicy", "Always")
+            if not self.init_done:
+                self._run_inits(policy, now)
+                self.push_status()
+                self.wake.wait(0.25)
+                self.wake.clear()
+                continue
             for c in self.containers:
                 if c.proc is None and "running" not in c.state:
                     first = c.started_at is None
@@ -525,6 +601,18 @@ class PodWorker(threading.Thread):
                     c.backoff_until = time.time() + c.backoff
                     if policy == "Always" or (policy == "OnFailure" and ex[0] != 0):
                         self.event("Warning", "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)" % (c.name, self.name, self.ns, self.uid))
+                    continue
+                stp = c.spec.get("startupProbe")
+                if stp and not c.startup_ok:
+                    if now >= c.next_startup:
+                        c.next_startup = now + stp.get("periodSeconds", 10)
+                        if self.probe(c, stp):
+                            c.startup_ok = True
+                        else:
+                            c.startup_fail += 1
+                            if c.startup_fail >= stp.get("failureThreshold", 3):
+                                self.event("Normal", "Killing", "Container %s failed startup probe, will be restarted" % c.name)
+                                self.kill(c, p["spec"].get("terminationGracePeriodSeconds", 30))
                     continue
                 rp = c.spec.get("readinessProbe")
                 if rp and now >= c.next_ready:
@@ -557,20 +645,57 @@ class PodWorker(threading.Thread):
         if self.shutdown is not None:
             return self.terminate(min(self.shutdown, (self.pod["spec"].get("terminationGracePeriodSeconds", 30))), shutdown=True)
         # the API object vanished (grace 0 delete): kill without waiting for a hook
-        for c in self.containers:
+        for c in self.inits + self.containers:
             self.kill(c, 2, False)
+
+    def _run_inits(self, policy, now):
+        """Init containers one after the other, each to success."""
+        if self.init_failed:
+            return
+        for c in self.inits:
+            t = c.state.get("terminated")
+            if t and t.get("exitCode") == 0 and c.proc is None:
+                continue
+            if c.proc is not None:
+                ex = self._exited(c)
+                if ex is None:
+                    return
+                self._record_exit(c, *ex)
+                if ex[0] == 0:
+                    continue
+                if policy == "Never":
+                    self.init_failed = True
+                    return
+                c.backoff = self.k.backoff_base if c.backoff == 0 else min(c.backoff * 2, self.k.backoff_max)
+                c.backoff_until = now + c.backoff
+                return
+            if c.started_at is not None:
+                if now < c.backoff_until:
+                    if "terminated" in c.state:
+                        c.last_state = c.state
+                    c.state = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off %ds restarting failed container=%s pod=%s_%s(%s)" % (c.backoff, c.name, self.name, self.ns, self.uid)}}
+                    return
+                if "terminated" in c.state:
+                    c.last_state = c.state
+                c.restarts += 1
+            try:
+                self.start_container(c)
+            except (LookupError, KeyError) as e:
+                c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}
+            return
+        self.init_done = True
 
     def terminate(self, grace, shutdown=False):
         self.terminating = True
         for c in self.containers:
             if "running" in c.state:
                 self.event("Normal", "Killing", "Stopping container %s" % c.name)
-        threads = [threading.Thread(target=self.kill, args=(c, grace)) for c in self.containers]
+        threads = [threading.Thread(target=self.kill, args=(c, grace)) for c in self.inits + self.containers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        for c in self.containers:
+        for c in self.inits + self.containers:
             ex = self._exited(c) if c.proc is not None else None
             if ex is not None:
                 self._record_exit(c, *ex)
@@ -584,7 +709,7 @@ class PodWorker(threading.Thread):
             pass
 
     def logs(self, container, q):
-        c = next((c for c in self.containers if c.name == container), None)
+        c = next((c for c in self.inits + self.containers if c.name == container), None)
         if c is None or c.logfile is None:
             return None
         path = os.path.join(self.dir, "logs", c.name + ".previous") if q.get("previous") in ("true", "1") else c.logfile

@@ -220,6 +220,17 @@ def decode_protobuf(body):
             obj["data"] = {k: v.decode() for k, v in _pmap(data).items()}
         if bdata:
             obj["binaryData"] = {k: base64.b64encode(v).decode() for k, v in _pmap(bdata).items()}
+    elif kind == "SelfSubjectAccessReview":
+        spec = {}
+        for f, v in _fields(raw):
+            if f == 2:
+                for sf, sv in _fields(v):
+                    names = {1: {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"},
+                             2: {1: "path", 2: "verb"}}.get(sf)
+                    if names:
+                        attrs = {names[af]: av.decode() for af, av in _fields(sv) if af in names and av}
+                        spec["resourceAttributes" if sf == 1 else "nonResourceAttributes"] = attrs
+        obj["spec"] = spec
     elif kind not in ("Namespace", "ServiceAccount", "TokenRequest"):
         raise ValueError("protobuf body for %s is not supported by the stand-in" % kind)
     return obj
@@ -259,6 +270,7 @@ class StandIn:
         self.certfile, self.keyfile = certfile, keyfile
         self.control_port = control_port
         self.bookmark_interval = 60.0
+        self.legacy_discovery = False   # True: answer only the legacy documents
         self.log_provider = None       # (ns, pod, container, opts) -> bytes iterator
         self.kubelet_control = None    # (node, action) -> bool
         self.controllers = controllers.Controllers(self)
@@ -312,6 +324,8 @@ class StandIn:
     def authorize(self, user, groups, verb, group, resource, sub, ns, name):
         if "system:masters" in groups:
             return True
+        if group == "authorization.k8s.io" and resource == "selfsubjectaccessreviews" and verb == "create":
+            return True     # the default system:basic-user binding
         res = resource + ("/" + sub if sub else "")
         st = self.store
 
@@ -537,8 +551,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _authenticate(self):
         si = self.server.standin
         h = self.headers.get("Authorization") or ""
-        if h.startswith("Bearer "):
-            t = si.auth.lookup(h[7:].strip())
+        scheme, _, cred = h.partition(" ")
+        if scheme.lower() == "bearer" and cred.strip():     # the scheme is case-insensitive (RFC 7235)
+            t = si.auth.lookup(cred.strip())
             if t:
                 return t[0], t[2] + (["system:authenticated"] if "system:authenticated" not in t[2] else []), t[1]
         raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -587,6 +602,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, tables.openapi_v3_index(si))
         if path.startswith("/openapi/v3/"):
             return self._send(200, tables.openapi_v3_doc(si, path[len("/openapi/v3/"):]))
+        if path in ("/api", "/apis") and "as=APIGroupDiscoveryList" in (self.headers.get("Accept") or "") \
+                and not si.legacy_discovery:
+            return self._send(200, tables.aggregated(si, path == "/api"), tables.AGGREGATED)
         if path == "/api":
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"],
                                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "%s:%d" % (si.host, si.port)}]})
@@ -660,6 +678,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise bad_request("the body of the request must be an object")
             self._check_body_kind(rt, body)
+            if rt.kind == "SelfSubjectAccessReview":
+                return self._self_review(rt, body, user, groups)
             out = si.registry.create(rt, ns, body, ctx)
             return self._send(201, out)
         if method == "PUT":
@@ -766,6 +786,23 @@ class _Handler(BaseHTTPRequestHandler):
         out = si.registry.update(rt, ns, name, None, ctx, "scale", patcher=patcher)
         return self._send(200, tables.scale_of(rt, out))
 
+    def _self_review(self, rt, body, user, groups):
+        """`kubectl auth can-i`: the RBAC decision for the caller, never stored."""
+        si = self.server.standin
+        spec = body.get("spec") or {}
+        ra = spec.get("resourceAttributes")
+        if ra is None:
+            allowed, reason = True, ""      # non-resource URLs are open to authenticated users here
+        else:
+            allowed = si.authorize(user, groups, ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
+                                   ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+            reason = "RBAC: allowed by the stand-in's RBAC" if allowed else ""
+        out = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"creationTimestamp": None},
+               "spec": spec, "status": {"allowed": allowed}}
+        if reason:
+            out["status"]["reason"] = reason
+        return self._send(201, out)
+
     def _token_request(self, rt, ns, name, raw, ctx):
         si = self.server.standin
         sa = si.store.get(("", "serviceaccounts"), ns, name)
@@ -804,12 +841,14 @@ class _Handler(BaseHTTPRequestHandler):
         si = self.server.standin
         pod = si.registry.get(rt, ns, name)
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        inits = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         c = self.q.get("container")
         if not c:
             if len(names) != 1:
-                raise bad_request("a container name must be specified for pod %s, choose one of: [%s]" % (name, " ".join(names)))
+                raise bad_request("a container name must be specified for pod %s, choose one of: [%s]" % (name, " ".join(names)) +
+                                  (" or one of the init containers: [%s]" % " ".join(inits) if inits else ""))
             c = names[0]
-        if c not in names:
+        if c not in names + inits:
             raise bad_request("container %s is not valid for pod %s" % (c, name))
         if si.log_provider is None or (pod.get("spec") or {}).get("nodeName") is None:
             raise bad_request('container "%s" in pod "%s" is waiting to start: ContainerCreating' % (c, name))

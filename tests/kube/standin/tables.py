@@ -79,6 +79,43 @@ def resource_list(si, g, v):
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (g, v) if g else v, "resources": res}
 
 
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def aggregated(si, legacy_core):
+    """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (core) or /apis."""
+    groups = {"": {"v1"}} if legacy_core else _groups(si)
+    items = []
+    for name in sorted(groups):
+        vs = sorted(groups[name], key=_vkey, reverse=True)
+        if not legacy_core:
+            pref = _preferred(si, name, vs)
+            vs = [pref] + [v for v in vs if v != pref]
+        versions = []
+        for v in vs:
+            rl = resource_list(si, name, v) or {"resources": []}
+            res = {}
+            for r in rl["resources"]:
+                base, _, sub = r["name"].partition("/")
+                if not sub:
+                    e = {"resource": base, "responseKind": {"group": "", "version": "", "kind": r["kind"]},
+                         "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r["singularName"],
+                         "verbs": r["verbs"]}
+                    for k in ("shortNames", "categories"):
+                        if r.get(k):
+                            e[k] = r[k]
+                    res[base] = e
+                else:
+                    res.setdefault(base, {"resource": base, "scope": "Namespaced" if r["namespaced"] else "Cluster",
+                                          "verbs": [], "responseKind": {"group": "", "version": "", "kind": ""}})
+                    res[base].setdefault("subresources", []).append(
+                        {"subresource": sub, "responseKind": {"group": r.get("group", ""), "version": r.get("version", ""), "kind": r["kind"]},
+                         "verbs": r["verbs"]})
+            versions.append({"version": v, "resources": [res[k] for k in sorted(res)], "freshness": "Current"})
+        items.append({"metadata": {"name": name, "creationTimestamp": None}, "versions": versions})
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
+
+
 def _gv_hash(si, g, v):
     h = hashlib.sha256()
     for t in sorted((t for t in si.store.types.values() if t.group == g and t.version == v), key=lambda t: t.plural):
@@ -138,6 +175,14 @@ def _pod_row(o):
             reason = r
     if reason == "Running" and n and ready < n and any((c.get("state") or {}).get("running") for c in cs):
         reason = "Running"
+    inits = st.get("initContainerStatuses") or []
+    if inits and not all((c.get("state") or {}).get("terminated", {}).get("exitCode") == 0 for c in inits):
+        done = sum(1 for c in inits if (c.get("state") or {}).get("terminated", {}).get("exitCode") == 0)
+        cur = inits[min(done, len(inits) - 1)]
+        w = ((cur.get("state") or {}).get("waiting") or {}).get("reason")
+        t = (cur.get("state") or {}).get("terminated")
+        reason = "Init:" + (w if w and w != "PodInitializing" else
+                            ("Error" if t and t.get("exitCode") else "%d/%d" % (done, len(inits))))
     if o["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     gates = (o.get("spec") or {}).get("readinessGates") or []
