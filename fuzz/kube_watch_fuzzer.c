@@ -9,11 +9,7 @@
 #include <string.h>
 
 #include "kube_internal.h"
-
-#define TF_FUZZ_CHECK(cond) \
-  do {                      \
-    if (!(cond)) abort();   \
-  } while (0)
+#include "tf_fuzz.h"
 
 #define TF_FUZZ_CAP 4096
 
@@ -52,8 +48,6 @@ static int tf_fuzz_line(char *line, size_t len, void *arg)
   }
   return 0;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

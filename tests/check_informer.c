@@ -160,19 +160,7 @@ static void tf_it_wait_count(const char *method, const char *path, const char *q
 }
 
 /* A client whose requests the log tells apart (User-Agent tf-informer). */
-static tf_kube *tf_it_informer_kube(void)
-{
-  tf_kube_options o;
-  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
-  o.server = tf_it.server;
-  o.ca_file = tf_it.ca_path;
-  o.token_file = tf_it.token_path;
-  o.timeout_ms = 5000;
-  o.user_agent = "tf-informer";
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
-  return k;
-}
+static tf_kube *tf_it_informer_kube(void) { return tf_test_kube_token(&tf_it, tf_it.token_path, "tf-informer", NULL); }
 
 static tf_informer *tf_it_informer_log(tf_kube *k, const char *path, tf_it_seen *seen, long watch_s, long stall_s,
                                        char **log)
@@ -523,19 +511,9 @@ START_TEST(test_informer__token_rotation)
 {
   char *dir = tf_test_tmpdir(), tokp[4096];
   snprintf(tokp, sizeof(tokp), "%s/token", dir);
-  cJSON *t1 = tf_test_control(&tf_it, "POST", "/tokens", "{\"user\":\"old\",\"groups\":[\"system:masters\"]}");
-  tf_test_write(tokp, cJSON_GetObjectItem(t1, "token")->valuestring, 0600);
+  char *t1 = tf_test_new_token(&tf_it, "old", tokp);
   char *log = NULL;
-  tf_kube_options o;
-  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
-  o.server = tf_it.server;
-  o.ca_file = tf_it.ca_path;
-  o.token_file = tokp;
-  o.log = tf_test_log_cb;
-  o.log_payload = &log;
-  o.log_level = TF_LOG_DEBUG;
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
+  tf_kube *k = tf_test_kube_token(&tf_it, tokp, NULL, &log);
   tf_it_ns(k, "inf-tok");
   tf_it_cm(k, "inf-tok", "x", "a");
   tf_it_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -543,9 +521,8 @@ START_TEST(test_informer__token_rotation)
   tf_informer *inf = tf_it_informer(k, path, &seen, 3, 0);
   tf_it_wait_synced(inf);
   tf_it_wait_count("GET", path, "watch=1", 1);
-  cJSON *t2 = tf_test_control(&tf_it, "POST", "/tokens", "{\"user\":\"new\",\"groups\":[\"system:masters\"]}");
-  tf_test_write(tokp, cJSON_GetObjectItem(t2, "token")->valuestring, 0600);
-  char *rev = tf_asprintf__("{\"token\":\"%s\"}", cJSON_GetObjectItem(t1, "token")->valuestring);
+  char *t2 = tf_test_new_token(&tf_it, "new", tokp);
+  char *rev = tf_asprintf__("{\"token\":\"%s\"}", t1);
   cJSON_Delete(tf_test_control(&tf_it, "POST", "/tokens/revoke", rev));
   free(rev);
   /* the watch opened with the old token still delivers */
@@ -574,15 +551,15 @@ START_TEST(test_informer__token_rotation)
   inf = NULL;
   /* no token in the log */
   ck_assert_ptr_nonnull(log);
-  ck_assert_ptr_null(strstr(log, cJSON_GetObjectItem(t1, "token")->valuestring));
-  ck_assert_ptr_null(strstr(log, cJSON_GetObjectItem(t2, "token")->valuestring));
+  ck_assert_ptr_null(strstr(log, t1));
+  ck_assert_ptr_null(strstr(log, t2));
   ck_assert_ptr_nonnull(strstr(log, "401"));
   free(log);
   tf_informer_free(inf);
   tf_kube_free(k);
   tf_kube_free(admin);
-  cJSON_Delete(t1);
-  cJSON_Delete(t2);
+  free(t1);
+  free(t2);
   tf_test_rmtree(dir);
   free(dir);
 }
@@ -806,23 +783,11 @@ static void tf_it_el_cb(int leading, void *payload)
 
 static tf_kube *tf_it_user_kube(const char *user, char **tokpath_dir)
 {
-  char *body = tf_asprintf__("{\"user\":\"%s\",\"groups\":[\"system:masters\"]}", user);
-  cJSON *t = tf_test_control(&tf_it, "POST", "/tokens", body);
-  free(body);
   *tokpath_dir = tf_test_tmpdir();
   char p[4096];
   snprintf(p, sizeof(p), "%s/token", *tokpath_dir);
-  tf_test_write(p, cJSON_GetObjectItem(t, "token")->valuestring, 0600);
-  cJSON_Delete(t);
-  tf_kube_options o;
-  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
-  o.server = tf_it.server;
-  o.ca_file = tf_it.ca_path;
-  o.token_file = p;
-  o.timeout_ms = 5000;
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
-  return k;
+  free(tf_test_new_token(&tf_it, user, p));
+  return tf_test_kube_token(&tf_it, p, NULL, NULL);
 }
 
 static void tf_it_el_open(tf_it_el *x, const char *identity, const char *lease, char **dir)

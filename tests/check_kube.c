@@ -46,6 +46,14 @@ static char *tf_kt_b64(const char *s)
   return out;
 }
 
+/* Write @p text to @p dir/@p name. */
+static void tf_kt_put(const char *dir, const char *name, const char *text, int mode)
+{
+  char p[4200];
+  snprintf(p, sizeof(p), "%s/%s", dir, name);
+  tf_test_write(p, text, mode);
+}
+
 static tf_err tf_kt_parse(const char *yaml, const char *base, const char *ctx, tf_kube__config *c)
 {
   return tf_kube__config_parse(c, yaml, strlen(yaml), base, ctx);
@@ -103,20 +111,16 @@ START_TEST(test_kube__kubeconfig_file_forms)
 {
   char *dir = tf_test_tmpdir();
   char p[4096];
-  snprintf(p, sizeof(p), "%s/ca.pem", dir);
-  tf_test_write(p, tf_kt_ca_pem, 0644);
-  snprintf(p, sizeof(p), "%s/cert.pem", dir);
-  tf_test_write(p, tf_kt_cert_pem, 0644);
-  snprintf(p, sizeof(p), "%s/key.pem", dir);
-  tf_test_write(p, tf_kt_key_pem, 0600);
-  snprintf(p, sizeof(p), "%s/tok", dir);
-  tf_test_write(p, tf_kt_token, 0600);
+  tf_kt_put(dir, "ca.pem", tf_kt_ca_pem, 0644);
+  tf_kt_put(dir, "cert.pem", tf_kt_cert_pem, 0644);
+  tf_kt_put(dir, "key.pem", tf_kt_key_pem, 0600);
+  tf_kt_put(dir, "tok", tf_kt_token, 0600);
   /* relative paths are relative to the kubeconfig's directory */
   const char *y = "current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
                   "clusters: [{name: c, cluster: {server: 'https://x:1', certificate-authority: ca.pem}}]\n"
                   "users: [{name: u, user: {client-certificate: cert.pem, client-key: key.pem, tokenFile: tok}}]\n";
+  tf_kt_put(dir, "kubeconfig", y, 0600);
   snprintf(p, sizeof(p), "%s/kubeconfig", dir);
-  tf_test_write(p, y, 0600);
   tf_kube__config c;
   TF_OK_OR_FAIL(tf_kube__config_load(&c, p, NULL));
   ck_assert_str_eq(c.ca.ptr, tf_kt_ca_pem);
@@ -193,12 +197,9 @@ START_TEST(test_kube__in_cluster)
 {
   char *dir = tf_test_tmpdir();
   char p[4096];
-  snprintf(p, sizeof(p), "%s/ca.crt", dir);
-  tf_test_write(p, tf_kt_ca_pem, 0644);
-  snprintf(p, sizeof(p), "%s/token", dir);
-  tf_test_write(p, tf_kt_token, 0600);
-  snprintf(p, sizeof(p), "%s/namespace", dir);
-  tf_test_write(p, "turnfleet-system\n", 0644);
+  tf_kt_put(dir, "ca.crt", tf_kt_ca_pem, 0644);
+  tf_kt_put(dir, "token", tf_kt_token, 0600);
+  tf_kt_put(dir, "namespace", "turnfleet-system\n", 0644);
   unsetenv("KUBERNETES_SERVICE_HOST");
   tf_kube__config c;
   ck_assert_int_eq(tf_kube__config_in_cluster(&c, dir), TF_EINVALID);
@@ -608,25 +609,14 @@ START_TEST(test_kube__token_rotation)
 {
   char *dir = tf_test_tmpdir(), tokp[4096];
   snprintf(tokp, sizeof(tokp), "%s/token", dir);
-  cJSON *t1 = tf_test_control(&tf_kt, "POST", "/tokens", "{\"user\":\"rot\",\"groups\":[\"system:masters\"]}");
-  tf_test_write(tokp, cJSON_GetObjectItem(t1, "token")->valuestring, 0600);
+  char *t1 = tf_test_new_token(&tf_kt, "rot", tokp);
   char *log = NULL;
-  tf_kube_options o;
-  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
-  o.server = tf_kt.server;
-  o.ca_file = tf_kt.ca_path;
-  o.token_file = tokp;
-  o.log = tf_test_log_cb;
-  o.log_payload = &log;
-  o.log_level = TF_LOG_DEBUG;
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
+  tf_kube *k = tf_test_kube_token(&tf_kt, tokp, NULL, &log);
   char *out = NULL;
   TF_OK_OR_FAIL(tf_kube_get(k, "/api/v1/namespaces/default", &out, NULL));
   tf_free(out);
-  cJSON *t2 = tf_test_control(&tf_kt, "POST", "/tokens", "{\"user\":\"rot\",\"groups\":[\"system:masters\"]}");
-  tf_test_write(tokp, cJSON_GetObjectItem(t2, "token")->valuestring, 0600);
-  char *rev = tf_asprintf__("{\"token\":\"%s\"}", cJSON_GetObjectItem(t1, "token")->valuestring);
+  char *t2 = tf_test_new_token(&tf_kt, "rot", tokp);
+  char *rev = tf_asprintf__("{\"token\":\"%s\"}", t1);
   cJSON_Delete(tf_test_control(&tf_kt, "POST", "/tokens/revoke", rev));
   free(rev);
   TF_OK_OR_FAIL(tf_kube_get(k, "/api/v1/namespaces/default", &out, NULL));
@@ -637,7 +627,7 @@ START_TEST(test_kube__token_rotation)
   ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, 2), "code")->valueint, 200);
   cJSON_Delete(reqs);
   /* revoked and the file not updated: one 401 retry, then TF_EAUTH */
-  rev = tf_asprintf__("{\"token\":\"%s\"}", cJSON_GetObjectItem(t2, "token")->valuestring);
+  rev = tf_asprintf__("{\"token\":\"%s\"}", t2);
   cJSON_Delete(tf_test_control(&tf_kt, "POST", "/tokens/revoke", rev));
   free(rev);
   tf_kube_status *st = NULL;
@@ -647,12 +637,12 @@ START_TEST(test_kube__token_rotation)
   ck_assert_int_eq(tf_test_count(&tf_kt, "GET", "/api/v1/namespaces/default", NULL), 5);
   /* neither token in the log nor in the last error */
   ck_assert_ptr_nonnull(log);
-  ck_assert_ptr_null(strstr(log, cJSON_GetObjectItem(t1, "token")->valuestring));
-  ck_assert_ptr_null(strstr(log, cJSON_GetObjectItem(t2, "token")->valuestring));
-  ck_assert_ptr_null(strstr(tf_error_last()->message, cJSON_GetObjectItem(t2, "token")->valuestring));
+  ck_assert_ptr_null(strstr(log, t1));
+  ck_assert_ptr_null(strstr(log, t2));
+  ck_assert_ptr_null(strstr(tf_error_last()->message, t2));
   free(log);
-  cJSON_Delete(t1);
-  cJSON_Delete(t2);
+  free(t1);
+  free(t2);
   tf_kube_free(k);
   tf_test_rmtree(dir);
   free(dir);

@@ -191,6 +191,36 @@ void tf_test_log_cb(tf_log_level level, const char *msg, void *payload)
   pthread_mutex_unlock(&tf_test_log_mu);
 }
 
+char *tf_test_new_token(const tf_test_cluster *c, const char *user, const char *path)
+{
+  char body[256];
+  snprintf(body, sizeof(body), "{\"user\":\"%s\",\"groups\":[\"system:masters\"]}", user);
+  cJSON *t = tf_test_control(c, "POST", "/tokens", body);
+  char *tok = strdup(cJSON_GetObjectItem(t, "token")->valuestring);
+  cJSON_Delete(t);
+  tf_test_write(path, tok, 0600);
+  return tok;
+}
+
+tf_kube *tf_test_kube_token(const tf_test_cluster *c, const char *token_path, const char *user_agent, char **log)
+{
+  tf_kube_options o;
+  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
+  o.server = c->server;
+  o.ca_file = c->ca_path;
+  o.token_file = token_path;
+  o.timeout_ms = 5000;
+  o.user_agent = user_agent;
+  if (log) {
+    o.log = tf_test_log_cb;
+    o.log_payload = log;
+    o.log_level = TF_LOG_DEBUG;
+  }
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
+  return k;
+}
+
 tf_kube *tf_test_kube(const tf_test_cluster *c, char **log)
 {
   tf_kube_options o;

@@ -37,6 +37,11 @@ int tf_test_count(const tf_test_cluster *c, const char *method, const char *path
 cJSON *tf_test_requests(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part);
 /* A client on the cluster's kubeconfig, logging into @p log (may be NULL). */
 tf_kube *tf_test_kube(const tf_test_cluster *c, char **log);
+/* A new token for @p user (group system:masters) written to @p path; returns its text (caller frees). */
+char *tf_test_new_token(const tf_test_cluster *c, const char *user, const char *path);
+/* A client with explicit options: the cluster's server and CA, @p token_path re-read;
+ * @p user_agent may be NULL; logs into @p log when not NULL. */
+tf_kube *tf_test_kube_token(const tf_test_cluster *c, const char *token_path, const char *user_agent, char **log);
 /* Log callback appending to a char ** buffer (thread-safe; read it after the writers stopped). */
 void tf_test_log_cb(tf_log_level level, const char *msg, void *payload);
 /* Occurrences of @p needle in a buffer filled by tf_test_log_cb (locked read). */

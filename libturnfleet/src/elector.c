@@ -15,6 +15,9 @@
 
 #include "kube_internal.h"
 
+/* the handle's log sink (never sees secrets) */
+#define TF_EL__LOG(h, level, ...) tf_log__emit((h)->o.log, (h)->o.log_payload, (h)->o.log_level, level, __VA_ARGS__)
+
 struct tf_elector {
   tf_kube *k;
   tf_elector_options o;
@@ -33,17 +36,6 @@ struct tf_elector {
   unsigned seed;
 };
 
-static void tf_el__log(const tf_elector *e, tf_log_level lv, const char *fmt, ...) TF__PRINTF(3, 4);
-static void tf_el__log(const tf_elector *e, tf_log_level lv, const char *fmt, ...)
-{
-  if (!e->o.log || lv < e->o.log_level) return;
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  e->o.log(lv, msg, e->o.log_payload);
-}
 
 tf_err tf_elector_options_init(tf_elector_options *opts, unsigned int version)
 {
@@ -157,7 +149,27 @@ static cJSON *tf_el__spec(const tf_elector *e, const char *now, const char *acqu
   return s;
 }
 
-/* PUT the known Lease with @p spec; 1 on success. */
+/* Send @p obj (consumed) with @p method to @p path; keep and observe what the
+ * server answers. 1 on success. */
+static int tf_el__write(tf_elector *e, const char *method, const char *path, cJSON *obj, int64_t deadline)
+{
+  char *body = obj ? cJSON_PrintUnformatted(obj) : NULL;
+  cJSON_Delete(obj);
+  if (!body) return 0;
+  char *out = NULL;
+  tf_err rc = tf_kube__request(e->k, method, path, "application/json", body, 1, deadline, &out, NULL);
+  free(body);
+  if (rc < 0) {
+    TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: %s failed: %s", e->ns, e->name, method, tf_error_last()->message);
+    return 0;
+  }
+  tf_el__keep(e, out);
+  free(out);
+  tf_el__observe(e, cJSON_GetObjectItemCaseSensitive(e->lease, "spec"));
+  return 1;
+}
+
+/* PUT the known Lease with @p spec (consumed); 1 on success. */
 static int tf_el__put(tf_elector *e, cJSON *spec, int64_t deadline)
 {
   cJSON *obj = cJSON_Duplicate(e->lease, 1);
@@ -166,22 +178,8 @@ static int tf_el__put(tf_elector *e, cJSON *spec, int64_t deadline)
     cJSON_Delete(spec);
     return 0;
   }
-  cJSON_ReplaceItemInObjectCaseSensitive(obj, "spec", spec);
-  if (!cJSON_GetObjectItemCaseSensitive(obj, "spec")) cJSON_AddItemToObject(obj, "spec", spec);
-  char *body = cJSON_PrintUnformatted(obj);
-  cJSON_Delete(obj);
-  if (!body) return 0;
-  char *out = NULL;
-  tf_err rc = tf_kube__request(e->k, "PUT", e->path, "application/json", body, 1, deadline, &out, NULL);
-  free(body);
-  if (rc < 0) {
-    tf_el__log(e, TF_LOG_INFO, "lease %s/%s: update failed: %s", e->ns, e->name, tf_error_last()->message);
-    return 0;
-  }
-  tf_el__keep(e, out);
-  free(out);
-  tf_el__observe(e, cJSON_GetObjectItemCaseSensitive(e->lease, "spec"));
-  return 1;
+  if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, "spec", spec)) cJSON_AddItemToObject(obj, "spec", spec);
+  return tf_el__write(e, "PUT", e->path, obj, deadline);
 }
 
 /* One round of client-go's tryAcquireOrRenew; 1 when we hold the lease after it. */
@@ -213,22 +211,10 @@ static int tf_el__try(tf_elector *e, int leading, int64_t deadline)
     cJSON_AddStringToObject(md, "name", e->name);
     cJSON_AddStringToObject(md, "namespace", e->ns);
     cJSON_AddItemToObject(obj, "spec", tf_el__spec(e, now, now, 0));
-    char *body = cJSON_PrintUnformatted(obj);
-    cJSON_Delete(obj);
-    if (!body) return 0;
-    rc = tf_kube__request(e->k, "POST", e->coll, "application/json", body, 1, deadline, &out, NULL);
-    free(body);
-    if (rc < 0) {
-      tf_el__log(e, TF_LOG_INFO, "lease %s/%s: create failed: %s", e->ns, e->name, tf_error_last()->message);
-      return 0;
-    }
-    tf_el__keep(e, out);
-    free(out);
-    tf_el__observe(e, cJSON_GetObjectItemCaseSensitive(e->lease, "spec"));
-    return 1;
+    return tf_el__write(e, "POST", e->coll, obj, deadline);
   }
   if (rc < 0) {
-    tf_el__log(e, TF_LOG_INFO, "lease %s/%s: %s", e->ns, e->name, tf_error_last()->message);
+    TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: %s", e->ns, e->name, tf_error_last()->message);
     return 0;
   }
   tf_el__keep(e, out);
@@ -284,7 +270,7 @@ static void tf_el__release(tf_elector *e)
   cJSON_ReplaceItemInObjectCaseSensitive(s, "holderIdentity", cJSON_CreateString(""));
   cJSON_ReplaceItemInObjectCaseSensitive(s, "leaseDurationSeconds", cJSON_CreateNumber(1));
   if (tf_el__put(e, s, tf_kube__now_ms() + e->o.renew_deadline_ms))
-    tf_el__log(e, TF_LOG_INFO, "lease %s/%s: released", e->ns, e->name);
+    TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: released", e->ns, e->name);
 }
 
 static void *tf_el__run(void *arg)
@@ -300,7 +286,7 @@ static void *tf_el__run(void *arg)
     tf_el__set(e, 0, 1);
     return NULL;
   }
-  tf_el__log(e, TF_LOG_INFO, "lease %s/%s: leading as %s", e->ns, e->name, e->identity);
+  TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: leading as %s", e->ns, e->name, e->identity);
   tf_el__set(e, 1, 0);
   if (e->o.on_change) e->o.on_change(1, e->o.payload);
   /* renew: every retry period; no success within the renew deadline = lost */
@@ -323,7 +309,7 @@ static void *tf_el__run(void *arg)
     pthread_mutex_unlock(&e->mu);
   }
   if (lost) {
-    tf_el__log(e, TF_LOG_WARN, "lease %s/%s: not renewed within %ld ms; leadership lost", e->ns, e->name,
+    TF_EL__LOG(e, TF_LOG_WARN, "lease %s/%s: not renewed within %ld ms; leadership lost", e->ns, e->name,
                e->o.renew_deadline_ms);
   } else if (e->o.release_on_stop) {
     tf_el__release(e);

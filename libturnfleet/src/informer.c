@@ -18,6 +18,9 @@
 #include "kube_internal.h"
 #include "smap.h"
 
+/* the handle's log sink (never sees secrets) */
+#define TF_INF__LOG(h, level, ...) tf_log__emit((h)->o.log, (h)->o.log_payload, (h)->o.log_level, level, __VA_ARGS__)
+
 typedef struct tf_inf__obj {
   cJSON *obj;
   char *ns;      /* or NULL */
@@ -60,17 +63,6 @@ static void tf_inf__obj_free(void *p)
 
 static void tf_inf__set_free(void *p) { tf_smap__free(p); }
 
-static void tf_inf__log(const tf_informer *inf, tf_log_level lv, const char *fmt, ...) TF__PRINTF(3, 4);
-static void tf_inf__log(const tf_informer *inf, tf_log_level lv, const char *fmt, ...)
-{
-  if (!inf->o.log || lv < inf->o.log_level) return;
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  inf->o.log(lv, msg, inf->o.log_payload);
-}
 
 tf_err tf_informer_options_init(tf_informer_options *opts, unsigned int version)
 {
@@ -249,7 +241,7 @@ static int tf_inf__on_event(int type, cJSON *object, void *arg)
   }
   char *key = tf_inf__key(object);
   if (!key) {
-    tf_inf__log(inf, TF_LOG_DEBUG, "watch %.200s: an event object without a name", inf->path);
+    TF_INF__LOG(inf, TF_LOG_DEBUG, "watch %.200s: an event object without a name", inf->path);
     return 0;
   }
   tf_informer_op op;
@@ -401,7 +393,7 @@ static void tf_inf__backoff(tf_informer *inf, const tf_kube_status *st)
   long asked = tf_kube_status_retry_after(st) * 1000;
   if (asked > wait) wait = asked;
   inf->backoff_ms = inf->backoff_ms * 2 > inf->o.backoff_max_ms ? inf->o.backoff_max_ms : inf->backoff_ms * 2;
-  tf_inf__log(inf, TF_LOG_INFO, "%.200s: waiting %ld ms before the next attempt", inf->path, wait);
+  TF_INF__LOG(inf, TF_LOG_INFO, "%.200s: waiting %ld ms before the next attempt", inf->path, wait);
   pthread_mutex_lock(&inf->mu);
   int64_t until = now + wait;
   while (!inf->stop) {
@@ -438,7 +430,7 @@ static void *tf_inf__run(void *arg)
         break;
       }
       if (rc < 0) {
-        tf_inf__log(inf, TF_LOG_WARN, "list %.200s: %s", inf->path, tf_error_last()->message);
+        TF_INF__LOG(inf, TF_LOG_WARN, "list %.200s: %s", inf->path, tf_error_last()->message);
         if (rc == TF_EEXPIRED) list_rv = NULL; /* the next LIST is a consistent read */
         tf_inf__backoff(inf, st);
         tf_kube_status_free(st);
@@ -472,16 +464,16 @@ static void *tf_inf__run(void *arg)
     if (rc == TF_OK) {
       /* a clean end re-watches from the last RV at once, unless it was a "very short watch" */
       if (inf->events == 0 && tf_kube__now_ms() - started < 1000) {
-        tf_inf__log(inf, TF_LOG_WARN, "watch %.200s: very short watch (no event in under 1 s)", inf->path);
+        TF_INF__LOG(inf, TF_LOG_WARN, "watch %.200s: very short watch (no event in under 1 s)", inf->path);
         tf_inf__backoff(inf, NULL);
       }
     } else if (rc == TF_EEXPIRED) {
-      tf_inf__log(inf, TF_LOG_INFO, "watch %.200s: %s; relisting", inf->path, tf_error_last()->message);
+      TF_INF__LOG(inf, TF_LOG_INFO, "watch %.200s: %s; relisting", inf->path, tf_error_last()->message);
       need_list = 1;
       list_rv = NULL;
       tf_inf__backoff(inf, st);
     } else {
-      tf_inf__log(inf, TF_LOG_WARN, "watch %.200s: %s", inf->path, tf_error_last()->message);
+      TF_INF__LOG(inf, TF_LOG_WARN, "watch %.200s: %s", inf->path, tf_error_last()->message);
       tf_inf__backoff(inf, st);
     }
     tf_kube_status_free(st);

@@ -67,13 +67,10 @@ int tf_kube__wait(pthread_mutex_t *mu, pthread_cond_t *cv, int64_t ms, volatile 
 
 void tf_kube__log(const tf_kube *k, tf_log_level level, const char *fmt, ...)
 {
-  if (!k->log || level < k->log_level) return;
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  tf_log__emitv(k->log, k->log_payload, k->log_level, level, fmt, ap);
   va_end(ap);
-  k->log(level, msg, k->log_payload);
 }
 
 tf_err tf_kube_options_init(tf_kube_options *opts, unsigned int version)
