@@ -375,17 +375,30 @@ START_TEST(test_informer__server_errors)
 }
 END_TEST
 
+/* Namespace @p ns with one ConfigMap, a fault (@p rule: the action and count) on
+ * its LIST, and a synced informer on it with the client *k. */
+static tf_informer *tf_it_list_fault(const char *ns, const char *rule, tf_it_seen *seen, tf_kube **k)
+{
+  *k = tf_test_kube(&tf_it, NULL);
+  tf_it_ns(*k, ns);
+  tf_it_cm(*k, ns, "x", "a");
+  char *f = tf_asprintf__("{\"path\":\"/namespaces/%s/configmaps$\",\"query\":\"^(?!.*watch)\",%s}", ns, rule);
+  tf_test_fault(&tf_it, f);
+  free(f);
+  char path[128];
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps", ns);
+  tf_informer *inf = tf_it_informer(*k, path, seen, 300, 0);
+  tf_it_wait_synced(inf);
+  return inf;
+}
+
 /* 429 with Retry-After: 2 on the LIST: the next LIST does not come earlier. */
 START_TEST(test_informer__retry_after)
 {
-  tf_kube *k = tf_test_kube(&tf_it, NULL);
-  tf_it_ns(k, "inf-429");
-  tf_it_cm(k, "inf-429", "x", "a");
-  tf_test_fault(&tf_it, "{\"path\":\"/namespaces/inf-429/configmaps$\",\"query\":\"^(?!.*watch)\",\"status\":429,\"retryAfter\":2,\"count\":2}");
   tf_it_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
   const char *path = "/api/v1/namespaces/inf-429/configmaps";
-  tf_informer *inf = tf_it_informer(k, path, &seen, 300, 0);
-  tf_it_wait_synced(inf);
+  tf_kube *k = NULL;
+  tf_informer *inf = tf_it_list_fault("inf-429", "\"status\":429,\"retryAfter\":2,\"count\":2", &seen, &k);
   cJSON *l = tf_test_requests(&tf_it, "GET", path, "resourceVersion=0");
   ck_assert_int_eq(cJSON_GetArraySize(l), 3);
   double t0 = cJSON_GetObjectItem(cJSON_GetArrayItem(l, 0), "time")->valuedouble;
@@ -488,14 +501,10 @@ END_TEST
  * request times out and the informer retries after its backoff. */
 START_TEST(test_informer__slow_list)
 {
-  tf_kube *k = tf_test_kube(&tf_it, NULL);
-  tf_it_ns(k, "inf-slow");
-  tf_it_cm(k, "inf-slow", "x", "a");
-  tf_test_fault(&tf_it, "{\"path\":\"/namespaces/inf-slow/configmaps$\",\"query\":\"^(?!.*watch)\",\"slowHeaders\":7,\"count\":1}");
   tf_it_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
   const char *path = "/api/v1/namespaces/inf-slow/configmaps";
-  tf_informer *inf = tf_it_informer(k, path, &seen, 300, 0);
-  tf_it_wait_synced(inf);
+  tf_kube *k = NULL;
+  tf_informer *inf = tf_it_list_fault("inf-slow", "\"slowHeaders\":7,\"count\":1", &seen, &k);
   tf_it_converges(inf, k, path);
   tf_it_wait_count("GET", path, "resourceVersion=0", 2);
   ck_assert_int_eq(tf_test_count(&tf_it, "GET", path, "resourceVersion=0"), 2);

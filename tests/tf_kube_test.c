@@ -202,6 +202,22 @@ char *tf_test_new_token(const tf_test_cluster *c, const char *user, const char *
   return tok;
 }
 
+/* The test defaults (5 s requests, fieldManager turnfleet-test, logging into @p log), then a client. */
+static tf_kube *tf_test_kube_opts(tf_kube_options *o, char **log)
+{
+  o->timeout_ms = 5000;
+  o->connect_timeout_ms = 2000;
+  o->field_manager = "turnfleet-test";
+  if (log) {
+    o->log = tf_test_log_cb;
+    o->log_payload = log;
+    o->log_level = TF_LOG_DEBUG;
+  }
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, o));
+  return k;
+}
+
 tf_kube *tf_test_kube_token(const tf_test_cluster *c, const char *token_path, const char *user_agent, char **log)
 {
   tf_kube_options o;
@@ -209,16 +225,8 @@ tf_kube *tf_test_kube_token(const tf_test_cluster *c, const char *token_path, co
   o.server = c->server;
   o.ca_file = c->ca_path;
   o.token_file = token_path;
-  o.timeout_ms = 5000;
   o.user_agent = user_agent;
-  if (log) {
-    o.log = tf_test_log_cb;
-    o.log_payload = log;
-    o.log_level = TF_LOG_DEBUG;
-  }
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
-  return k;
+  return tf_test_kube_opts(&o, log);
 }
 
 tf_kube *tf_test_kube(const tf_test_cluster *c, char **log)
@@ -227,17 +235,7 @@ tf_kube *tf_test_kube(const tf_test_cluster *c, char **log)
   TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
   o.source = TF_KUBE_SOURCE_KUBECONFIG;
   o.kubeconfig = c->kubeconfig;
-  o.timeout_ms = 5000;
-  o.connect_timeout_ms = 2000;
-  o.field_manager = "turnfleet-test";
-  if (log) {
-    o.log = tf_test_log_cb;
-    o.log_payload = log;
-    o.log_level = TF_LOG_DEBUG;
-  }
-  tf_kube *k = NULL;
-  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
-  return k;
+  return tf_test_kube_opts(&o, log);
 }
 
 int tf_test_log_count(char **buf, const char *needle)
