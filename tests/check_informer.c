@@ -459,9 +459,9 @@ START_TEST(test_informer__expired)
 }
 END_TEST
 
-/* Dropped watches: EOF inside a line, TCP reset before any answer (no
- * event), TCP reset mid-stream: reconnect from the same RV, nothing missed,
- * no relist. */
+/* Dropped watches: EOF inside a line, TCP reset before any answer, TCP
+ * reset mid-stream, a stream that closes after its headers with no event:
+ * reconnect from the same RV, nothing missed, no relist. */
 START_TEST(test_informer__dropped_watches)
 {
   tf_it_fix f;
@@ -471,6 +471,11 @@ START_TEST(test_informer__dropped_watches)
   tf_test_fault(&tf_it, "{\"path\":\"/namespaces/inf-drop/configmaps$\",\"query\":\"watch=1\",\"resetMidStream\":true,\"afterEvents\":1,\"count\":1}");
   tf_it_until_logged(&f, "a1", "the stream ended inside a line", 1);
   tf_it_until_logged(&f, "a1", "watch /api/v1/namespaces/inf-drop/configmaps: GET", 2); /* the two resets */
+  /* headers, then the connection closes with no event */
+  cJSON_Delete(tf_test_control(&tf_it, "DELETE", "/faults", NULL));
+  int errors = tf_test_log_count(&f.log, "watch /api/v1/namespaces/inf-drop/configmaps: ");
+  tf_test_fault(&tf_it, "{\"path\":\"/namespaces/inf-drop/configmaps$\",\"query\":\"watch=1\",\"stall\":true,\"stallSeconds\":0.2,\"count\":1}");
+  tf_it_until_logged(&f, "a1", "watch /api/v1/namespaces/inf-drop/configmaps: ", errors + 1);
   tf_it_cm_del(f.admin, f.ns, "b0");
   tf_it_converges(f.inf, f.admin, f.path);
   pthread_mutex_lock(&f.seen.mu);
