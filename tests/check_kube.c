@@ -758,6 +758,36 @@ START_TEST(test_kube__client_certificates)
 }
 END_TEST
 
+/* The in-cluster flow end to end: the service-account directory and the
+ * KUBERNETES_SERVICE_* variables pointing at the stand-in. */
+START_TEST(test_kube__in_cluster_live)
+{
+  char *dir = tf_test_tmpdir();
+  char *ca = tf_test_read(tf_kt.ca_path, NULL);
+  tf_kt_put(dir, "ca.crt", ca, 0644);
+  tf_kt_put(dir, "token", tf_kt.token, 0600);
+  tf_kt_put(dir, "namespace", "kube-system\n", 0644);
+  free(ca);
+  char port[16];
+  snprintf(port, sizeof(port), "%d", TF_KT_PORT);
+  setenv("KUBERNETES_SERVICE_HOST", TF_KT_ADDR, 1);
+  setenv("KUBERNETES_SERVICE_PORT", port, 1);
+  tf_kube_options o;
+  TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
+  o.source = TF_KUBE_SOURCE_IN_CLUSTER;
+  o.sa_dir = dir;
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, &o));
+  ck_assert_str_eq(tf_kube_namespace(k), "kube-system");
+  char *out = NULL;
+  TF_OK_OR_FAIL(tf_kube_get(k, "/api/v1/namespaces/kube-system", &out, NULL));
+  tf_free(out);
+  tf_kube_free(k);
+  tf_test_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
 typedef struct {
   int added, deleted, bookmarks, errors;
   char last_rv[32];
@@ -865,6 +895,7 @@ Suite *tf_test_kube_suite(void)
   tcase_add_test(live, test_kube__token_rotation);
   tcase_add_test(live, test_kube__tls);
   tcase_add_test(live, test_kube__client_certificates);
+  tcase_add_test(live, test_kube__in_cluster_live);
   tcase_add_test(live, test_kube__watch);
   suite_add_tcase(s, live);
   return s;
