@@ -11,6 +11,7 @@
  * - a 410 costs exactly one relist. */
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -775,6 +776,68 @@ START_TEST(test_informer__workqueue_shutdown_wakes)
 }
 END_TEST
 
+/* Four workers, eight keys added 20000 times in all: a key is never in two
+ * workers' hands at once, adds are folded (at most one run per add), and the
+ * queue drains. */
+typedef struct {
+  tf_workqueue *q;
+  pthread_mutex_t mu;
+  int busy[8];     /* workers holding key i now */
+  int overlap;     /* a key seen busy twice */
+  long processed;
+} tf_it_pool;
+
+static void *tf_it_worker(void *arg)
+{
+  tf_it_pool *p = arg;
+  char *k = NULL;
+  while (tf_workqueue_get(p->q, &k, -1) == 0) {
+    int i = k[1] - '0';
+    pthread_mutex_lock(&p->mu);
+    if (p->busy[i]++) p->overlap = 1;
+    pthread_mutex_unlock(&p->mu);
+    sched_yield();
+    pthread_mutex_lock(&p->mu);
+    p->busy[i]--;
+    p->processed++;
+    pthread_mutex_unlock(&p->mu);
+    tf_workqueue_done(p->q, k);
+    tf_free(k);
+  }
+  return NULL;
+}
+
+START_TEST(test_informer__workqueue_one_worker_per_key)
+{
+  tf_it_pool p;
+  memset(&p, 0, sizeof(p));
+  pthread_mutex_init(&p.mu, NULL);
+  TF_OK_OR_FAIL(tf_workqueue_new(&p.q, NULL));
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, tf_it_worker, &p), 0);
+  for (int n = 0; n < 20000; n++) {
+    char key[4] = {'k', (char)('0' + n % 8), 0};
+    TF_OK_OR_FAIL(tf_workqueue_add(p.q, key));
+  }
+  /* drained: nothing queued, nothing in a worker's hands */
+  for (int i = 0; i < 500; i++) {
+    pthread_mutex_lock(&p.mu);
+    int busy = 0;
+    for (int j = 0; j < 8; j++) busy += p.busy[j];
+    pthread_mutex_unlock(&p.mu);
+    if (busy == 0 && tf_workqueue_len(p.q) == 0) break;
+    tf_test_sleep_ms(10);
+  }
+  tf_workqueue_shutdown(p.q);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  ck_assert_int_eq(p.overlap, 0);
+  /* deduplicated: far fewer runs than adds, at least one per key */
+  ck_assert_int_ge(p.processed, 8);
+  ck_assert_int_le(p.processed, 20000);
+  tf_workqueue_free(p.q);
+}
+END_TEST
+
 /* ---- leader election ---- */
 
 typedef struct tf_it_el {
@@ -1042,6 +1105,7 @@ Suite *tf_test_informer_suite(void)
   tcase_add_test(wq, test_informer__workqueue_dedupe_and_exclusive);
   tcase_add_test(wq, test_informer__workqueue_rate_limits);
   tcase_add_test(wq, test_informer__workqueue_shutdown_wakes);
+  tcase_add_test(wq, test_informer__workqueue_one_worker_per_key);
   suite_add_tcase(s, wq);
   TCase *live = tcase_create("standin");
   tcase_add_unchecked_fixture(live, tf_it_setup, tf_it_teardown);
