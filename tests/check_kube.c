@@ -577,6 +577,11 @@ START_TEST(test_kube__request_faults)
   ck_assert_int_eq(tf_kube_get(k, path, &out, &st), TF_ETIMEOUT);
   ck_assert_str_eq(tf_kube_status_reason(st), "Timeout");
   tf_kube_status_free(st);
+  /* a 200 that is not JSON (text/plain): an error, not an object */
+  ck_assert_int_eq(tf_kube_get(k, "/readyz", &out, &st), TF_EPROTO);
+  ck_assert_ptr_null(out);
+  ck_assert_str_eq(tf_kube_status_reason(st), "Malformed");
+  tf_kube_status_free(st);
   /* a truncated body: an error, never a crash */
   TF_OK_OR_FAIL(tf_kube_create(k, "/api/v1/namespaces/default/configmaps",
                                "{\"metadata\":{\"name\":\"faults\"},\"data\":{\"a\":\"0123456789012345678901234567890\"}}",

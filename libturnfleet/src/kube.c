@@ -626,10 +626,17 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
         if (status) *status = tf_kube__status_local(200, "Truncated", tf_error_last()->message);
       }
     } else if (code >= 200 && code < 300) {
-      if (out) {
+      /* an answer that is not JSON is an error, not an object (cut short, wrong content type) */
+      cJSON *doc = r.body.len ? cJSON_ParseWithLength(r.body.ptr, r.body.len) : NULL;
+      if (r.body.len && !doc) {
+        rc = tf_error__set(TF_EPROTO, "%s %.200s: %ld with a body that is not JSON (%zu bytes)", c->method, c->path,
+                           code, r.body.len);
+        if (status) *status = tf_kube__status_local((int)code, "Malformed", tf_error_last()->message);
+      } else if (out) {
         if (!r.body.ptr) tf_buf__puts(&r.body, "");
         rc = tf_buf__detach(&r.body, out);
       }
+      cJSON_Delete(doc);
     } else {
       tf_kube_status *st = tf_kube__status_parse((int)code, r.body.ptr, r.body.len, r.retry_after[0] ? r.retry_after : NULL);
       rc = tf_kube__code_err((int)code);
