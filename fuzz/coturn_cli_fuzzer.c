@@ -5,13 +5,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-
-#define TF_FUZZ_CHECK(cond) \
-  do {                      \
-    if (!(cond)) abort();   \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tf_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

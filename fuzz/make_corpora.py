@@ -12,7 +12,11 @@ session of tests/data/coturn and telnet negotiation shapes. pool_yaml/, pool_jso
 the pools of tests/data/pools, examples/pools and tests/data/invalid. nodes_parse/: the
 NodeLists of tests/data and examples. fleet_parse/: relay records and plan outputs.
 status_parse/: previous statuses. secret_read/, addresses_parse/, coturn_version/,
-port_range/: a few good and bad shapes each. Files are named by the
+port_range/: a few good and bad shapes each. fuzz/corpora/kube_config/,
+kube_watch/, kube_status/: kubeconfig files (data and file forms, refused exec and
+auth-provider users, malformed ones), watch streams (the first byte picks the chunk
+size: every event type, CRLF, a line cut short, an oversized line) and Status bodies
+(the first byte picks the HTTP code and a Retry-After header). Files are named by the
 SHA-1 of their content, so re-running only adds files; crash reproducers added by
 hand (same naming) are kept.
 """
@@ -119,6 +123,43 @@ def files_under(*dirs, suffixes=('.yaml', '.json')):
     return out
 
 
+KUBECONFIG_HEAD = (b'apiVersion: v1\nkind: Config\ncurrent-context: a\n'
+                   b'contexts:\n- name: a\n  context: {cluster: c, user: u, namespace: turn}\n')
+EXTRA_KUBECONFIG = [
+    KUBECONFIG_HEAD + b"clusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443', certificate-authority-data: "
+    b"LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==, tls-server-name: kubernetes.default}\n"
+    b"users:\n- name: u\n  user: {token: abc}\n",
+    KUBECONFIG_HEAD + b"clusters:\n- name: c\n  cluster: {server: 'https://h:1', insecure-skip-tls-verify: true}\n"
+    b"users:\n- name: u\n  user: {tokenFile: tok, client-certificate-data: QUJD, client-key-data: REVG}\n",
+    KUBECONFIG_HEAD + b"clusters:\n- name: c\n  cluster: {server: 'https://h:1', certificate-authority: ca.pem}\n"
+    b"users:\n- name: u\n  user: {client-certificate: c.pem, client-key: k.pem}\n",
+    KUBECONFIG_HEAD + b"clusters:\n- name: c\n  cluster: {server: 'https://h:1'}\n"
+    b"users:\n- name: u\n  user: {exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}}\n",
+    KUBECONFIG_HEAD + b"clusters:\n- name: c\n  cluster: {server: 'https://h:1'}\nusers:\n- name: u\n  user: {auth-provider: {name: gcp}}\n",
+    b'{"current-context":"a","contexts":[{"name":"a","context":{"cluster":"c"}}],"clusters":[{"name":"c","cluster":{"server":"http://x"}}]}',
+    b'current-context: zz\n', b'- a\n- b\n', b'contexts: {a: 1}\ncurrent-context: a\n', b'key: [unclosed\n',
+]
+EXTRA_WATCH = [
+    b'\x07{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","resourceVersion":"10"}}}\n'
+    b'{"type":"MODIFIED","object":{"metadata":{"name":"p","resourceVersion":"11"}}}\r\n\n'
+    b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12"}}}\n',
+    b'\x00{"type":"DELETED","object":{"metadata":{"name":"p","resourceVersion":"13"}}}\n{"type":"ERROR","object":'
+    b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)",'
+    b'"reason":"Expired","code":410}}\n',
+    b'\x03{"type":"ADDED","object":{"metadata":{"name":"half', b'\x01not json\n{"type":"X","object":{}}\n{"type":"ADDED"}\n',
+    b'\x3c' + b'{"type":"ADDED","object":{"a":"' + b'x' * 5000 + b'"}}\n',
+]
+EXTRA_KUBE_STATUS = [
+    b'\x07{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"bad","reason":"Invalid",'
+    b'"details":{"causes":[{"reason":"FieldValueInvalid","message":"must be > 0","field":"spec.replicas"}]},"code":422}',
+    b'\x18{"kind":"Status","status":"Failure","reason":"TooManyRequests","details":{"retryAfterSeconds":2},"code":429}',
+    b'\x04{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled",'
+    b'"reason":"Conflict","details":{"name":"edge","group":"turnfleet.hzmi.dev","kind":"turnpools"},"code":409}',
+    b'\x19 7\r\n', b'\x0a<html>bad gateway</html>', b'\x05{"kind":"Status","code":99999,"details":{"causes":[1,{}]}}',
+    b'\x1bWed, 21 Oct 2015 07:28:00 GMT',
+]
+
+
 def main():
     stun = []
     for v in load('rfc5769.jsonl'):
@@ -148,6 +189,10 @@ def main():
     b = write(os.path.join(HERE, 'corpora', 'uri_parse'), set(uris))
     c = write(os.path.join(HERE, 'corpora', 'metrics_parse'), set(metrics))
     d = write(os.path.join(HERE, 'corpora', 'coturn_cli'), set(cli))
+    kube = [(name, set(seeds)) for name, seeds in
+            (('kube_config', EXTRA_KUBECONFIG), ('kube_watch', EXTRA_WATCH), ('kube_status', EXTRA_KUBE_STATUS))]
+    for name, seeds in kube:
+        print('%s: %d seeds (%d new)' % (name, len(seeds), write(os.path.join(HERE, 'corpora', name), seeds)))
     print('stun_decode: %d seeds (%d new); uri_parse: %d seeds (%d new); metrics_parse: %d seeds (%d new); '
           'coturn_cli: %d seeds (%d new)' % (len(set(stun)), a, len(set(uris)), b, len(set(metrics)), c,
                                             len(set(cli)), d))

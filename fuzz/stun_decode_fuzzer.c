@@ -6,11 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define TF_FUZZ_CHECK(cond) \
-  do {                      \
-    if (!(cond)) abort();   \
-  } while (0)
+#include "tf_fuzz.h"
 
 static const uint8_t tf_fuzz_key[TF_STUN_KEY_SIZE] = {0x80, 0xfa, 0x6e, 0x2b, 0x87, 0x9f, 0x8e, 0x61,
                                                       0xe7, 0x03, 0xbe, 0x9e, 0x34, 0x6e, 0xe0, 0x31};
@@ -92,8 +88,6 @@ static void tf_fuzz_accessors(const tf_stun_msg *m)
   uint32_t v = 0;
   (void)tf_stun_msg_u32(m, TF_STUN_ATTR_LIFETIME, &v);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

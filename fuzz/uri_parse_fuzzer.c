@@ -6,11 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define TF_FUZZ_CHECK(cond) \
-  do {                      \
-    if (!(cond)) abort();   \
-  } while (0)
+#include "tf_fuzz.h"
 
 static void tf_fuzz_same(const tf_uri *a, const tf_uri *b)
 {
@@ -21,8 +17,6 @@ static void tf_fuzz_same(const tf_uri *a, const tf_uri *b)
   TF_FUZZ_CHECK(strcmp(tf_uri_transport(a), tf_uri_transport(b)) == 0);
   TF_FUZZ_CHECK(tf_uri_open_mode(a) == tf_uri_open_mode(b));
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -23,5 +23,7 @@
 #include "turnfleet/reconcile.h"
 #include "turnfleet/engine.h"
 #include "turnfleet/relayctl.h"
+#include "turnfleet/kube.h"
+#include "turnfleet/informer.h"
 
 #endif

@@ -26,6 +26,22 @@ tf_err tf_error__set(tf_err code, const char *fmt, ...)
   return code;
 }
 
+void tf_log__emitv(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, va_list ap)
+{
+  if (!cb || level < min) return;
+  char msg[512];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  cb(level, msg, payload);
+}
+
+void tf_log__emit(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  tf_log__emitv(cb, payload, min, level, fmt, ap);
+  va_end(ap);
+}
+
 tf_err tf_error__nomem(void) { return tf_error__set(TF_ENOMEM, "out of memory"); }
 
 const tf_error *tf_error_last(void)

@@ -18,6 +18,13 @@
 
 /* Set the thread-local error and return @p code. */
 tf_err tf_error__set(tf_err code, const char *fmt, ...) TF__PRINTF(2, 3);
+/* Format and pass a message to a per-handle log sink when @p level >= @p min
+ * (nothing when @p cb is NULL). Callers never pass secrets. */
+void tf_log__emit(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, ...)
+    TF__PRINTF(5, 6);
+void tf_log__emitv(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, va_list ap)
+    TF__PRINTF(5, 0);
+
 /* Out-of-memory error. */
 tf_err tf_error__nomem(void);
 

@@ -24,6 +24,9 @@ EXPECTED = [
     (turnfleet.CallbackError, core.TF_EUSER, RuntimeError),
     (turnfleet.InputOutputError, core.TF_EIO, OSError),
     (turnfleet.ResourceExhausted, core.TF_ERESOURCE, OSError),
+    (turnfleet.ConflictError, core.TF_ECONFLICT, None),
+    (turnfleet.ExpiredError, core.TF_EEXPIRED, None),
+    (turnfleet.UnavailableError, core.TF_EUNAVAILABLE, ConnectionError),
 ]
 
 

@@ -147,6 +147,24 @@ class ResourceExhausted(Error, OSError):
     code = -12
 
 
+class ConflictError(Error):
+    """TF_ECONFLICT (-13): the object changed since it was read, or exists already (HTTP 409)."""
+
+    code = -13
+
+
+class ExpiredError(Error):
+    """TF_EEXPIRED (-14): a resource version is too old (HTTP 410): list again."""
+
+    code = -14
+
+
+class UnavailableError(Error, ConnectionError):
+    """TF_EUNAVAILABLE (-15): the server is busy or unavailable (429, 5xx): retry later."""
+
+    code = -15
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -162,6 +180,9 @@ _BY_CODE = {
         CallbackError,
         InputOutputError,
         ResourceExhausted,
+        ConflictError,
+        ExpiredError,
+        UnavailableError,
     )
 }
 

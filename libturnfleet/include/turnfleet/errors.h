@@ -29,7 +29,10 @@ typedef int tf_err;
   XX(ENET, -9, "network error")                                           \
   XX(EUSER, -10, "callback asked to stop")                                \
   XX(EIO, -11, "input/output error")                                      \
-  XX(ERESOURCE, -12, "local resources exhausted")
+  XX(ERESOURCE, -12, "local resources exhausted")                          \
+  XX(ECONFLICT, -13, "conflict: changed or exists already")               \
+  XX(EEXPIRED, -14, "resource version expired")                           \
+  XX(EUNAVAILABLE, -15, "server busy or unavailable: retry later")
 
 /** Error codes. */
 enum tf_error_code {

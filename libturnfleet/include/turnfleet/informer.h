@@ -1,0 +1,335 @@
+/**
+ * @file turnfleet/informer.h
+ * @brief Controller machinery on top of tf_kube: the informer (client-go's
+ * reflector: list, watch, relist on 410, backoff, stall watchdog) with a cache
+ * indexed by namespace and label; a keyed, rate-limited work queue; Lease
+ * leader election; an Event recorder with client-side dedupe.
+ *
+ * How it runs: an informer and an elector each own one worker thread that
+ * makes blocking requests with their own connections (started by
+ * tf_informer_start() / tf_elector_start(), joined by the stop functions).
+ * The caller's loop never blocks on them: it reads the cache (locked, any
+ * thread), and takes work from the queue (any thread, tf_workqueue_get() with
+ * a timeout). Callbacks run on the owning worker thread, never with a library
+ * lock held, one at a time and in order, so a callback may call
+ * tf_informer_get()/tf_informer_list() and tf_workqueue_add(); it must not
+ * call the stop or free function of the handle that called it. Strings passed
+ * to callbacks are borrowed for the call.
+ */
+#ifndef TURNFLEET_INFORMER_H
+#define TURNFLEET_INFORMER_H
+
+#include "common.h"
+#include "errors.h"
+#include "kube.h"
+#include "log.h"
+
+TF_BEGIN_DECL
+
+/* ---------------------------------------------------------------- informer */
+
+/** A list+watch cache of one collection. */
+typedef struct tf_informer tf_informer;
+
+/** What happened to a cached object. */
+typedef enum tf_informer_op {
+  TF_INFORMER_ADDED = 0,   /**< new in the cache */
+  TF_INFORMER_UPDATED = 1, /**< changed (or a resync: old and new are the same) */
+  TF_INFORMER_DELETED = 2  /**< gone (also a delete found by a relist: object is the last known state) */
+} tf_informer_op;
+
+/**
+ * A cache change, called on the informer's thread after the cache has changed.
+ * @param op      what happened
+ * @param key     `namespace/name` (or `name` for cluster-scoped objects)
+ * @param object  the object as JSON text (the new state; for DELETED the last state)
+ * @param payload tf_informer_options.payload
+ */
+typedef void (*tf_informer_cb)(tf_informer_op op, const char *key, const char *object, void *payload);
+
+/** Informer knobs. Fields are only appended; strings are copied. */
+typedef struct tf_informer_options {
+  unsigned int version;        /**< TF_INFORMER_OPTIONS_VERSION */
+  const char *path;            /**< collection path (tf_kube_path() with no name); required */
+  const char *label_selector;  /**< or NULL */
+  const char *field_selector;  /**< or NULL */
+  long resync_ms;              /**< every this often an UPDATED for each cached object; 0 = never */
+  long watch_min_seconds;      /**< timeoutSeconds is random in [min, max]; default 300 */
+  long watch_max_seconds;      /**< default 600 */
+  long stall_seconds;          /**< watchdog: no byte for this long aborts the watch; 0 = timeoutSeconds + 60 */
+  long backoff_initial_ms;     /**< first wait after a failure; default 800 */
+  long backoff_max_ms;         /**< doubling up to; default 30000 */
+  long backoff_reset_ms;       /**< healthy this long resets the backoff; default 120000 */
+  tf_informer_cb on_change;    /**< or NULL */
+  void *payload;               /**< passed to on_change */
+  tf_log_cb log;               /**< or NULL (silent) */
+  void *log_payload;           /**< passed to log */
+  tf_log_level log_level;      /**< default TF_LOG_INFO */
+} tf_informer_options;
+
+/** Current version of tf_informer_options. */
+#define TF_INFORMER_OPTIONS_VERSION 1
+/** Defaults for tf_informer_options. */
+#define TF_INFORMER_OPTIONS_INIT {TF_INFORMER_OPTIONS_VERSION, NULL, NULL, NULL, 0, 300, 600, 0, 800, 30000, 120000, NULL, NULL, NULL, NULL, TF_LOG_INFO}
+
+/**
+ * Fill @p opts with the defaults.
+ * @param[out] opts    the options
+ * @param      version TF_INFORMER_OPTIONS_VERSION
+ * @return 0 or TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_informer_options_init(tf_informer_options *opts, unsigned int version);
+
+/**
+ * Make an informer (not started).
+ * @param[out] out  the informer; release with tf_informer_free()
+ * @param      kube the client; borrowed, must outlive the informer
+ * @param      opts the options (read up to their version)
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_informer_new(tf_informer **out, tf_kube *kube, const tf_informer_options *opts);
+
+/**
+ * Start the informer's thread (list, then watch, until stopped).
+ * @param inf the informer
+ * @return 0, TF_EINVALID (already started), TF_ERROR (no thread)
+ */
+TF_EXTERN(tf_err) tf_informer_start(tf_informer *inf);
+
+/**
+ * Stop the thread and wait for it (aborts a running request). The cache stays readable.
+ * Not from the informer's own callback. @param inf the informer; NULL does nothing
+ */
+TF_EXTERN(void) tf_informer_stop(tf_informer *inf);
+
+/** Stop (if running) and release. NULL does nothing. @param inf the informer */
+TF_EXTERN(void) tf_informer_free(tf_informer *inf);
+
+/** 1 once the first LIST has filled the cache, else 0. Any thread. @param inf the informer */
+TF_EXTERN(int) tf_informer_has_synced(const tf_informer *inf);
+
+/** Number of cached objects. Any thread. @param inf the informer */
+TF_EXTERN(size_t) tf_informer_count(const tf_informer *inf);
+
+/**
+ * One cached object. Any thread.
+ * @param      inf the informer
+ * @param      key `namespace/name` or `name`
+ * @param[out] out the object as JSON text; free with tf_free()
+ * @return 0, TF_ENOTFOUND, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_informer_get(const tf_informer *inf, const char *key, char **out);
+
+/**
+ * Cached objects through the indexes. Any thread.
+ * @param      inf   the informer
+ * @param      ns    only this namespace (namespace index), or NULL
+ * @param      label only objects with this label, `key=value` (label index), or NULL
+ * @param[out] out   a JSON array of the objects, sorted by key; free with tf_free()
+ * @return 0, TF_EINVALID (label without '='), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_informer_list(const tf_informer *inf, const char *ns, const char *label, char **out);
+
+/**
+ * The resourceVersion the informer will watch from next ("" before the first list).
+ * @param      inf the informer
+ * @param[out] out a copy; free with tf_free()
+ * @return 0, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_informer_resource_version(const tf_informer *inf, char **out);
+
+/* -------------------------------------------------------------- work queue */
+
+/** A queue of keys: deduplicated, one worker per key at a time, rate-limited retries. Thread-safe. */
+typedef struct tf_workqueue tf_workqueue;
+
+/** Work queue knobs (client-go's default controller rate limiter). Fields are only appended. */
+typedef struct tf_workqueue_options {
+  unsigned int version;  /**< TF_WORKQUEUE_OPTIONS_VERSION */
+  long base_delay_ms;    /**< per-key backoff: base * 2^failures; default 5 */
+  long max_delay_ms;     /**< per-key cap; default 1000000 (1000 s) */
+  double qps;            /**< global token bucket for rate-limited adds; default 50 */
+  long burst;            /**< bucket size; default 300 */
+} tf_workqueue_options;
+
+/** Current version of tf_workqueue_options. */
+#define TF_WORKQUEUE_OPTIONS_VERSION 1
+/** Defaults for tf_workqueue_options. */
+#define TF_WORKQUEUE_OPTIONS_INIT {TF_WORKQUEUE_OPTIONS_VERSION, 5, 1000000, 50.0, 300}
+
+/**
+ * Fill @p opts with the defaults.
+ * @param[out] opts    the options
+ * @param      version TF_WORKQUEUE_OPTIONS_VERSION
+ * @return 0 or TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_workqueue_options_init(tf_workqueue_options *opts, unsigned int version);
+
+/**
+ * Make a work queue.
+ * @param[out] out  the queue; release with tf_workqueue_free()
+ * @param      opts the options (read up to their version); NULL = defaults
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_workqueue_new(tf_workqueue **out, const tf_workqueue_options *opts);
+
+/** Release (after tf_workqueue_shutdown() and when no thread waits in it). NULL does nothing. @param q the queue */
+TF_EXTERN(void) tf_workqueue_free(tf_workqueue *q);
+
+/**
+ * Queue @p key now. A key already queued is not queued twice; a key being
+ * processed is queued again when its worker calls tf_workqueue_done().
+ * @param q   the queue
+ * @param key copied
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_workqueue_add(tf_workqueue *q, const char *key);
+
+/**
+ * Queue @p key after @p delay_ms (an earlier pending time wins).
+ * @param q        the queue
+ * @param key      copied
+ * @param delay_ms delay; <= 0 is tf_workqueue_add()
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_workqueue_add_after(tf_workqueue *q, const char *key, long delay_ms);
+
+/**
+ * Queue @p key after its backoff: the larger of the per-key delay
+ * (base * 2^failures, capped) and the global token bucket's; counts a failure.
+ * @param q   the queue
+ * @param key copied
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_workqueue_add_rate_limited(tf_workqueue *q, const char *key);
+
+/** Forget @p key's failures (after a success). @param q the queue @param key the key */
+TF_EXTERN(void) tf_workqueue_forget(tf_workqueue *q, const char *key);
+
+/** Failures counted for @p key since the last forget. @param q the queue @param key the key */
+TF_EXTERN(int) tf_workqueue_failures(tf_workqueue *q, const char *key);
+
+/**
+ * Take the next key, waiting up to @p timeout_ms. The key is "processing"
+ * until tf_workqueue_done(): no other worker gets it meanwhile.
+ * @param      q          the queue
+ * @param[out] key        the key; free with tf_free()
+ * @param      timeout_ms how long to wait; 0 = do not wait, < 0 = until a key or shutdown
+ * @return 0, TF_ETIMEOUT (nothing came), TF_ENOTFOUND (shut down and empty)
+ */
+TF_EXTERN(tf_err) tf_workqueue_get(tf_workqueue *q, char **key, long timeout_ms);
+
+/** The worker is done with @p key (re-queued if it was added meanwhile). @param q the queue @param key the key */
+TF_EXTERN(void) tf_workqueue_done(tf_workqueue *q, const char *key);
+
+/** Keys waiting now (not delayed, not processing). @param q the queue */
+TF_EXTERN(size_t) tf_workqueue_len(tf_workqueue *q);
+
+/** Stop accepting keys and wake every waiting tf_workqueue_get(). @param q the queue */
+TF_EXTERN(void) tf_workqueue_shutdown(tf_workqueue *q);
+
+/* --------------------------------------------------------- leader election */
+
+/** Leader election on a coordination.k8s.io/v1 Lease (client-go's algorithm). */
+typedef struct tf_elector tf_elector;
+
+/**
+ * Leadership changed; called on the elector's thread.
+ * @param leading 1: this process leads now, start the work; 0: it lost or released the
+ *                lease, stop the work at once (the elector does not run again)
+ * @param payload tf_elector_options.payload
+ */
+typedef void (*tf_elector_cb)(int leading, void *payload);
+
+/** Elector knobs. Fields are only appended; strings are copied. Must hold lease > renew deadline > 1.2 x retry. */
+typedef struct tf_elector_options {
+  unsigned int version;      /**< TF_ELECTOR_OPTIONS_VERSION */
+  const char *lease_namespace; /**< required */
+  const char *lease_name;    /**< required */
+  const char *identity;      /**< required, unique per process (hostname_uuid) */
+  long lease_seconds;        /**< leaseDurationSeconds; default 15 */
+  long renew_deadline_ms;    /**< a leader that could not renew within this gives up; default 10000 */
+  long retry_ms;             /**< between attempts (jitter 1.2 when acquiring); default 2000 */
+  int release_on_stop;       /**< tf_elector_stop() of a leader writes an empty holder; default 1 */
+  tf_elector_cb on_change;   /**< or NULL */
+  void *payload;             /**< passed to on_change */
+  tf_log_cb log;             /**< or NULL */
+  void *log_payload;         /**< passed to log */
+  tf_log_level log_level;    /**< default TF_LOG_INFO */
+} tf_elector_options;
+
+/** Current version of tf_elector_options. */
+#define TF_ELECTOR_OPTIONS_VERSION 1
+/** Defaults for tf_elector_options. */
+#define TF_ELECTOR_OPTIONS_INIT {TF_ELECTOR_OPTIONS_VERSION, NULL, NULL, NULL, 15, 10000, 2000, 1, NULL, NULL, NULL, NULL, TF_LOG_INFO}
+
+/**
+ * Fill @p opts with the defaults.
+ * @param[out] opts    the options
+ * @param      version TF_ELECTOR_OPTIONS_VERSION
+ * @return 0 or TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_elector_options_init(tf_elector_options *opts, unsigned int version);
+
+/**
+ * Make an elector (not started).
+ * @param[out] out  the elector; release with tf_elector_free()
+ * @param      kube the client; borrowed, must outlive the elector
+ * @param      opts the options (read up to their version)
+ * @return 0, TF_EINVALID (names the field or the timing rule), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_elector_new(tf_elector **out, tf_kube *kube, const tf_elector_options *opts);
+
+/** Start campaigning on the elector's thread. @param e the elector @return 0, TF_EINVALID (started), TF_ERROR */
+TF_EXTERN(tf_err) tf_elector_start(tf_elector *e);
+
+/** 1 while this process holds the lease (and has renewed it within the deadline). Any thread. @param e the elector */
+TF_EXTERN(int) tf_elector_is_leader(const tf_elector *e);
+
+/** 1 once the elector has stopped for good (lost the lease, or stopped). Any thread. @param e the elector */
+TF_EXTERN(int) tf_elector_finished(const tf_elector *e);
+
+/**
+ * Stop and wait; a leader releases the lease when release_on_stop (holder "",
+ * leaseDurationSeconds 1) and gets on_change(0). Not from the callback.
+ * @param e the elector; NULL does nothing
+ */
+TF_EXTERN(void) tf_elector_stop(tf_elector *e);
+
+/** Stop (if running) and release. NULL does nothing. @param e the elector */
+TF_EXTERN(void) tf_elector_free(tf_elector *e);
+
+/* ------------------------------------------------------------------ events */
+
+/** core/v1 Events with client-side dedupe: a repeat is a PATCH of count and lastTimestamp. Thread-safe. */
+typedef struct tf_recorder tf_recorder;
+
+/**
+ * Make a recorder.
+ * @param[out] out       the recorder; release with tf_recorder_free()
+ * @param      kube      the client; borrowed, must outlive the recorder
+ * @param      component `source.component`, e.g. "turnfleet-operator"; copied
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_recorder_new(tf_recorder **out, tf_kube *kube, const char *component);
+
+/** Release. NULL does nothing. @param r the recorder */
+TF_EXTERN(void) tf_recorder_free(tf_recorder *r);
+
+/**
+ * Record an Event about @p involved. The same (object, type, reason, message)
+ * again PATCHes the existing Event's count instead of creating one more.
+ * Blocking (one request); a failure is returned but should never fail a reconcile.
+ * @param r        the recorder
+ * @param involved the object as JSON text (apiVersion, kind, metadata.name, metadata.namespace, metadata.uid are used)
+ * @param type     "Normal" or "Warning"
+ * @param reason   CamelCase reason
+ * @param message  human text
+ * @return 0, TF_EINVALID, or a request error (kube.h)
+ */
+TF_EXTERN(tf_err) tf_recorder_event(tf_recorder *r, const char *involved, const char *type, const char *reason,
+                                    const char *message);
+
+TF_END_DECL
+
+#endif
