@@ -537,6 +537,10 @@ struct tf_relay {};
 %include "turnfleet/stun.h"
 %include "turnfleet/uri.h"
 %include "turnfleet/probe.h"
+/* Not wrapped (never %include'd, so nothing of them is generated): metrics.h,
+ * reconcile.h, engine.h, relayctl.h and manifest.h, the runtime side that the
+ * tools drive. manifest.h's Secret builder returns secret material, so wrapping
+ * it needs the TF_SECRET_OUT typemap like coturn.h. */
 
 /* ---- helpers ---- */
 

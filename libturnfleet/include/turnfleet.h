@@ -23,5 +23,6 @@
 #include "turnfleet/reconcile.h"
 #include "turnfleet/engine.h"
 #include "turnfleet/relayctl.h"
+#include "turnfleet/manifest.h"
 
 #endif
