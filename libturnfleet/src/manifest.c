@@ -327,8 +327,7 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   tf_man__str(&b, c, "image", o.agent_image);
   const char *const agent_cmd[] = {"turnfleet", "agent", "--config", TF_MANIFEST_CONFIG_PATH, "--coturn-version",
                                    tf_pool_coturn_version(pool), "--listen", listen, "--namespace",
-                                   tf_pool_namespace(pool), "--pool", tf_pool_name(pool), "--relay", name, "--marker",
-                                   marker ? marker : "", NULL};
+                                   tf_pool_namespace(pool), "--pool", tf_pool_name(pool), "--relay", name, NULL};
   tf_man__strs(&b, c, "command", agent_cmd);
   const char *const agent_stop[] = {"turnfleet", "agent", "prestop", "--config", TF_MANIFEST_CONFIG_PATH,
                                     "--coturn-version", tf_pool_coturn_version(pool), "--marker", marker ? marker : "",

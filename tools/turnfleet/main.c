@@ -14,6 +14,7 @@
 #include <turnfleet.h>
 
 #include "../common/tool_io.h"
+#include "agent.h"
 #include "up.h"
 
 #define PROG "turnfleet"
@@ -29,9 +30,12 @@ static const char usage_text[] =
   "           [--session-kbps K --node-mbps M] [--name NAME] [-o table|json]\n"
   "  render   -f POOL --nodes NODES --relay NAME --secret-file F [--previous-secret-file F]\n"
   "           [--coturn-version V] [--existing RELAYS.json] [--state-dir DIR] [--log-file F]\n"
-  "           [--cert F --key F] [--name NAME] [--out FILE]\n"
+  "           [--cert F --key F] [--cli-port N --cli-password-file F] [--name NAME] [--out FILE]\n"
   "  up       -f POOL --secret-file F (--addresses LIST | --nodes NODES) [--state-dir DIR]\n"
   "           [--metrics-addr ADDR:PORT] [--probe-interval S] [--json]   (run the pool here; see up --help)\n"
+  "  agent    --config CONF --coturn-version V --listen ADDR:PORT --namespace NS --pool P --relay R\n"
+  "           --marker FILE [--interval S]          (the relay pod's sidecar; see agent --help)\n"
+  "  agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
   "  version\n"
   "\n"
   "POOL is a TURNPool (YAML or JSON, whole object or spec); NODES is `kubectl get nodes -o json`.\n"
@@ -62,7 +66,7 @@ static char *read_file(const char *path, size_t *len)
 typedef struct cli {
   const char *pool_file, *nodes_file, *existing_file, *name, *output;
   const char *relay, *secret_file, *previous_secret_file, *coturn_version;
-  const char *state_dir, *log_file, *cert, *key, *out_file;
+  const char *state_dir, *log_file, *cert, *key, *out_file, *cli_port, *cli_password_file;
   const char *target, *headroom, *session_kbps, *node_mbps;
   tf_pool *pool;
   tf_nodes *nodes;
@@ -314,13 +318,29 @@ static int cmd_render(cli *c)
   if (!c->secret_file) return usage_error("%s", "--secret-file F is required");
   int st = load_plan(c);
   if (st) return st;
-  char *secrets[2] = {NULL, NULL};
+  char *secrets[2] = {NULL, NULL}, *cli_password = NULL;
   size_t n = 0;
   st = EXIT_BAD_INPUT;
   if (!(secrets[n++] = read_secret("--secret-file", c->secret_file))) goto done;
   if (c->previous_secret_file && !(secrets[n++] = read_secret("--previous-secret-file", c->previous_secret_file))) goto done;
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
+  if (!c->cli_port != !c->cli_password_file) {
+    st = usage_error("%s", "--cli-port and --cli-password-file go together");
+    goto done;
+  }
+  if (c->cli_port) {
+    char *end;
+    long port = strtol(c->cli_port, &end, 10);
+    if (!*c->cli_port || *end || port < 1 || port > 65535) {
+      complain("--cli-port", "\"%s\" is not a port (1-65535)", c->cli_port);
+      goto done;
+    }
+    /* the password is secret like the shared one: from a file, wiped */
+    if (!(cli_password = read_secret("--cli-password-file", c->cli_password_file))) goto done;
+    opts.cli_port = (uint16_t)port;
+    opts.cli_password = cli_password;
+  }
   opts.coturn_version = c->coturn_version;
   opts.secrets = (const char *const *)secrets;
   opts.secrets_count = n;
@@ -353,13 +373,14 @@ static int cmd_render(cli *c)
   tf_secret_free(conf); /* the config holds the secret: wipe it too */
 done:
   for (size_t i = 0; i < n; i++) tf_secret_free(secrets[i]);
+  tf_secret_free(cli_password);
   return st;
 }
 
 enum {
   OPT_NODES = 256, OPT_EXISTING, OPT_NAME, OPT_RELAY, OPT_SECRET_FILE, OPT_PREVIOUS_SECRET_FILE,
   OPT_COTURN_VERSION, OPT_STATE_DIR, OPT_LOG_FILE, OPT_CERT, OPT_KEY, OPT_OUT, OPT_TARGET,
-  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS
+  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_CLI_PORT, OPT_CLI_PASSWORD_FILE
 };
 
 static const struct option long_options[] = {
@@ -381,6 +402,8 @@ static const struct option long_options[] = {
   {"headroom", required_argument, NULL, OPT_HEADROOM},
   {"session-kbps", required_argument, NULL, OPT_SESSION_KBPS},
   {"node-mbps", required_argument, NULL, OPT_NODE_MBPS},
+  {"cli-port", required_argument, NULL, OPT_CLI_PORT},
+  {"cli-password-file", required_argument, NULL, OPT_CLI_PASSWORD_FILE},
   {"help", no_argument, NULL, 'h'},
   {NULL, 0, NULL, 0},
 };
@@ -416,6 +439,7 @@ int main(int argc, char **argv)
     return 0;
   }
   if (!strcmp(cmd, "up")) return up_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "agent")) return agent_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
                       : !strcmp(cmd, "plan")   ? cmd_plan
                       : !strcmp(cmd, "capacity") ? cmd_capacity
@@ -452,6 +476,8 @@ int main(int argc, char **argv)
     case OPT_HEADROOM: c.headroom = optarg; break;
     case OPT_SESSION_KBPS: c.session_kbps = optarg; break;
     case OPT_NODE_MBPS: c.node_mbps = optarg; break;
+    case OPT_CLI_PORT: c.cli_port = optarg; break;
+    case OPT_CLI_PASSWORD_FILE: c.cli_password_file = optarg; break;
     default: break;
     }
   }
