@@ -150,6 +150,34 @@ START_TEST(test_doc__yaml_errors)
 }
 END_TEST
 
+/* The address lists people write on a command line: ranges, single addresses, prefixes. */
+START_TEST(test_addr__lists)
+{
+  tf_addr a[600];
+  size_t n = 0;
+  char text[TF_ADDR_STRLEN];
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 600, &n, "127.0.0.11-13, 127.0.0.20,fd00::fe-101,10.0.0.254/31"));
+  ck_assert_uint_eq(n, 3 + 1 + 4 + 2);
+  tf_addr_format(text, sizeof(text), &a[2]);
+  ck_assert_str_eq(text, "127.0.0.13");
+  tf_addr_format(text, sizeof(text), &a[5]);
+  ck_assert_str_eq(text, "fd00::ff");
+  tf_addr_format(text, sizeof(text), &a[6]);
+  ck_assert_str_eq(text, "fd00::100"); /* the carry into the next byte */
+  tf_addr_format(text, sizeof(text), &a[9]);
+  ck_assert_str_eq(text, "10.0.0.255");
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 600, &n, "10.0.0.0/24"));
+  ck_assert_uint_eq(n, 256);
+  ck_assert_int_eq(tf_addr_list_parse(a, 600, &n, "10.0.0.0/23"), TF_EINVALID);
+  ck_assert_int_eq(tf_addr_list_parse(a, 600, &n, "127.0.0.1,127.0.0.300"), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "item 1 \"127.0.0.300\""));
+  ck_assert_int_eq(tf_addr_list_parse(a, 600, &n, "127.0.0.13-11"), TF_EINVALID);
+  ck_assert_int_eq(tf_addr_list_parse(a, 600, &n, "127.0.0.1-x"), TF_EINVALID);
+  ck_assert_int_eq(tf_addr_list_parse(a, 600, &n, " , "), TF_EINVALID);
+  ck_assert_int_eq(tf_addr_list_parse(a, 2, &n, "127.0.0.1-3"), TF_EBUFS);
+}
+END_TEST
+
 Suite *tf_test_common_suite(void)
 {
   Suite *s = suite_create("common");
@@ -159,6 +187,7 @@ Suite *tf_test_common_suite(void)
   tcase_add_test(tc, test_common__version);
   tcase_add_test(tc, test_addr__parse_and_format_canonical);
   tcase_add_test(tc, test_addr__prefixes);
+  tcase_add_test(tc, test_addr__lists);
   tcase_add_test(tc, test_addr__port_ranges);
   tcase_add_test(tc, test_doc__json_errors_name_the_offset);
   tcase_add_test(tc, test_doc__yaml_core_schema);

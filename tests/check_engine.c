@@ -26,32 +26,25 @@ static tf_pool *mk_pool(int replicas, const char *version, const char *extra)
   return tf_test_pool(text);
 }
 
-static tf_nodes *mk_nodes(int n)
-{
-  char json[4096] = "{\"kind\":\"List\",\"items\":[";
-  for (int k = 1; k <= n; k++) {
-    char item[512];
-    snprintf(item, sizeof(item),
-             "%s{\"metadata\":{\"name\":\"n%d\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
-             "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.%d\"}],"
-             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-             k > 1 ? "," : "", k, k);
-    strcat(json, item);
-  }
-  strcat(json, "]}");
-  return tf_test_nodes(json);
-}
+static tf_nodes *mk_nodes(int n) { return tf_test_relay_nodes(n); }
 
 static const char *secrets[] = {"s3cr3t"};
 
-static tf_engine *mk_engine(int replicas, const char *version)
+/* Render options with the CLI on (master password "clipw") and @p n of @p with as the secrets. */
+static tf_coturn_options mk_coturn(const char *const *with, size_t n)
 {
   tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
-  co.secrets = secrets;
-  co.secrets_count = 1;
+  co.secrets = with;
+  co.secrets_count = n;
   co.state_dir = "/var/lib/turnfleet";
   co.cli_port = 5766;
   co.cli_password = "clipw";
+  return co;
+}
+
+static tf_engine *mk_engine(int replicas, const char *version)
+{
+  tf_coturn_options co = mk_coturn(secrets, 1);
   tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
   eo.coturn = &co;
   eo.probe_interval_ms = 1000;
@@ -150,9 +143,11 @@ START_TEST(test_engine__starts_then_probes_then_counts_on_schedule)
   ck_assert_uint_eq(tf_engine_action_count(e), 0);
   step(e, T0 + 200);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 3);
-  ck_assert_uint_eq(a->probe_count, 1);
+  ck_assert_uint_eq(a->probe_count, 2); /* every listener: udp and tcp on 3478 */
   ck_assert_ptr_nonnull(strstr(a->probe_uris[0], "turn:203.0.113."));
+  ck_assert_ptr_nonnull(strstr(a->probe_uris[1], "?transport=tcp"));
   ck_assert_str_eq(a->probe_addresses[0], a->address);
+  ck_assert_str_eq(a->probe_addresses[1], a->address);
   ck_assert_int_eq(a->timeout_ms, 1000);
   /* the count's first time (T0+500) comes while the probes are out: no count overlaps a probe */
   step(e, T0 + 600);
@@ -186,6 +181,13 @@ START_TEST(test_engine__probe_and_count_intervals_run_from_each_result)
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_COUNT, &a), 1);
   ck_assert_int_eq(a->count, TF_ENGINE_COUNT_CLI); /* 4.6.1 without Prometheus: the CLI */
   ck_assert_uint_ge(a->cli_port, 5766);
+  /* with the relay's own CLI password, the one its config has, never the master */
+  char *pw = NULL, line[96];
+  TF_OK_OR_FAIL(tf_reconcile_cli_password(&pw, "clipw", a->relay));
+  ck_assert_str_eq(a->cli_password, pw);
+  snprintf(line, sizeof(line), "cli-password=\"%s\"", pw);
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(tf_engine_reconcile(e), 0), line));
+  tf_secret_free(pw);
   ck_assert_int_eq(a->timeout_ms, 1000);
   TF_OK_OR_FAIL(tf_engine_count_done(e, a->id, 4, T0 + 1450));
   step(e, T0 + 1450);
@@ -432,13 +434,8 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
   ck_assert_uint_eq(ready_count(e), 1);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
   /* a secret rotation re-renders: one restart at a time */
-  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
   const char *rotated[] = {"n3w", "s3cr3t"};
-  co.secrets = rotated;
-  co.secrets_count = 2;
-  co.state_dir = "/var/lib/turnfleet";
-  co.cli_port = 5766;
-  co.cli_password = "clipw";
+  tf_coturn_options co = mk_coturn(rotated, 2);
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 700);
   TF_OK_OR_FAIL(tf_engine_status_json(&status, e));

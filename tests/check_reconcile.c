@@ -3,6 +3,7 @@
  * badly: lastTransitionTime across calls, determinism, the status and URI
  * formats, metric samples, CLI ports, and bad input. */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,21 +32,7 @@ static tf_pool *mk_pool(int replicas, int wide, const char *version)
   return tf_test_pool(text);
 }
 
-static tf_nodes *mk_nodes(int n)
-{
-  char json[4096] = "{\"kind\":\"List\",\"items\":[";
-  for (int k = 1; k <= n; k++) {
-    char item[512];
-    snprintf(item, sizeof(item),
-             "%s{\"metadata\":{\"name\":\"n%d\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
-             "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.%d\"}],"
-             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-             k > 1 ? "," : "", k, k);
-    strcat(json, item);
-  }
-  strcat(json, "]}");
-  return tf_test_nodes(json);
-}
+static tf_nodes *mk_nodes(int n) { return tf_test_relay_nodes(n); }
 
 static void identity_of(char *buf, size_t size, int k, int wide)
 {
@@ -956,6 +943,60 @@ START_TEST(test_reconcile__rejects_bad_input)
 }
 END_TEST
 
+/* A caller built against version 1 passes a shorter struct: it is written and read only to its end
+ * (the sanitizer build catches a byte past it), and keeps version 1's shared CLI password. */
+START_TEST(test_reconcile__a_version_1_options_struct_is_read_only_to_its_end)
+{
+  tf_pool *pool = mk_pool(1, 0, "4.6.1");
+  tf_nodes *nodes = mk_nodes(1);
+  const char *secrets[] = SECRETS;
+  tf_coturn_options copt = TF_COTURN_OPTIONS_INIT;
+  copt.secrets = secrets;
+  copt.secrets_count = 1;
+  copt.cli_port = 5766;
+  copt.cli_password = "cli-master";
+  copt.state_dir = "/var/lib/turnfleet";
+  /* the struct as version 1 declared it */
+  typedef struct {
+    unsigned int version;
+    const tf_coturn_options *coturn;
+    const char *log_dir;
+    double pressure_threshold;
+    int64_t backoff_initial_ms, backoff_max_ms;
+  } options_v1;
+  _Static_assert(sizeof(options_v1) == offsetof(tf_reconcile_options, cli_password_per_relay), "v1 layout");
+  options_v1 *o = malloc(sizeof(*o)); /* exactly that long: a byte past it is a heap overflow */
+  ck_assert_ptr_nonnull(o);
+  TF_OK_OR_FAIL(tf_reconcile_options_init((tf_reconcile_options *)(void *)o, 1));
+  ck_assert(o->pressure_threshold == 0.9 && o->backoff_max_ms == 60000);
+  o->coturn = &copt;
+  tf_reconcile *rec = NULL;
+  TF_OK_OR_FAIL(tf_reconcile_new(&rec, pool, nodes, NULL, T0, (const tf_reconcile_options *)(void *)o));
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(rec, 0), "cli-password=\"cli-master\""));
+  tf_reconcile_free(rec);
+  free(o);
+  /* version 2, per relay: each relay its own derived password, never the master */
+  tf_reconcile_options o2 = TF_RECONCILE_OPTIONS_INIT;
+  o2.coturn = &copt;
+  o2.cli_password_per_relay = 1;
+  TF_OK_OR_FAIL(tf_reconcile_new(&rec, pool, nodes, NULL, T0, &o2));
+  char *pw = NULL, line[128];
+  TF_OK_OR_FAIL(tf_reconcile_cli_password(&pw, "cli-master", tf_reconcile_relay_name(rec, 0)));
+  ck_assert_uint_eq(strlen(pw), 32);
+  snprintf(line, sizeof(line), "cli-password=\"%s\"", pw);
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(rec, 0), line));
+  ck_assert_ptr_null(strstr(tf_reconcile_relay_config(rec, 0), "cli-master"));
+  char *other = NULL;
+  TF_OK_OR_FAIL(tf_reconcile_cli_password(&other, "cli-master", "another-relay"));
+  ck_assert_str_ne(pw, other);
+  ck_assert_int_eq(tf_reconcile_cli_password(&other, NULL, "x"), TF_EINVALID);
+  tf_secret_free(pw);
+  tf_reconcile_free(rec);
+  tf_nodes_free(nodes);
+  tf_pool_free(pool);
+}
+END_TEST
+
 Suite *tf_test_reconcile_suite(void)
 {
   Suite *s = suite_create("reconcile");
@@ -969,6 +1010,7 @@ Suite *tf_test_reconcile_suite(void)
   tcase_add_test(tc, test_reconcile__metric_samples);
   tcase_add_test(tc, test_reconcile__cli_ports_logs_and_metrics_ports);
   tcase_add_test(tc, test_reconcile__rejects_bad_input);
+  tcase_add_test(tc, test_reconcile__a_version_1_options_struct_is_read_only_to_its_end);
   suite_add_tcase(s, tc);
   return s;
 }

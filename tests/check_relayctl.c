@@ -129,6 +129,27 @@ START_TEST(test_relayctl__counts_lists_and_drains_a_real_turnserver)
   RC_CHECK(rc == TF_EAUTH, "wrong password -> %d (%s)", rc, tf_error_last()->message);
   RC_CHECK(n == -1 && !strstr(tf_error_last()->message, "not-the-password"), "the password leaked");
 
+  /* the listener must be the relay's: its own process passes, any other is never sent the password */
+  req = cli_request(TF_RELAYCTL_COUNT, CLI_PW);
+  req.owner_pid = rc_pid;
+  rc = tf_relayctl_run(&n, NULL, &req);
+  RC_CHECK(rc == 0 && n == 0, "owner check on the relay's own listener -> %d (%s)", rc, tf_error_last()->message);
+  int fake = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(3811);
+  RC_CHECK(fake >= 0 && bind(fake, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fake, 4) == 0, "fake: %s",
+           strerror(errno));
+  req.port = 3811; /* ours, not the relay's */
+  rc = tf_relayctl_run(&n, NULL, &req);
+  int accepted = accept(fake, NULL, NULL);
+  close(fake);
+  RC_CHECK(rc == TF_EAUTH && strstr(tf_error_last()->message, "not process"), "fake listener -> %d (%s)", rc,
+           tf_error_last()->message);
+  RC_CHECK(accepted < 0, "the fake listener was connected to");
+
   /* two held allocations: `pu` counts 2, `ps` lists them */
   for (int i = 0; i < 2; i++) {
     int code = 0;
@@ -319,7 +340,7 @@ START_TEST(test_relayctl__rejects_bad_requests)
   req.op = (tf_relayctl_op)9;
   ck_assert_int_eq(tf_relayctl_run(NULL, NULL, &req), TF_EINVALID);
   req.op = TF_RELAYCTL_COUNT;
-  req.version = 2;
+  req.version = TF_RELAYCTL_REQUEST_VERSION + 1;
   ck_assert_int_eq(tf_relayctl_run(NULL, NULL, &req), TF_EINVALID);
   req.version = 1;
   req.password = "pw\r\nquit";

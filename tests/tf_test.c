@@ -102,3 +102,20 @@ void tf_test_write(const char *path, const char *text, int mode)
   ck_assert_int_eq(write(fd, text, n), (ssize_t)n);
   close(fd);
 }
+
+tf_nodes *tf_test_relay_nodes(int n)
+{
+  char json[8192] = "{\"kind\":\"List\",\"items\":[";
+  for (int k = 1; k <= n; k++) {
+    char item[512];
+    snprintf(item, sizeof(item),
+             "%s{\"metadata\":{\"name\":\"n%d\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
+             "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.%d\"}],"
+             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+             k > 1 ? "," : "", k, k);
+    ck_assert_uint_lt(strlen(json) + strlen(item) + 3, sizeof(json));
+    strcat(json, item);
+  }
+  strcat(json, "]}");
+  return tf_test_nodes(json);
+}

@@ -18,6 +18,9 @@ tf_pool *tf_test_pool_file(const char *rel);
 /* Parse nodes from a string / from tests/data/<rel>; fails the test on error. */
 tf_nodes *tf_test_nodes(const char *json);
 tf_nodes *tf_test_nodes_file(const char *rel);
+/* @p n Ready relay nodes n1..n<n>, labelled turnfleet.hzmi.dev/relay-node=true, node k at ExternalIP
+ * 203.0.113.k; fails the test on error. */
+tf_nodes *tf_test_relay_nodes(int n);
 /* A fresh private directory (mkdtemp under $TMPDIR or /tmp); caller frees with free(). */
 char *tf_test_tmpdir(void);
 /* Remove a directory tree made by tf_test_tmpdir(). */

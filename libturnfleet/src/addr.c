@@ -136,3 +136,56 @@ uint32_t tf_port_range_size(tf_port_range range)
 {
   return range.end < range.start ? 0u : (uint32_t)range.end - range.start + 1u;
 }
+
+/* One item of an address list into out[*n...]; the next address is the last plus one, with carry. */
+static tf_err tf_addr__list_item(tf_addr *out, size_t max, size_t *n, char *item, size_t index)
+{
+  tf_prefix pre;
+  tf_addr a;
+  unsigned long count;
+  if (strchr(item, '/')) {
+    if (tf_prefix_parse(&pre, item) < 0 || (pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits > 8)
+      return tf_error__set(TF_EINVALID, "item %zu \"%.64s\": not a prefix of at most 256 addresses", index, item);
+    a = pre.addr;
+    count = 1ul << ((pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits);
+  } else {
+    char *dash = strrchr(item, '-'), *end = NULL;
+    int v6 = strchr(item, ':') != NULL;
+    unsigned long last = dash ? strtoul(dash + 1, &end, v6 ? 16 : 10) : 0;
+    int ok = !dash || (end != dash + 1 && !*end);
+    if (dash) *dash = '\0';
+    if (!ok || tf_addr_parse(&a, item) < 0)
+      return tf_error__set(TF_EINVALID, "item %zu \"%.64s\": not an address or ADDR-LAST range", index, item);
+    unsigned long first = v6 ? ((unsigned long)a.bytes[14] << 8 | a.bytes[15]) : a.bytes[3];
+    if (!dash) last = first;
+    if (last < first || last > (v6 ? 65535ul : 255ul) || last - first > 255)
+      return tf_error__set(TF_EINVALID, "item %zu \"%.64s\": the range must go up, by at most 256", index, item);
+    count = last - first + 1;
+  }
+  for (unsigned long k = 0; k < count; k++) {
+    if (*n == max) return tf_error__set(TF_EBUFS, "more than %zu addresses", max);
+    out[(*n)++] = a;
+    for (int b = a.family == TF_AF_INET ? 3 : 15; b >= 0 && ++a.bytes[b] == 0; b--) {
+    }
+  }
+  return TF_OK;
+}
+
+tf_err tf_addr_list_parse(tf_addr *out, size_t max, size_t *count, const char *text)
+{
+  TF_ASSERT_ARG(out || max == 0);
+  TF_ASSERT_ARG(count);
+  TF_ASSERT_ARG(text);
+  *count = 0;
+  char *copy = tf_strdup__(text), *save = NULL;
+  if (!copy) return tf_error__nomem();
+  tf_err rc = TF_OK;
+  size_t index = 0;
+  for (char *item = strtok_r(copy, ",", &save); item && rc == TF_OK; item = strtok_r(NULL, ",", &save)) {
+    while (*item == ' ') item++;
+    rc = tf_addr__list_item(out, max, count, item, index++);
+  }
+  free(copy);
+  if (rc == TF_OK && *count == 0) rc = tf_error__set(TF_EINVALID, "the list holds no address");
+  return rc;
+}

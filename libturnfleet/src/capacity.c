@@ -56,9 +56,27 @@ tf_err tf_capacity_options_init(tf_capacity_options *opts, unsigned int version)
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_capacity_options version (1-%d)", version,
                          TF_CAPACITY_OPTIONS_VERSION);
   tf_capacity_options init = TF_CAPACITY_OPTIONS_INIT;
-  *opts = init;
+  /* only the fields of @p version: an older caller's struct is shorter */
   opts->version = version;
+  opts->target_allocations = init.target_allocations;
+  opts->headroom = init.headroom;
+  opts->session_kbps = init.session_kbps;
+  opts->node_mbps = init.node_mbps;
   return TF_OK;
+}
+
+/* The caller's options field by field up to its version, the rest defaulted. */
+static void tf_cap__read_options(tf_capacity_options *dst, const tf_capacity_options *src)
+{
+  tf_capacity_options init = TF_CAPACITY_OPTIONS_INIT;
+  *dst = init;
+  dst->version = src->version;
+  if (src->version >= 1) {
+    dst->target_allocations = src->target_allocations;
+    dst->headroom = src->headroom;
+    dst->session_kbps = src->session_kbps;
+    dst->node_mbps = src->node_mbps;
+  }
 }
 
 /* Round a non-negative, bounded double to the nearest integer (no libm). */
@@ -132,8 +150,10 @@ tf_err tf_capacity_new(tf_capacity **out, const tf_pool *pool, const tf_plan *pl
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(pool);
   TF_ASSERT_ARG(plan);
-  tf_capacity_options defaults = TF_CAPACITY_OPTIONS_INIT;
-  const tf_capacity_options *o = opts ? opts : &defaults;
+  tf_capacity_options read = TF_CAPACITY_OPTIONS_INIT;
+  if (opts && opts->version >= 1 && opts->version <= TF_CAPACITY_OPTIONS_VERSION) tf_cap__read_options(&read, opts);
+  else if (opts) read.version = opts->version; /* refused below */
+  const tf_capacity_options *o = &read;
   tf_err rc = tf_cap__check_options(o);
   if (rc < 0) return rc;
   if (!plan->pool_name || !pool->name || strcmp(plan->pool_name, pool->name) != 0)

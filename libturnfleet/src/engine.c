@@ -43,7 +43,7 @@ typedef struct tf_eng__relay {
 
 typedef struct tf_eng__action {
   tf_engine_action pub;
-  char *relay, *relay_id, *config, *config_hash, *address; /* config: secret */
+  char *relay, *relay_id, *config, *config_hash, *address, *cli_password; /* config, cli_password: secret */
   char **probe_uris, **probe_addresses;
 } tf_eng__action;
 
@@ -82,17 +82,6 @@ static void tf_eng__strv_free(char **v, size_t n)
 {
   for (size_t i = 0; v && i < n; i++) free(v[i]);
   free(v);
-}
-
-static char **tf_eng__strv_dup(const char *const *v, size_t n)
-{
-  char **out = calloc(n + 1, sizeof(char *));
-  for (size_t i = 0; out && i < n; i++)
-    if (!(out[i] = tf_strdup__(v[i]))) {
-      tf_eng__strv_free(out, i);
-      return NULL;
-    }
-  return out;
 }
 
 static int tf_eng__set_str(char **dst, const char *src)
@@ -309,6 +298,7 @@ static void tf_eng__actions_clear(tf_engine *e)
     free(a->relay);
     free(a->relay_id);
     tf_secret_free(a->config);
+    tf_secret_free(a->cli_password);
     free(a->config_hash);
     free(a->address);
     tf_eng__strv_free(a->probe_uris, a->pub.probe_count);
@@ -416,6 +406,7 @@ static tf_err tf_eng__reconcile(tf_reconcile **out, const tf_engine *e, const tf
   ro.pressure_threshold = e->opts.pressure_threshold;
   ro.backoff_initial_ms = e->opts.backoff_initial_ms;
   ro.backoff_max_ms = e->opts.backoff_max_ms;
+  ro.cli_password_per_relay = 1; /* a password that reaches a wrong listener opens no other relay */
   rc = tf_reconcile_new(out, pool, nodes, obs, e->stepped ? e->wall_ms : 1, &ro);
   tf_observed_free(obs);
   return rc;
@@ -616,6 +607,7 @@ static void tf_eng__seal(tf_eng__action *a)
   a->pub.address = a->address ? a->address : "";
   a->pub.probe_uris = (const char *const *)a->probe_uris;
   a->pub.probe_addresses = (const char *const *)a->probe_addresses;
+  a->pub.cli_password = a->cli_password;
 }
 
 /* Planned relay @p i's URIs and address texts (copies). */
@@ -754,6 +746,13 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
   return rc;
 }
 
+/* The CLI password of the action's relay, derived as the renderer did. */
+static tf_err tf_eng__cli_password(const tf_engine *e, tf_eng__action *a)
+{
+  if (!e->coturn.cli_password) return TF_OK;
+  return tf_reconcile_cli_password(&a->cli_password, e->coturn.cli_password, a->relay);
+}
+
 static void tf_eng__wake(tf_engine *e, int64_t t)
 {
   if (t > 0 && (e->next_ms == 0 || t < e->next_ms)) e->next_ms = t;
@@ -784,6 +783,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         if (!(a = tf_eng__push(e, TF_ENGINE_DRAIN, r, "Drain"))) return tf_error__nomem();
         a->pub.drain = mode ? TF_ENGINE_DRAIN_MODE : TF_ENGINE_DRAIN_QUOTA;
         a->pub.timeout_ms = e->opts.count_timeout_ms;
+        if (tf_eng__cli_password(e, a) < 0) return tf_error__nomem();
         r->drain_out = a->pub.id;
         tf_eng__seal(a);
       } else {
@@ -793,14 +793,23 @@ static tf_err tf_eng__schedule(tf_engine *e)
     if (!r->draining && r->uri_count && r->address_count && !r->probe_out && !r->count_out) {
       if (now >= r->next_probe_ms) {
         if (!(a = tf_eng__push(e, TF_ENGINE_PROBE, r, "Probe"))) return tf_error__nomem();
-        /* one URI per address, through the first listener: both halves of a DualStack relay */
+        /* every listener of every address (both halves of a DualStack relay, turns: too); not DTLS,
+         * which the probe cannot speak */
         size_t per = r->uri_count / r->address_count;
-        a->probe_uris = calloc(r->address_count + 1, sizeof(char *));
-        a->probe_addresses = tf_eng__strv_dup((const char *const *)r->addresses, r->address_count);
+        a->probe_uris = calloc(r->uri_count + 1, sizeof(char *));
+        a->probe_addresses = calloc(r->uri_count + 1, sizeof(char *));
         if (!a->probe_uris || !a->probe_addresses) return tf_error__nomem();
-        for (size_t j = 0; j < r->address_count; j++)
-          if (!(a->probe_uris[j] = tf_strdup__(r->uris[j * per]))) return tf_error__nomem();
-        a->pub.probe_count = r->address_count;
+        for (size_t k = 0; k < r->uri_count; k++) {
+          tf_uri *uri = NULL;
+          int dtls = tf_uri_parse(&uri, r->uris[k]) == 0 && tf_uri_open_mode(uri) == TF_URI_MODE_DTLS;
+          tf_uri_free(uri);
+          if (dtls) continue;
+          size_t j = a->pub.probe_count;
+          a->probe_uris[j] = tf_strdup__(r->uris[k]);
+          a->probe_addresses[j] = tf_strdup__(r->addresses[k / per]);
+          a->pub.probe_count++;
+          if (!a->probe_uris[j] || !a->probe_addresses[j]) return tf_error__nomem();
+        }
         a->address = tf_strdup__(r->addresses[0]);
         a->pub.timeout_ms = e->opts.probe_timeout_ms;
         r->probe_out = a->pub.id;
@@ -815,6 +824,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         if (!(a = tf_eng__push(e, TF_ENGINE_COUNT, r, "Count"))) return tf_error__nomem();
         a->pub.count = metrics ? TF_ENGINE_COUNT_METRICS : TF_ENGINE_COUNT_CLI;
         a->pub.timeout_ms = e->opts.count_timeout_ms;
+        if (!metrics && tf_eng__cli_password(e, a) < 0) return tf_error__nomem();
         a->address = r->address_count ? tf_strdup__(r->addresses[0]) : NULL;
         r->count_out = a->pub.id;
         tf_eng__seal(a);

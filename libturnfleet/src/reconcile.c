@@ -16,6 +16,8 @@
  * No clock (now comes in), no I/O, no randomness; every list is sorted on
  * values, so input order never shows in the output. */
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,8 +372,45 @@ tf_err tf_reconcile_options_init(tf_reconcile_options *opts, unsigned int versio
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_reconcile_options version (1-%d)", version,
                          TF_RECONCILE_OPTIONS_VERSION);
   tf_reconcile_options init = TF_RECONCILE_OPTIONS_INIT;
-  *opts = init;
   opts->version = version;
+  opts->coturn = init.coturn;
+  opts->log_dir = init.log_dir;
+  opts->pressure_threshold = init.pressure_threshold;
+  opts->backoff_initial_ms = init.backoff_initial_ms;
+  opts->backoff_max_ms = init.backoff_max_ms;
+  if (version >= 2) opts->cli_password_per_relay = init.cli_password_per_relay;
+  return TF_OK;
+}
+
+/* The caller's options read field by field up to its version, the rest defaulted: a struct from an
+ * older caller is shorter than ours and is never read past. */
+static void tf_rec__read_options(tf_reconcile_options *dst, const tf_reconcile_options *src)
+{
+  tf_reconcile_options init = TF_RECONCILE_OPTIONS_INIT;
+  *dst = init;
+  dst->version = src->version;
+  dst->coturn = src->coturn;
+  dst->log_dir = src->log_dir;
+  dst->pressure_threshold = src->pressure_threshold;
+  dst->backoff_initial_ms = src->backoff_initial_ms;
+  dst->backoff_max_ms = src->backoff_max_ms;
+  if (src->version >= 2) dst->cli_password_per_relay = src->cli_password_per_relay;
+}
+
+tf_err tf_reconcile_cli_password(char **out, const char *master, const char *relay)
+{
+  TF_ASSERT_ARG(out);
+  *out = NULL;
+  if (!master || !*master || !relay || !*relay) return tf_error__set(TF_EINVALID, "master, relay: required");
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), master, (int)strlen(master), (const unsigned char *)relay, strlen(relay), mac, &len))
+    return tf_error__nomem();
+  char *hex = malloc(33);
+  if (!hex) return tf_error__nomem();
+  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+  tf_crypto__wipe(mac, sizeof(mac));
+  *out = hex;
   return TF_OK;
 }
 
@@ -683,7 +722,12 @@ static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_ob
     if (!r->planned) continue;
     tf_coturn_options copt = *base;
     copt.cli_port = r->cli_port;
-    char *log = NULL;
+    char *log = NULL, *password = NULL;
+    if (o->cli_password_per_relay && base->cli_port && base->cli_password) {
+      tf_err prc = tf_reconcile_cli_password(&password, base->cli_password, r->name);
+      if (prc < 0) return prc;
+      copt.cli_password = password;
+    }
     if (o->log_dir) {
       log = tf_asprintf__("%s/%s.log", o->log_dir, r->name);
       if (!log) return tf_error__nomem();
@@ -691,6 +735,7 @@ static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_ob
     }
     tf_err rc = tf_coturn_render(&r->config, pool, rec->plan, r->name, &copt);
     free(log);
+    tf_secret_free(password);
     if (rc == TF_OK) rc = tf_coturn_config_hash(&r->config_hash, r->config);
     if (rc == TF_OK) rc = tf_rec__relay_uris(r, pool);
     if (rc < 0) {
@@ -1128,6 +1173,9 @@ tf_err tf_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes 
   if (now_ms < 0) return tf_error__set(TF_EINVALID, "now_ms: must be >= 0");
   tf_err rc = tf_rec__check_options(opts);
   if (rc < 0) return rc;
+  tf_reconcile_options read;
+  tf_rec__read_options(&read, opts);
+  opts = &read;
   if ((rc = tf_pool_validate(NULL, pool)) < 0) return rc;
   const char *pool_name = tf_pool_name(pool);
   for (size_t i = 0; obs && i < obs->claims->count; i++)

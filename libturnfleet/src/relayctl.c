@@ -3,10 +3,12 @@
  * the exporter's /metrics through libcurl, and a worker pool that runs
  * either for an event loop. Bytes that held the password are wiped. */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -136,8 +138,41 @@ static tf_err tf_rctl__command(tf_rctl__conn *c, tf_coturn_cli_op op, size_t *fr
   return rc;
 }
 
+/* 1 when the TCP socket listening on 127.0.0.1:@p port is one of process @p pid's descriptors. */
+static int tf_rctl__listener_owned_by(uint16_t port, int pid)
+{
+  FILE *f = fopen("/proc/net/tcp", "r");
+  char line[512], want[32], path[64], link[64], sock[40];
+  unsigned long inode = 0;
+  snprintf(want, sizeof(want), "0100007F:%04X", port); /* 127.0.0.1, as the kernel prints it */
+  while (f && !inode && fgets(line, sizeof(line), f)) {
+    char local[64], state[8];
+    unsigned long ino;
+    if (sscanf(line, " %*s %63s %*s %7s %*s %*s %*s %*s %*s %lu", local, state, &ino) == 3 &&
+        strcmp(local, want) == 0 && strcmp(state, "0A") == 0)
+      inode = ino;
+  }
+  if (f) fclose(f);
+  if (!inode) return 0;
+  snprintf(sock, sizeof(sock), "socket:[%lu]", inode);
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  DIR *d = opendir(path);
+  int found = 0;
+  for (struct dirent *de = d ? readdir(d) : NULL; de && !found; de = readdir(d)) {
+    char fd_path[320];
+    snprintf(fd_path, sizeof(fd_path), "%s/%s", path, de->d_name);
+    ssize_t n = readlink(fd_path, link, sizeof(link) - 1);
+    if (n > 0) link[n] = '\0', found = strcmp(link, sock) == 0;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
 static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_request *req)
 {
+  if (req->owner_pid > 0 && !tf_rctl__listener_owned_by(req->port, req->owner_pid))
+    return tf_error__set(TF_EAUTH, "127.0.0.1:%u: the listener is not process %d's: the password is not sent",
+                         req->port, req->owner_pid);
   tf_rctl__conn *c = calloc(1, sizeof(*c));
   if (!c) return tf_error__nomem();
   c->fd = -1;
@@ -215,18 +250,35 @@ static tf_err tf_rctl__metrics(int64_t *count, const tf_relayctl_request *req)
   return rc;
 }
 
-tf_err tf_relayctl_run(int64_t *count, char **text, const tf_relayctl_request *req)
+/* The caller's request field by field up to its version (an older caller's struct is shorter). */
+static tf_err tf_rctl__read_request(tf_relayctl_request *dst, const tf_relayctl_request *src)
+{
+  if (src->version == 0 || src->version > TF_RELAYCTL_REQUEST_VERSION)
+    return tf_error__set(TF_EINVALID, "req.version: %u is not a tf_relayctl_request version (1-%d)", src->version,
+                         TF_RELAYCTL_REQUEST_VERSION);
+  tf_relayctl_request init = TF_RELAYCTL_REQUEST_INIT;
+  *dst = init;
+  dst->op = src->op;
+  dst->address = src->address;
+  dst->port = src->port;
+  dst->password = src->password;
+  dst->timeout_ms = src->timeout_ms;
+  if (src->version >= 2) dst->owner_pid = src->owner_pid;
+  return TF_OK;
+}
+
+tf_err tf_relayctl_run(int64_t *count, char **text, const tf_relayctl_request *caller)
 {
   if (text) *text = NULL;
-  TF_ASSERT_ARG(req);
-  if (req->version == 0 || req->version > TF_RELAYCTL_REQUEST_VERSION)
-    return tf_error__set(TF_EINVALID, "req.version: %u is not a tf_relayctl_request version (1-%d)", req->version,
-                         TF_RELAYCTL_REQUEST_VERSION);
+  TF_ASSERT_ARG(caller);
+  tf_relayctl_request read = TF_RELAYCTL_REQUEST_INIT;
+  tf_err rc = tf_rctl__read_request(&read, caller);
+  if (rc < 0) return rc;
+  const tf_relayctl_request *req = &read;
   if ((unsigned)req->op > TF_RELAYCTL_SESSIONS) return tf_error__set(TF_EINVALID, "req.op: %d is not an op", (int)req->op);
   if (!req->port) return tf_error__set(TF_EINVALID, "req.port: required");
   if (req->timeout_ms <= 0) return tf_error__set(TF_EINVALID, "req.timeout_ms: must be > 0");
   int64_t n = -1;
-  tf_err rc;
   if (req->op == TF_RELAYCTL_COUNT_METRICS) {
     rc = tf_rctl__metrics(&n, req);
   } else {
@@ -341,20 +393,16 @@ tf_err tf_relayctl_workers_new(tf_relayctl_workers **out, size_t threads)
   return TF_OK;
 }
 
-tf_err tf_relayctl_workers_submit(tf_relayctl_workers *w, const tf_relayctl_request *req, uint64_t tag)
+tf_err tf_relayctl_workers_submit(tf_relayctl_workers *w, const tf_relayctl_request *caller, uint64_t tag)
 {
   TF_ASSERT_ARG(w);
-  TF_ASSERT_ARG(req);
-  if (req->version == 0 || req->version > TF_RELAYCTL_REQUEST_VERSION)
-    return tf_error__set(TF_EINVALID, "req.version: %u is not a tf_relayctl_request version (1-%d)", req->version,
-                         TF_RELAYCTL_REQUEST_VERSION);
+  TF_ASSERT_ARG(caller);
+  tf_relayctl_request req[1] = {TF_RELAYCTL_REQUEST_INIT};
+  tf_err rc = tf_rctl__read_request(req, caller);
+  if (rc < 0) return rc;
   tf_rctl__job *j = calloc(1, sizeof(*j));
   if (!j) return tf_error__nomem();
-  /* version 1 fields */
-  j->req.version = TF_RELAYCTL_REQUEST_VERSION;
-  j->req.op = req->op;
-  j->req.port = req->port;
-  j->req.timeout_ms = req->timeout_ms;
+  j->req = *req;
   j->tag = tag;
   if ((req->address && !(j->address = tf_strdup__(req->address))) ||
       (req->password && !(j->password = tf_strdup__(req->password)))) {

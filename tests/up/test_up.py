@@ -17,6 +17,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+from uphelpers import alive, wait_for
+
 TURNFLEET = TURNFLEET_PROBE = None
 INTERVAL = 0.5
 SECRET = "e2e-secret-7f3a9c1d55"
@@ -33,28 +35,6 @@ spec:
   drainTimeout: {drain}
 """
 METRICS = "http://127.0.0.1:3790"
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie of ours is not alive
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class TestUp(unittest.TestCase):

@@ -17,6 +17,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+from uphelpers import wait_for
+
 TURNFLEET = None
 SECRET = "start-secret-19c2e7"
 POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
@@ -31,16 +33,6 @@ spec:
   auth: {{realm: start.test, secretRef: {{name: s}}}}
   drainTimeout: 2s
 """
-
-
-def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class TestUpStart(unittest.TestCase):
@@ -63,8 +55,11 @@ class TestUpStart(unittest.TestCase):
         os.chmod(path, 0o600)
 
     def up(self, replicas, addressing, addresses, *extra):
+        return self.up_with(POOL, replicas, addressing, addresses, *extra)
+
+    def up_with(self, template, replicas, addressing, addresses, *extra):
         pool = os.path.join(self.dir, "pool.yaml")
-        self.write(pool, POOL.format(replicas=replicas, addressing=addressing))
+        self.write(pool, template.format(replicas=replicas, addressing=addressing))
         self.err = os.path.join(self.dir, "err.log")
         return [TURNFLEET, "up", "-f", pool, "--secret-file", self.secret, "--addresses", addresses,
                 "--state-dir", self.state, "--metrics-addr", "127.0.0.1:3791", "--probe-interval", "0.5",
@@ -75,6 +70,10 @@ class TestUpStart(unittest.TestCase):
         self.assertEqual(out.returncode, 2, out.stderr)
         self.assertIn(needle, out.stderr)
         return out.stderr
+
+    def err_text(self):
+        with open(self.err) as f:
+            return f.read()
 
     def status(self):
         try:
@@ -180,7 +179,7 @@ class TestUpStart(unittest.TestCase):
         # an empty secret file is reported; the running fleet keeps its secret
         now = {r["name"]: r["pid"] for r in events()[-1]["relays"]}
         self.write(self.secret, "")
-        wait_for("the empty secret reported", lambda: "--secret-file" in open(self.err).read(), 10)
+        wait_for("the empty secret reported", lambda: "--secret-file" in self.err_text(), 10)
         try:
             urllib.request.urlopen("http://127.0.0.1:3791/healthz", timeout=5)
             self.fail("/healthz should fail while the secret file is unusable")
@@ -191,6 +190,54 @@ class TestUpStart(unittest.TestCase):
         self.assertEqual(events()[-1]["readyRelays"], 2)
         self.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.proc.wait(timeout=30), 0)
+
+    def test_600_idle_http_clients_do_not_starve_the_fleet(self):
+        import socket
+        argv = self.up(1, "{mode: HostNetwork}", "127.0.0.84")
+        with open(self.err, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        wait_for("a ready relay", lambda: (s := self.status()) and s["readyRelays"] == 1, 30)
+        idle = []
+        try:
+            for _ in range(600):
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", 3791))  # and never send a byte
+                idle.append(c)
+            probe_time = self.status()["relays"][0]["lastProbe"]["time"]
+            # the runtime goes on: new probes pass while the clients sit there
+            st = wait_for("a newer passed probe", lambda: (s := self.status()) and
+                          s["relays"][0]["lastProbe"]["time"] != probe_time and s, 20)
+            self.assertEqual(st["readyRelays"], 1)
+            self.assertTrue(st["relays"][0]["lastProbe"]["ok"])
+        finally:
+            for c in idle:
+                c.close()
+        # and /healthz answers again once they are gone (idle connections are closed after 5 s)
+        def healthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:3791/healthz", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for("/healthz to answer", healthy, 20)
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=30), 0)
+
+    def test_tls_listeners_need_cert_and_key_and_are_probed_over_turns(self):
+        tls = "{mode: HostNetwork}\n  listeners:\n    - {name: turn, protocol: udp, port: 3721}\n" \
+              "    - {name: turns, protocol: tls, port: 3722, tlsSecretRef: {name: certs}}"
+        pool = POOL.replace("  listeners:\n    - {{name: turn, protocol: udp, port: 3721}}\n", "")
+        self.refused(self.up_with(pool, 1, tls, "127.0.0.86"), "--cert/--key")
+        cert, key = os.path.join(self.dir, "tls.crt"), os.path.join(self.dir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-subj", "/CN=relay-test", "-addext", "subjectAltName=IP:127.0.0.86", "-days", "2",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        st = self.run_until_ready(self.up_with(pool, 1, tls, "127.0.0.86", "--cert", cert, "--key", key,
+                                               "--ca-file", cert), 1)
+        self.assertTrue(st["relays"][0]["lastProbe"]["ok"])
+        with open(self.err) as f:
+            self.assertNotIn("FAIL", f.read())
 
     def test_an_existing_state_dir_keeps_its_mode(self):
         os.mkdir(self.state, 0o750)

@@ -33,11 +33,12 @@ table() { # the relays of status.json, as the live table shows them
   python3 - "$state/status.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-print("%-18s %-12s %-12s %-6s %-9s %-11s %s" % ("RELAY", "ADDRESS", "PORTS", "READY", "DRAINING", "PORTS USED", "LAST PROBE"))
+print("%-18s %-12s %-12s %-9s %-11s %s" % ("RELAY", "ADDRESS", "PORTS", "STATE", "PORTS USED", "LAST PROBE"))
 for r in s["relays"]:
     p = r["lastProbe"] or {}
-    print("%-18s %-12s %-12s %-6s %-9s %-11s %s" % (r["name"], r["relayAddress"], "%d-%d" % (r["portRange"]["start"], r["portRange"]["end"]),
-          r["ready"], r["draining"], "%s/%s" % (r["portsInUse"], r["portsTotal"]), "ok" if p.get("ok") else p.get("message", "-")))
+    print("%-18s %-12s %-12s %-9s %-11s %s" % (r["name"], r["relayAddress"], "%d-%d" % (r["portRange"]["start"], r["portRange"]["end"]),
+          r.get("state", "-"), "%s/%s" % (r["portsInUse"], r["portsTotal"]), "ok" if p.get("ok") else p.get("message", "-")))
+print("replicas: desired %s, placed %s" % (s.get("desiredReplicas"), s.get("placedReplicas")))
 print("readyRelays %d   conditions: %s" % (s["readyRelays"], ", ".join("%s=%s" % (c["type"], c["status"]) for c in s["conditions"])))
 PY
 }

@@ -37,14 +37,17 @@
 static const char up_usage[] =
   "usage: turnfleet up -f POOL --secret-file F [--addresses LIST | --nodes NODES] [--state-dir DIR]\n"
   "                    [--metrics-addr ADDR:PORT] [--probe-interval S] [--cli-port PORT]\n"
-  "                    [--turnserver PATH] [--name NAME] [--peer-check [--allow-loopback-peers]] [--json]\n"
+  "                    [--turnserver PATH] [--name NAME] [--peer-check [--allow-loopback-peers]]\n"
+  "                    [--cert F --key F [--ca-file F]] [--json]\n"
   "  --addresses   this host's relay addresses: 127.0.0.11-13, 127.0.0.11,127.0.0.12, fd00::1-3\n"
   "  --state-dir   configs (0600), logs, status.json, turn-uris, iceServers.json (default ./turnfleet-state)\n"
   "  --metrics-addr  /metrics and /healthz (default 127.0.0.1:9650)\n"
   "  --probe-interval  seconds between a relay's probes (default 5; fractions allowed)\n"
   "  --cli-port    first loopback CLI port of the relays: counting and drain (default 5766)\n"
   "  --peer-check  probes also send data through each relay to a second allocation\n"
-  "  --allow-loopback-peers  let coturn relay to loopback peers (test fleets on 127.0.0.0/8 only)\n";
+  "  --allow-loopback-peers  let coturn relay to loopback peers (test fleets on 127.0.0.0/8 only)\n"
+  "  --cert/--key  the relays' TLS certificate and key (required with tls listeners)\n"
+  "  --ca-file     what the probes verify the relays' certificate with (default: the system's CAs)\n";
 
 static volatile sig_atomic_t stop_signals;
 
@@ -62,7 +65,8 @@ typedef struct child {
 } child;
 
 typedef struct up {
-  const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr, *secret_file;
+  const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr, *secret_file, *ca_file;
+  char *cert, *key;
   char *state_dir, *log_dir, *secret, *previous, *last_status; /* secret, previous: wiped */
   char cli_password[33];
   double probe_interval;
@@ -154,44 +158,6 @@ static tf_pool *load_pool(up *u)
   return pool;
 }
 
-/* "127.0.0.11-13,fd00::1-3,127.0.0.80/30": the last octet (IPv4, decimal) or group (IPv6, hex) may
- * be a range; a CIDR gives its addresses (at most 256 an item). Appends to @p out; -1 when malformed. */
-static int parse_addresses(const char *list, tf_addr *out, size_t *n, size_t max)
-{
-  char *copy = strdup(list), *save = NULL;
-  int ok = copy != NULL;
-  for (char *item = ok ? strtok_r(copy, ",", &save) : NULL; ok && item; item = strtok_r(NULL, ",", &save)) {
-    while (*item == ' ') item++;
-    tf_prefix pre;
-    tf_addr a;
-    unsigned long first, last, count = 0;
-    if (strchr(item, '/')) {
-      ok = tf_prefix_parse(&pre, item) == 0 && (pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits <= 8;
-      a = pre.addr;
-      count = 1ul << ((pre.addr.family == TF_AF_INET ? 32 : 128) - pre.bits);
-    } else {
-      char *dash = strrchr(item, '-'), *end = NULL;
-      int v6 = strchr(item, ':') != NULL;
-      last = dash ? strtoul(dash + 1, &end, v6 ? 16 : 10) : 0;
-      if (dash) ok = end != dash + 1 && !*end, *dash = '\0';
-      ok = ok && tf_addr_parse(&a, item) == 0;
-      first = v6 ? ((unsigned long)a.bytes[14] << 8 | a.bytes[15]) : a.bytes[3];
-      if (!dash) last = first;
-      ok = ok && last >= first && last <= (v6 ? 65535ul : 255ul) && last - first <= 255;
-      count = ok ? last - first + 1 : 0;
-    }
-    for (unsigned long k = 0; ok && k < count; k++, (*n)++) {
-      if (*n == max) ok = 0;
-      else out[*n] = a;
-      /* the next address: add one with carry from the last byte */
-      for (int b = a.family == TF_AF_INET ? 3 : 15; b >= 0 && ++a.bytes[b] == 0; b--) {
-      }
-    }
-  }
-  free(copy);
-  return ok && *n ? 0 : -1;
-}
-
 /* The inventory of this host: HostNetwork and PartitionedIP get one Ready node per address (the
  * i-th IPv4 with the i-th IPv6 in DualStack); ExternalIPPool and PodIP one node listing every
  * address (the planner keeps those in the pool's CIDRs). Labelled with the pool's nodeSelector. */
@@ -204,8 +170,8 @@ static tf_nodes *nodes_from_addresses(const char *list, const tf_pool *pool)
   const char *keys[64], *values[64];
   for (size_t i = 0; i < nl && i < 64; i++)
     keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
-  int ok = addrs && v4 && v6 && parse_addresses(list, addrs, &n, MAX) == 0 && tf_nodes_new(&nodes) == 0;
-  if (!ok) say("--addresses", "cannot parse \"%s\" (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", list);
+  int ok = addrs && v4 && v6 && tf_addr_list_parse(addrs, MAX, &n, list) == 0 && tf_nodes_new(&nodes) == 0;
+  if (!ok) say("--addresses", "%s (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", tf_error_last()->message);
   for (size_t i = 0; ok && i < n; i++) {
     if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
     else v6[n6++] = addrs[i];
@@ -417,7 +383,8 @@ static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_se
              : a->drain == TF_ENGINE_DRAIN_MODE ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE;
     req.address = a->address;
     req.port = req.op == TF_RELAYCTL_COUNT_METRICS ? a->metrics_port : a->cli_port;
-    req.password = u->cli_password;
+    req.password = a->cli_password; /* the relay's own, and only to a listener of its process */
+    req.owner_pid = a->relay_id ? atoi(a->relay_id) : 0;
     req.timeout_ms = (int)a->timeout_ms;
     if (tf_relayctl_workers_submit(u->ctl, &req, a->id) < 0) {
       if (a->kind == TF_ENGINE_COUNT) (void)tf_engine_count_done(u->engine, a->id, -1, now);
@@ -438,6 +405,7 @@ static void carry_out(up *u, const tf_engine_action *a, int64_t now, tf_probe_se
       po.timeout_ms = (int)a->timeout_ms;
       po.rto_ms = 200;
       po.peer_check = u->peer_check;
+      po.ca_file = u->ca_file;
       if (tf_probe_set_add(probes, &po) == 0) probe_ids[(*nprobes)++] = a->id;
     }
     break;
@@ -682,7 +650,7 @@ static void iterate(up *u)
 }
 
 enum { O_SECRET = 256, O_ADDRESSES, O_NODES, O_STATE_DIR, O_METRICS_ADDR, O_PROBE_INTERVAL, O_JSON, O_NAME,
-       O_CLI_PORT, O_TURNSERVER, O_PEER_CHECK, O_ALLOW_LOOPBACK };
+       O_CLI_PORT, O_TURNSERVER, O_PEER_CHECK, O_ALLOW_LOOPBACK, O_CERT, O_KEY, O_CA_FILE };
 
 static int parse_flags(up *u, int argc, char **argv, const char **secret_file, const char **state_dir)
 {
@@ -694,6 +662,8 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
     {"turnserver", required_argument, NULL, O_TURNSERVER}, {"name", required_argument, NULL, O_NAME},
     {"json", no_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
     {"peer-check", no_argument, NULL, O_PEER_CHECK}, {"allow-loopback-peers", no_argument, NULL, O_ALLOW_LOOPBACK},
+    {"cert", required_argument, NULL, O_CERT},     {"key", required_argument, NULL, O_KEY},
+    {"ca-file", required_argument, NULL, O_CA_FILE},
     {NULL, 0, NULL, 0},
   };
   int opt;
@@ -714,6 +684,12 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
     case O_JSON: u->json = 1; break;
     case O_PEER_CHECK: u->peer_check = 1; break;
     case O_ALLOW_LOOPBACK: u->allow_loopback_peers = 1; break;
+    case O_CA_FILE: u->ca_file = optarg; break;
+    case O_CERT:
+    case O_KEY: /* coturn resolves relative names its own way: absolute paths */
+      if (!(*(opt == O_CERT ? &u->cert : &u->key) = realpath(optarg, NULL)))
+        return say(opt == O_CERT ? "--cert" : "--key", "%s: %s", optarg, strerror(errno)), 2;
+      break;
     case O_TURNSERVER: u->turnserver = optarg; break;
     case O_PROBE_INTERVAL:
       u->probe_interval = strtod(optarg, &end);
@@ -732,6 +708,7 @@ static int parse_flags(up *u, int argc, char **argv, const char **secret_file, c
   if (optind < argc) return say(NULL, "unexpected argument \"%s\"", argv[optind]), 2;
   if (!u->pool_file || !*secret_file) return say(NULL, "-f POOL and --secret-file F are required\n%s", up_usage), 2;
   if (!u->addresses == !u->nodes_file) return say(NULL, "give exactly one of --addresses LIST and --nodes NODES"), 2;
+  if (!u->cert != !u->key) return say("--cert/--key", "give both or neither"), 2;
   return -1;
 }
 
@@ -747,6 +724,8 @@ static tf_coturn_options coturn_options(up *u, const char *secrets[2])
   co.cli_port = u->cli_port;
   co.cli_password = u->cli_password;
   co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
+  co.cert_file = u->cert;
+  co.key_file = u->key;
   return co;
 }
 
@@ -825,6 +804,10 @@ static int start(up *u, const char *secret_file, const char *state_dir)
   if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_plan(pool, nodes) < 0)
     return tf_pool_free(pool), tf_nodes_free(nodes), 2;
   file_changed(u->pool_file, &u->pool_mtime);
+  for (size_t l = 0; l < tf_pool_listener_count(pool) && !u->cert; l++)
+    if (tf_pool_listener_protocol(pool, l) == TF_PROTOCOL_TLS || tf_pool_listener_protocol(pool, l) == TF_PROTOCOL_DTLS)
+      return say("--cert/--key", "listener %s is %s: give the relays' certificate and key", tf_pool_listener_name(pool, l),
+                 tf_protocol_name(tf_pool_listener_protocol(pool, l))), tf_pool_free(pool), tf_nodes_free(nodes), 2;
   if ((mkdir(state_dir, 0700) < 0 && errno != EEXIST) || !(u->state_dir = realpath(state_dir, NULL)) ||
       !(u->log_dir = tool_join(u->state_dir, "logs")) || (mkdir(u->log_dir, 0700) < 0 && errno != EEXIST))
     return say("--state-dir", "cannot create %s: %s", state_dir, strerror(errno)), tf_pool_free(pool), tf_nodes_free(nodes), 2;
@@ -917,6 +900,8 @@ int up_main(int argc, char **argv)
   tf_free(u.metrics_text);
   for (size_t i = 0; i < UP_LOG; i++) free(u.log[i]);
   free(u.state_dir);
+  free(u.cert);
+  free(u.key);
   free(u.log_dir);
   pthread_mutex_destroy(&u.mu);
   return st;

@@ -71,6 +71,18 @@ TF_EXTERN(int) tf_prefix_contains(const tf_prefix *prefix, const tf_addr *addr);
 TF_EXTERN(void) tf_prefix_bounds(const tf_prefix *prefix, tf_addr *first, tf_addr *last);
 
 /**
+ * Parse a comma list of addresses as a person writes it: `127.0.0.11-13` (the last
+ * IPv4 octet in decimal, or the last IPv6 group in hex, may be a range),
+ * `127.0.0.20`, `fd00::1-3`, `127.0.0.80/30` (a prefix: its addresses, at most 256).
+ * @param[out] out the addresses, in the order written
+ * @param max room in @p out
+ * @param[out] count how many were written
+ * @return 0; TF_EINVALID naming the item (`item 2 "127.0.0.300": ...`), also for an
+ *         empty list; TF_EBUFS when more than @p max
+ */
+TF_EXTERN(tf_err) tf_addr_list_parse(tf_addr *out, size_t max, size_t *count, const char *text);
+
+/**
  * Parse "START-END" (inclusive, 1-65535, START <= END).
  * @return 0, or TF_EINVALID naming the defect
  */

@@ -191,7 +191,8 @@ typedef enum tf_engine_action_kind {
   TF_ENGINE_RESTART = 1, /**< stop `relay_id`, then start as above (coturn cannot reload) */
   TF_ENGINE_DRAIN = 2,   /**< make coturn refuse new allocations, per `drain` */
   TF_ENGINE_STOP = 3,    /**< stop `relay_id` (SIGTERM, delete the pod) and forget the relay */
-  TF_ENGINE_PROBE = 4,   /**< Allocate through each of `probe_uris`; report with tf_engine_probe_done() */
+  TF_ENGINE_PROBE = 4,   /**< Allocate through each of `probe_uris`; report with tf_engine_probe_done()
+                              (ok only when every one passed) */
   TF_ENGINE_COUNT = 5    /**< read the relay's allocations, per `count`; report with tf_engine_count_done() */
 } tf_engine_action_kind;
 
@@ -225,12 +226,15 @@ typedef struct tf_engine_action {
   tf_port_range ports;         /**< its relay port range */
   uint16_t cli_port;           /**< its CLI port (0: none) */
   uint16_t metrics_port;       /**< its Prometheus port (0: none) */
-  const char *const *probe_uris;      /**< PROBE: one URI per address (both halves in DualStack) */
+  const char *const *probe_uris;      /**< PROBE: every listener's URI of every address (both halves in
+                                           DualStack, turns: too), DTLS ones left out (no DTLS probe) */
   const char *const *probe_addresses; /**< PROBE: the relay address each URI must be given */
   size_t probe_count;          /**< PROBE: entries in both arrays */
   int64_t timeout_ms;          /**< PROBE, COUNT, DRAIN: the deadline to give the operation */
   tf_engine_drain_method drain; /**< DRAIN: how */
   tf_engine_count_method count; /**< COUNT: how */
+  const char *cli_password;    /**< COUNT through the CLI, DRAIN: the relay's own CLI password (each relay
+                                    has its own, tf_reconcile_cli_password()); secret: never log it */
 } tf_engine_action;
 
 #define TF_ENGINE_ACTION_VERSION 1

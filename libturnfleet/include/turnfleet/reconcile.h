@@ -138,13 +138,26 @@ typedef struct tf_reconcile_options {
   double pressure_threshold;       /**< CapacityPressure when portsInUse/portsTotal >= this (default 0.9) */
   int64_t backoff_initial_ms;      /**< first delay before a dead relay is started again (default 1000) */
   int64_t backoff_max_ms;          /**< the delay doubles with each restart up to this (default 60000) */
+  /* version 2 */
+  int cli_password_per_relay;      /**< 1: each relay's CLI password is derived from coturn->cli_password
+                                        and the relay's name (tf_reconcile_cli_password()), so that no
+                                        two relays share one; 0 (version 1): every relay has it as given */
 } tf_reconcile_options;
 
-#define TF_RECONCILE_OPTIONS_VERSION 1
-#define TF_RECONCILE_OPTIONS_INIT {TF_RECONCILE_OPTIONS_VERSION, NULL, NULL, 0.9, 1000, 60000}
+#define TF_RECONCILE_OPTIONS_VERSION 2
+#define TF_RECONCILE_OPTIONS_INIT {TF_RECONCILE_OPTIONS_VERSION, NULL, NULL, 0.9, 1000, 60000, 0}
 
 /**
- * Fill @p opts with the defaults of @p version.
+ * The CLI password of relay @p relay when they are per relay: lowercase hex of
+ * HMAC-SHA256(@p master, @p relay), 32 characters. Secret material.
+ * @param[out] out release with tf_secret_free()
+ * @return 0, TF_EINVALID (no master or relay), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_reconcile_cli_password(char **out, const char *master, const char *relay);
+
+/**
+ * Fill @p opts with the defaults of @p version; only the fields of that
+ * version are written, so an older caller's shorter struct is safe.
  * @return 0, TF_EINVALID for a NULL pointer or an unknown version
  */
 TF_EXTERN(tf_err) tf_reconcile_options_init(tf_reconcile_options *opts, unsigned int version);

@@ -45,10 +45,14 @@ typedef struct tf_relayctl_request {
   uint16_t port;         /**< the CLI port, or the exporter's port */
   const char *password;  /**< the CLI password (secret; copied and wiped); unused for /metrics */
   int timeout_ms;        /**< the whole exchange's deadline (> 0) */
+  /* version 2 */
+  int owner_pid;         /**< > 0: the CLI's listening socket must belong to this process (Linux /proc),
+                              checked before the password is sent, so a listener that is not the relay's
+                              never receives it; 0: no check (another network or PID namespace) */
 } tf_relayctl_request;
 
-#define TF_RELAYCTL_REQUEST_VERSION 1
-#define TF_RELAYCTL_REQUEST_INIT {TF_RELAYCTL_REQUEST_VERSION, TF_RELAYCTL_COUNT, NULL, 0, NULL, 1000}
+#define TF_RELAYCTL_REQUEST_VERSION 2
+#define TF_RELAYCTL_REQUEST_INIT {TF_RELAYCTL_REQUEST_VERSION, TF_RELAYCTL_COUNT, NULL, 0, NULL, 1000, 0}
 
 /**
  * Ask one relay and wait (at most the request's timeout).
@@ -57,7 +61,8 @@ typedef struct tf_relayctl_request {
  * @param req borrowed for the call
  * @return 0; TF_EINVALID naming the field (never the password); TF_ETIMEOUT
  *         past the deadline; TF_ENET when the relay cannot be reached or
- *         closes; TF_EAUTH when the CLI refuses the password; TF_EPROTO when
+ *         closes; TF_EAUTH when the CLI refuses the password or its listener is
+ *         not @p req->owner_pid's (nothing was sent then); TF_EPROTO when
  *         the answer is not what the op expects (an HTTP status other than 200,
  *         no count in it); TF_ENOMEM
  */
