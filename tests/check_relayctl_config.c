@@ -65,6 +65,7 @@ START_TEST(test_relayctl_config__reads_the_renderers_output)
     tf_port_range r = tf_relayctl_config_port_range(c);
     ck_assert_uint_eq(r.start, 63000);
     ck_assert_uint_eq(r.end, 63009);
+    ck_assert_ptr_nonnull(strstr(tf_relayctl_config_pidfile(c), "/turnserver.pid"));
     tf_relayctl_request req;
     TF_OK_OR_FAIL(tf_relayctl_config_request(&req, c, TF_RELAYCTL_COUNT, 2000));
     ck_assert_uint_eq(req.port, 47701);
@@ -92,6 +93,7 @@ START_TEST(test_relayctl_config__coturn_syntax)
   ck_assert_str_eq(req.password, "pw with space");
   ck_assert_uint_eq(tf_relayctl_config_port_range(c).start, 49152);
   ck_assert_uint_eq(tf_relayctl_config_port_range(c).end, 65535);
+  ck_assert_ptr_null(tf_relayctl_config_pidfile(c));
   tf_relayctl_config_free(c);
   tf_relayctl_config_free(NULL);
 }
@@ -119,6 +121,7 @@ START_TEST(test_relayctl_config__bad_configs_are_named)
   BAD("cli-port=47703\ncli-password=hunter2\ncli-ip=203.0.113.7\nlistening-ip=127.0.0.1\n", "line 3: cli-ip");
   BAD("no-cli\ncli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\n", "no-cli");
   BAD("cli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\nmin-port=63010\nmax-port=63000\n", "max-port");
+  BAD("cli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\npidfile=\"run/t.pid\"\n", "line 4: pidfile");
 }
 END_TEST
 

@@ -300,6 +300,8 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   tf_man__str(&b, spec, "restartPolicy", "Always");
   tf_man__num(&b, spec, "terminationGracePeriodSeconds", drain_s + TF_MAN__GRACE_EXTRA_S);
   tf_man__bool(&b, spec, "automountServiceAccountToken", 0);
+  /* the agent checks that the CLI listener is coturn's (the PID in its pidfile) before it sends the password */
+  tf_man__bool(&b, spec, "shareProcessNamespace", 1);
   tf_man__bool(&b, spec, "enableServiceLinks", 0);
   cJSON *gates = tf_man__arr(&b, spec, "readinessGates");
   tf_man__str(&b, tf_man__obj(&b, gates, NULL), "conditionType", TF_MANIFEST_READINESS_GATE);

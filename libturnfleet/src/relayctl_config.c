@@ -15,6 +15,7 @@ struct tf_relayctl_config {
   tf_addr addrs[TF_RCFG__MAX_ADDRS];
   size_t addr_count;
   tf_port_range range;
+  char *pidfile;
 };
 
 /* The value of @p line (its name already split off), trimmed and unquoted, into @p buf. */
@@ -68,7 +69,8 @@ tf_err tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size
     memcpy(name, line, name_len);
     name[name_len] = '\0';
     int wanted = !strcmp(name, "cli-port") || !strcmp(name, "cli-password") || !strcmp(name, "cli-ip") ||
-                 !strcmp(name, "listening-ip") || !strcmp(name, "min-port") || !strcmp(name, "max-port");
+                 !strcmp(name, "listening-ip") || !strcmp(name, "min-port") || !strcmp(name, "max-port") ||
+                 !strcmp(name, "pidfile");
     if (!strcmp(name, "no-cli")) no_cli = 1;
     if (!wanted) continue;
     size_t vlen = tf_rcfg__value(value, sizeof(value), line + name_len, n - name_len);
@@ -80,6 +82,12 @@ tf_err tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size
     if (!strcmp(name, "cli-password")) {
       if (c->password) tf_secret_free(c->password);
       if (!(c->password = tf_strdup__(value))) rc = tf_error__nomem();
+    } else if (!strcmp(name, "pidfile")) {
+      free(c->pidfile);
+      if (value[0] != '/')
+        rc = tf_error__set(TF_EINVALID, "line %zu: pidfile: must be an absolute path", line_no);
+      else if (!(c->pidfile = tf_strdup__(value)))
+        rc = tf_error__nomem();
     } else if (!strcmp(name, "cli-ip")) {
       if (strcmp(value, "127.0.0.1") != 0)
         rc = tf_error__set(TF_EINVALID, "line %zu: cli-ip: must be 127.0.0.1 (the agent talks to the CLI on loopback)",
@@ -122,11 +130,14 @@ void tf_relayctl_config_free(tf_relayctl_config *config)
 {
   if (!config) return;
   tf_secret_free(config->password);
+  free(config->pidfile);
   tf_crypto__wipe(config, sizeof(*config));
   free(config);
 }
 
 uint16_t tf_relayctl_config_cli_port(const tf_relayctl_config *config) { return config ? config->cli_port : 0; }
+
+const char *tf_relayctl_config_pidfile(const tf_relayctl_config *config) { return config ? config->pidfile : NULL; }
 
 size_t tf_relayctl_config_address_count(const tf_relayctl_config *config) { return config ? config->addr_count : 0; }
 

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import threading
 import subprocess
 import sys
 import tempfile
@@ -256,6 +258,65 @@ class TestAgent(unittest.TestCase):
         self.assertIn("nothing to drain", r.stdout)
         with open(self.marker) as f:
             self.assertEqual(f.read(), "drained allocations=0\n")
+
+    def test_5_the_password_goes_only_to_coturns_own_listener(self):
+        # a decoy on a CLI port, and a config whose pidfile names a process that does not own it
+        decoy = socket.socket()
+        decoy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        decoy.bind(("127.0.0.1", 47711))
+        decoy.listen(8)
+        decoy.settimeout(0.2)
+        got, done = [], threading.Event()
+
+        def serve():
+            while not done.is_set():
+                try:
+                    conn, _ = decoy.accept()
+                except OSError:
+                    continue
+                got.append(b"connect")
+                conn.sendall(b"Enter password: ")
+                conn.settimeout(1)
+                try:
+                    got.append(conn.recv(256))
+                except OSError:
+                    pass
+                conn.close()
+
+        t = threading.Thread(target=serve)
+        t.start()
+        try:
+            other = self.spawn(["sleep", "60"])
+            pidfile = os.path.join(self.dir, "other.pid")
+            with open(pidfile, "w") as f:
+                f.write("%d\n" % other.pid)
+            with open(self.conf) as f:
+                text = f.read()
+            text = re.sub(r"^cli-port=.*$", "cli-port=47711", text, flags=re.M)
+            text = re.sub(r"^pidfile=.*$", 'pidfile="%s"' % pidfile, text, flags=re.M)
+            conf = os.path.join(self.dir, "decoy.conf")
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            err = open(os.path.join(self.dir, "decoy-agent.err"), "w+")
+            agent = self.spawn([TURNFLEET, "agent", "--config", conf, "--coturn-version", VERSION, "--listen", LISTEN,
+                                "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
+                               stdout=subprocess.DEVNULL, stderr=err)
+            code, body = wait_for("/healthz", lambda: (r := get("/healthz"))[0] and r, 30)
+            self.assertEqual(code, 503)
+            self.assertIn("is not process %d's: the password is not sent" % other.pid, body)
+            r = subprocess.run([TURNFLEET, "agent", "prestop", "--config", conf, "--coturn-version", VERSION,
+                                "--marker", self.marker, "--deadline", "1"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            with open(self.marker) as f:
+                self.assertEqual(f.read(), "deadline allocations=unknown\n")
+            self.assertEqual(self.stop(agent), 0)
+            err.close()
+        finally:
+            done.set()
+            t.join()
+            decoy.close()
+        self.assertEqual(got, [], "the decoy listener was contacted")
 
 
 if __name__ == "__main__":

@@ -101,11 +101,44 @@ static int load_version(const char *text, uint32_t *version)
   return 0;
 }
 
-/* One CLI exchange with the relay. */
-static tf_err relay_run(const tf_relayctl_config *config, tf_relayctl_op op, int timeout_ms, int64_t *count)
+/* coturn's PID from the config's pidfile: 1 with *pid (0 when the config names no
+ * pidfile: nothing to check against), 0 when coturn is not running (why says so).
+ * The relay pod shares one PID namespace, so the PID coturn wrote is valid here. */
+static int coturn_pid(const tf_relayctl_config *config, int *pid, char *why, size_t size)
+{
+  const char *path = tf_relayctl_config_pidfile(config);
+  *pid = 0;
+  if (!path) return 1;
+  char *text = tool_read_file(path, NULL);
+  if (!text) {
+    snprintf(why, size, "coturn's pidfile %s: %s (not started?)", path, strerror(errno));
+    return 0;
+  }
+  char *end;
+  long n = strtol(text, &end, 10);
+  int ok = end != text && (*end == '\0' || *end == '\n') && n > 0 && n < (1L << 22);
+  free(text);
+  if (!ok) {
+    snprintf(why, size, "coturn's pidfile %s: not a PID", path);
+    return 0;
+  }
+  /* a pidfile outlives coturn (it never removes it): the process must be there */
+  char proc[48];
+  snprintf(proc, sizeof(proc), "/proc/%ld", n);
+  if (access(proc, F_OK) != 0) {
+    snprintf(why, size, "coturn (PID %ld from %s) is not running", n, path);
+    return 0;
+  }
+  *pid = (int)n;
+  return 1;
+}
+
+/* One CLI exchange with the relay; the password goes only to @p owner's listener (0: unchecked). */
+static tf_err relay_run(const tf_relayctl_config *config, int owner, tf_relayctl_op op, int timeout_ms, int64_t *count)
 {
   tf_relayctl_request req;
   tf_err rc = tf_relayctl_config_request(&req, config, op, timeout_ms);
+  req.owner_pid = owner;
   return rc < 0 ? rc : tf_relayctl_run(count, NULL, &req);
 }
 
@@ -242,19 +275,25 @@ static int agent_serve(const agent_args *args)
   int was_ok = -1;
   while (!st) {
     int64_t n = -1;
-    tf_err rc = relay_run(a.config, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS, &n);
+    int owner;
+    char why[sizeof(a.why)];
+    tf_err rc = TF_ENOTFOUND;
+    if (coturn_pid(a.config, &owner, why, sizeof(why))) {
+      rc = relay_run(a.config, owner, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS, &n);
+      if (rc < 0) snprintf(why, sizeof(why), "the relay's CLI: %s", tf_error_last()->message);
+    }
     pthread_mutex_lock(&a.lock);
     if (rc == 0) {
       a.count = n;
       a.counted_ms = up_now_ms();
       a.why[0] = '\0';
     } else {
-      snprintf(a.why, sizeof(a.why), "the relay's CLI: %s", tf_error_last()->message);
+      memcpy(a.why, why, sizeof(why));
     }
     pthread_mutex_unlock(&a.lock);
     if ((rc == 0) != was_ok) { /* say it when it changes, not every interval */
       if (rc == 0) fprintf(stderr, "%s: counting: %" PRId64 " allocations\n", PROG, n);
-      else complain("count", "the relay's CLI: %s", tf_error_last()->message);
+      else complain("count", "%s", why);
       was_ok = rc == 0;
     }
     struct pollfd p = {sfd, POLLIN, 0};
@@ -298,13 +337,16 @@ static int agent_prestop(const agent_args *args)
   int64_t end = up_now_ms() + deadline_ms;
   tf_relayctl_op op = tf_relayctl_drain_op(version);
   const char *how = op == TF_RELAYCTL_DRAIN ? "`drain` (new Allocates get 403)" : "`cc total-quota -1` (new Allocates get 486)";
-  tf_err rc = relay_run(config, op, AGENT_DRAIN_TIMEOUT_MS, NULL);
-  int gone = 0;
-  if (rc == 0) {
+  int owner;
+  char why[256];
+  tf_err rc = TF_ENET;
+  int gone = !coturn_pid(config, &owner, why, sizeof(why));
+  if (!gone && (rc = relay_run(config, owner, op, AGENT_DRAIN_TIMEOUT_MS, NULL)) == TF_ENET)
+    snprintf(why, sizeof(why), "%s", tf_error_last()->message), gone = 1;
+  if (gone) {
+    printf("%s: coturn is not running (%s): nothing to drain\n", PROG, why);
+  } else if (rc == 0) {
     printf("%s: coturn %s: sent %s\n", PROG, args->coturn_version, how);
-  } else if (rc == TF_ENET) {
-    printf("%s: coturn is not running (%s): nothing to drain\n", PROG, tf_error_last()->message);
-    gone = 1;
   } else {
     /* keep counting: the wait below still ends at zero or at the deadline */
     complain("drain", "the relay's CLI: %s", tf_error_last()->message);
@@ -312,10 +354,12 @@ static int agent_prestop(const agent_args *args)
   fflush(stdout);
   int64_t n = -1, last = -2;
   while (!gone) {
-    rc = relay_run(config, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS, &n);
+    /* coturn >= 4.6.3 exits by itself once the drain reached zero */
+    rc = coturn_pid(config, &owner, why, sizeof(why)) ? relay_run(config, owner, TF_RELAYCTL_COUNT,
+                                                                  AGENT_CLI_TIMEOUT_MS, &n)
+                                                      : TF_ENET;
     if (rc == TF_ENET) {
-      /* coturn >= 4.6.3 exits by itself once the drain reached zero */
-      printf("%s: coturn stopped answering: drained\n", PROG);
+      printf("%s: coturn stopped: drained\n", PROG);
       n = 0;
       break;
     }

@@ -117,7 +117,7 @@ typedef struct tf_relayctl_config tf_relayctl_config;
  * tabs and `=`, then the value; quotes stripped; `#` comments). It must have
  * `cli-port` and a non-empty `cli-password`, `cli-ip` (if any) 127.0.0.1, no
  * `no-cli`, and at least one `listening-ip`; `min-port`/`max-port` default
- * to coturn's 49152/65535.
+ * to coturn's 49152/65535; `pidfile`, if any, is absolute.
  * @param[out] out release with tf_relayctl_config_free()
  * @param text the config (secret material), borrowed; need not be NUL-terminated
  * @param len bytes in @p text
@@ -131,6 +131,13 @@ TF_EXTERN(void) tf_relayctl_config_free(tf_relayctl_config *config);
 
 /** The CLI port (on 127.0.0.1); 0 for NULL. */
 TF_EXTERN(uint16_t) tf_relayctl_config_cli_port(const tf_relayctl_config *config);
+
+/**
+ * The `pidfile` coturn writes its PID to (absolute), NULL when the config has
+ * none: where a caller finds the PID for tf_relayctl_request.owner_pid, so the
+ * password only goes to the relay's own listener. Borrowed from @p config.
+ */
+TF_EXTERN(const char *) tf_relayctl_config_pidfile(const tf_relayctl_config *config);
 
 /** Number of `listening-ip` addresses, in the config's order. */
 TF_EXTERN(size_t) tf_relayctl_config_address_count(const tf_relayctl_config *config);
