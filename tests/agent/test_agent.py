@@ -22,6 +22,9 @@ import unittest
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "up"))
+from uphelpers import wait_for  # noqa: E402  (bounded polling, never a timing assertion)
+
 TURNFLEET = PROBE = TURNSERVER = VERSION = None
 ADDR = "127.0.0.231"
 LISTEN = ADDR + ":3950"
@@ -40,17 +43,6 @@ spec:
 """
 NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true"}},'
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
-
-
-def wait_for(what, cond, timeout):
-    """Poll cond until it returns something true; bounded, never a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def get(path):

@@ -14,7 +14,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,16 +54,9 @@ typedef struct agent_args {
   const char *config, *coturn_version, *listen, *namespace_, *pool, *relay, *marker, *interval, *deadline;
 } agent_args;
 
-__attribute__((format(printf, 1, 2))) static int agent_usage_error(const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "%s: ", PROG);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\n(run `turnfleet agent --help` for usage)\n");
-  return EXIT_BAD_INPUT;
-}
+/* The one error line of the tools, then where the usage is; exit 2. */
+#define agent_usage_error(...) \
+  (tool_say(PROG, NULL, __VA_ARGS__), fputs("(run `turnfleet agent --help` for usage)\n", stderr), EXIT_BAD_INPUT)
 
 /* Seconds >= @p min as milliseconds; -1 when malformed. */
 static int64_t parse_seconds(const char *text, double min)
