@@ -238,6 +238,7 @@ START_TEST(test_manifest__pod_podip_asks_multus_for_the_address)
   char *pod = pod_of(&f, 0);
   golden("pod-podip", pod);
   ck_assert_ptr_null(strstr(pod, "hostNetwork"));
+  ck_assert_ptr_null(strstr(pod, "livenessProbe"));
   ck_assert_ptr_nonnull(strstr(pod, "\"k8s.v1.cni.cncf.io/networks\":\t\"[{\\\"name\\\":\\\"relay-net\\\","
                                     "\\\"namespace\\\":\\\"net-ns\\\",\\\"ips\\\":[\\\"10.1.0.5/32\\\"]}]\""));
   tf_free(pod);

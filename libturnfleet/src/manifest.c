@@ -341,15 +341,18 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   tf_man__str(&b, p, "name", "agent");
   tf_man__num(&b, p, "containerPort", agent_port);
   tf_man__str(&b, p, "protocol", "TCP");
-  cJSON *live = tf_man__obj(&b, c, "livenessProbe");
-  cJSON *get = tf_man__obj(&b, live, "httpGet");
-  char host[64];
-  tf_addr_format(host, sizeof(host), &addrs[0]);
-  tf_man__str(&b, get, "host", host);
-  tf_man__str(&b, get, "path", "/healthz");
-  tf_man__num(&b, get, "port", agent_port);
-  tf_man__num(&b, live, "periodSeconds", 10);
-  tf_man__num(&b, live, "failureThreshold", 3);
+  if (!pod_ip) {
+    /* the kubelet probes from the node: it reaches a host-network address, not a Multus one */
+    cJSON *live = tf_man__obj(&b, c, "livenessProbe");
+    cJSON *get = tf_man__obj(&b, live, "httpGet");
+    char host[64];
+    tf_addr_format(host, sizeof(host), &addrs[0]);
+    tf_man__str(&b, get, "host", host);
+    tf_man__str(&b, get, "path", "/healthz");
+    tf_man__num(&b, get, "port", agent_port);
+    tf_man__num(&b, live, "periodSeconds", 10);
+    tf_man__num(&b, live, "failureThreshold", 3);
+  }
   tf_man__mounts(&b, c, run_dir ? run_dir : "");
   tf_man__security(&b, c, agent_port < 1024);
 
