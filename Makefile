@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-plain test-asan demo bench clean
+.PHONY: all deps build test test-plain test-asan demo bench fuzz clean
 
 all: build
 
@@ -32,9 +32,15 @@ test-asan: deps
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
 
+# Every libFuzzer target (clang, ASan + UBSan) for FUZZ_SECONDS each, one at a time.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) sh tools/dev/fuzz.sh
+
 bench: build
 	bench/plan $(BUILD)
 	bench/probe $(BUILD)
+	bench/parse $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -8,7 +8,11 @@ files (RFC 5769, the coturn 4.6.1 captures, each message of a captured stream, t
 malformed responses). fuzz/corpora/uri_parse/: every URI of turn_uris.jsonl plus a
 few more shapes. fuzz/corpora/metrics_parse/: the coturn scrapes of tests/data/metrics
 and a few malformed shapes. fuzz/corpora/coturn_cli/: the captured coturn 4.6.1 CLI
-session of tests/data/coturn and telnet negotiation shapes. Files are named by the
+session of tests/data/coturn and telnet negotiation shapes. pool_yaml/, pool_json/:
+the pools of tests/data/pools, examples/pools and tests/data/invalid. nodes_parse/: the
+NodeLists of tests/data and examples. fleet_parse/: relay records and plan outputs.
+status_parse/: previous statuses. secret_read/, addresses_parse/, coturn_version/,
+port_range/: a few good and bad shapes each. Files are named by the
 SHA-1 of their content, so re-running only adds files; crash reproducers added by
 hand (same naming) are kept.
 """
@@ -69,6 +73,52 @@ def write(directory, blobs):
     return added
 
 
+EXTRA_POOL_JSON = [
+    b'{"metadata": {"name": "s\\u0000a"}}', b'{"a": 1, "a": 2}', b'{"a": {"b": 1, "\\u0062": 2}}',
+    b'{"spec": {"auth": {"realm": "\xff"}}}', b'[' * 70 + b']' * 70, b'{"spec": {"replicas": 1e999}}',
+]
+EXTRA_POOL_YAML = [
+    b'a: 1\na: 2\n', b'metadata: {name: "s\\0a"}\n', b'a: &x 1\nb: *x\n', b'a: 1\n---\nb: 2\n',
+    b'spec: {listeners: [{name: a, name: b}]}\n', b'\xc0\xae: 1\n', b'- ' * 70 + b'1\n',
+]
+EXTRA_FLEET = [
+    b'[]', b'{"pool": "f", "relays": []}',
+    b'[{"pool": "f", "name": "f-relay-bcdfg", "identity": "192.0.2.1/50000-50099", "allocations": 3}]',
+    b'[{"pool": "o", "identity": "192.0.2.2/50000-50049", "listenerPorts": [3478, 5349]}]',
+    b'[{"pool": "f", "name": "f-relay-bcdfg", "identity": "192.0.2.1,2001:db8::1/50000-50099"}]',
+    b'[{"identity": "x/1-2"}]', b'{"relays": [{"name": "a", "identity": "192.0.2.1/2-1"}]}',
+]
+EXTRA_STATUS = [
+    b'{}', b'{"conditions": []}',
+    b'{"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-02T03:04:05Z"}]}',
+    b'{"kind": "TURNPool", "status": {"conditions": [{"type": "Ready", "status": "False",'
+    b' "lastTransitionTime": "2024-01-02T03:04:05.123+01:00"}]}}',
+    b'{"conditions": [{"type": "A", "status": "True", "lastTransitionTime": "2024-01-02T03:04:05Z"},'
+    b' {"type": "A", "status": "True", "lastTransitionTime": "2024-01-02T03:04:05Z"}]}',
+]
+EXTRA_SECRET = [b'secret', b'secret\n', b'secret\r\n', b'', b'\n', b'a\nb\n', b'a\x00b', b'x' * 4097, b'x' * 4096 + b'\n']
+EXTRA_ADDRESSES = [
+    b'127.0.0.11-13', b'127.0.0.11,127.0.0.12', b'fd00::1-3', b'127.0.0.11-13,127.0.0.20,fd00::1-3', b'127.0.0.0-255',
+    b'10.0.0.5-4', b'::-ffff', b' 127.0.0.1', b',', b'127.0.0.1-', b'fd00::1-x',
+]
+EXTRA_VERSIONS = [b'4.6.1', b'4.18.0', b'4.18.0-r0', b'4.6.3-alpine', b'255.255.255', b'256.0.0', b'4.6', b'4.6.1-',
+                  b'04.06.01', b'4.6.1 ', b'4.6.1-a+b~c_d.e']
+EXTRA_RANGES = [b'49152-65535', b'1-1', b'0-10', b'10-1', b'1-65536', b'049152-49200', b'-', b'1-', b'65535-65535',
+                b'100000-1']
+
+
+def files_under(*dirs, suffixes=('.yaml', '.json')):
+    out = []
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if name.endswith(suffixes):
+                with open(os.path.join(d, name), 'rb') as f:
+                    out.append((name, f.read()))
+    return out
+
+
 def main():
     stun = []
     for v in load('rfc5769.jsonl'):
@@ -101,6 +151,22 @@ def main():
     print('stun_decode: %d seeds (%d new); uri_parse: %d seeds (%d new); metrics_parse: %d seeds (%d new); '
           'coturn_cli: %d seeds (%d new)' % (len(set(stun)), a, len(set(uris)), b, len(set(metrics)), c,
                                             len(set(cli)), d))
+    root = os.path.join(HERE, '..')
+    pool_dirs = [os.path.join(data, 'pools'), os.path.join(root, 'examples', 'pools'), os.path.join(data, 'invalid')]
+    pools = files_under(*pool_dirs)
+    pool_yaml = [b for n, b in pools if n.endswith('.yaml') and not n.startswith('nodes-')] + EXTRA_POOL_YAML
+    pool_json = [b for n, b in pools if n.endswith('.json') and not n.startswith('nodes-')] + EXTRA_POOL_JSON
+    nodes = [b for n, b in files_under(os.path.join(data, 'nodes'), os.path.join(root, 'examples', 'nodes'),
+                                       os.path.join(data, 'invalid'), suffixes=('.json',))
+             if not n.startswith('pool-')]
+    extra = {
+        'pool_yaml': pool_yaml, 'pool_json': pool_json, 'nodes_parse': nodes, 'fleet_parse': EXTRA_FLEET,
+        'status_parse': EXTRA_STATUS, 'secret_read': EXTRA_SECRET, 'addresses_parse': EXTRA_ADDRESSES,
+        'coturn_version': EXTRA_VERSIONS, 'port_range': EXTRA_RANGES,
+    }
+    for name, blobs in extra.items():
+        added = write(os.path.join(HERE, 'corpora', name), set(blobs))
+        print('%s: %d seeds (%d new)' % (name, len(set(blobs)), added))
 
 
 if __name__ == '__main__':

@@ -718,6 +718,89 @@ START_TEST(test_pool__accessors_for_manifest_builders)
 }
 END_TEST
 
+/* Every input is bounded: bytes and values, each named with the field that raises it. */
+START_TEST(test_pool__input_limits_are_named)
+{
+  static const char json[] = "{\"kind\": \"TURNPool\", \"metadata\": {\"name\": \"demo\"}, \"spec\": {\"replicas\": 2}}";
+  static const char yaml[] = "kind: TURNPool\nmetadata: {name: demo}\nspec: {replicas: 2}\n";
+  tf_pool *p = NULL;
+  tf_parse_options o = TF_PARSE_OPTIONS_INIT;
+  ck_assert_uint_eq(o.max_bytes, 16u << 20);
+  o.max_bytes = 10;
+  ck_assert_int_eq(tf_pool_parse_with(&p, json, strlen(json), TF_FORMAT_AUTO, &o), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "input is larger than the limit of 10 bytes (tf_parse_options.max_bytes)");
+  ck_assert_int_eq(tf_pool_parse_with(&p, yaml, strlen(yaml), TF_FORMAT_AUTO, &o), TF_EINVALID);
+  ck_assert_ptr_null(p);
+  o.max_bytes = 0; /* the default */
+  o.max_values = 4;
+  const char *docs[] = {json, yaml};
+  for (size_t i = 0; i < 2; i++) {
+    ck_assert_int_eq(tf_pool_parse_with(&p, docs[i], strlen(docs[i]), TF_FORMAT_AUTO, &o), TF_EINVALID);
+    ck_assert_str_eq(tf_error_last()->message,
+                     "document has more than 4 values, the limit (tf_parse_options.max_values)");
+    ck_assert_ptr_null(p);
+  }
+  o.max_values = 6;
+  for (size_t i = 0; i < 2; i++) {
+    TF_OK_OR_FAIL(tf_pool_parse_with(&p, docs[i], strlen(docs[i]), TF_FORMAT_AUTO, &o));
+    tf_pool_free(p);
+    p = NULL;
+  }
+  o.version = 99;
+  ck_assert_int_eq(tf_pool_parse_with(&p, json, strlen(json), TF_FORMAT_AUTO, &o), TF_EINVALID);
+  ck_assert_int_eq(tf_parse_options_init(&o, 0), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_parse_options_init(&o, TF_PARSE_OPTIONS_VERSION));
+  ck_assert_uint_eq(o.max_values, TF_PARSE_MAX_VALUES_DEFAULT);
+  /* the defaults refuse what is over them */
+  size_t big = TF_PARSE_MAX_BYTES_DEFAULT + 1;
+  char *huge = malloc(big);
+  ck_assert_ptr_nonnull(huge);
+  memset(huge, ' ', big);
+  huge[0] = '{';
+  huge[big - 1] = '}';
+  ck_assert_int_eq(tf_pool_parse(&p, huge, big, TF_FORMAT_AUTO), TF_EINVALID);
+  free(huge);
+}
+END_TEST
+
+/* JSON and YAML refuse the same strings: NUL (which used to cut "s\u0000a" to "s"), control
+ * characters, invalid UTF-8 and duplicate keys, with the field path and the positions. */
+START_TEST(test_pool__strings_refused_alike)
+{
+  static const struct {
+    const char *text;
+    const char *message;
+  } cases[] = {
+    {"{\"metadata\": {\"name\": \"s\\u0000a\"}}",
+     "line 1, column 25 (byte 24): metadata.name: the string contains a NUL character (\\u0000)"},
+    {"metadata: {name: \"s\\0a\"}\n", "line 1, column 18 (byte 17): metadata.name: the string contains a NUL character"},
+    {"{\"metadata\": {\"name\": \"s\\\\u0000a\"}}", NULL}, /* an escaped backslash, then text: fine */
+    {"{\"spec\": {\"realm\": \"a\xff\"}}", "line 1, column 22 (byte 21): spec.realm: the string is not valid UTF-8"},
+    {"{\"spec\": {\"realm\": \"a\xed\xa0\x80\"}}", "line 1, column 22 (byte 21): spec.realm: the string is not valid UTF-8"},
+    {"{\"spec\": {\"realm\": \"a\tb\"}}",
+     "line 1, column 22 (byte 21): spec.realm: the string contains the control character 0x09"},
+    {"{\"spec\": {\"listeners\": [{\"name\": \"a\", \"name\": \"b\"}]}}",
+     "line 1, column 39 (byte 38): spec.listeners[0].name: duplicate key (first at line 1, column 26)"},
+    {"spec:\n  listeners:\n  - {name: a, name: b}\n",
+     "line 3, column 15 (byte 33): spec.listeners[0].name: duplicate key (first at line 3, column 6)"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tf_pool *p = NULL;
+    tf_err rc = tf_pool_parse(&p, cases[i].text, strlen(cases[i].text), TF_FORMAT_AUTO);
+    if (!cases[i].message) {
+      ck_assert_msg(rc == 0, "case %zu: %s", i, tf_error_last()->message);
+      tf_pool_free(p);
+      continue;
+    }
+    ck_assert_msg(rc == TF_EPROTO, "case %zu: rc %d", i, rc);
+    ck_assert_msg(strcmp(tf_error_last()->message, cases[i].message) == 0, "case %zu:\n  got  %s\n  want %s", i,
+                  tf_error_last()->message, cases[i].message);
+    ck_assert_ptr_null(p);
+  }
+}
+END_TEST
+
 Suite *tf_test_pool_suite(void)
 {
   Suite *s = suite_create("pool");
@@ -739,6 +822,8 @@ Suite *tf_test_pool_suite(void)
   tcase_add_test(tc, test_pool__validate_counts_the_rest);
   tcase_add_test(tc, test_pool__odd_keys_stay_on_one_bounded_line);
   tcase_add_test(tc, test_pool__accessors_for_manifest_builders);
+  tcase_add_test(tc, test_pool__input_limits_are_named);
+  tcase_add_test(tc, test_pool__strings_refused_alike);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -25,6 +25,7 @@
 %module(package="turnfleet", docstring="libturnfleet, 1:1 (SWIG). Use the package `turnfleet` instead.") core
 
 %{
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,25 @@ static void tf_py_raise(tf_err code)
   PyObject *exc = mod ? PyObject_CallMethod(mod, "_make", "iO", (int)code, msg) : NULL;
   Py_XDECREF(mod);
   Py_DECREF(msg);
+  if (!exc) return;
+  PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+  Py_DECREF(exc);
+}
+
+/* Raise turnfleet.InvalidArgument (a ValueError) for an argument the bindings
+ * refuse before the library sees it: every error is a turnfleet.Error. */
+static void tf_py_invalid(const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  PyOS_vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  PyObject *text = tf_py_str(msg);
+  PyObject *mod = text ? PyImport_ImportModule("turnfleet._errors") : NULL;
+  PyObject *exc = mod ? PyObject_CallMethod(mod, "_make", "iO", (int)TF_EINVALID, text) : NULL;
+  Py_XDECREF(mod);
+  Py_XDECREF(text);
   if (!exc) return;
   PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
   Py_DECREF(exc);
@@ -108,7 +128,7 @@ static void tf_py_log(tf_log_level level, const char *message, void *payload)
     const char *s = PyUnicode_AsUTF8AndSize($input, &n);
     if (!s) SWIG_fail;
     if (strlen(s) != (size_t)n) {
-      PyErr_Format(PyExc_ValueError, "$symname: argument $argnum contains a NUL character");
+      tf_py_invalid("$symname: argument $argnum contains a NUL character");
       SWIG_fail;
     }
     $1 = ($1_ltype)s;
@@ -181,7 +201,7 @@ TF_TEXT_IN(const char *json, size_t len)
     if (PyObject_GetBuffer($input, &view, PyBUF_SIMPLE) < 0) SWIG_fail;
     held = &view;
     if (view.len != TF_STUN_TID_SIZE) {
-      PyErr_Format(PyExc_ValueError, "$symname: a transaction id is %d bytes, not %zd", TF_STUN_TID_SIZE,
+      tf_py_invalid("$symname: a transaction id is %d bytes, not %zd", TF_STUN_TID_SIZE,
                    view.len);
       SWIG_fail; /* freearg releases the view */
     }
@@ -209,7 +229,7 @@ TF_TEXT_IN(const char *json, size_t len)
     for (Py_ssize_t i = 0; i < n; i++) {
       long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
       if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 65535) {
-        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "$symname: listener port %ld is not 0-65535", v);
+        if (!PyErr_Occurred()) tf_py_invalid("$symname: listener port %ld is not 0-65535", v);
         Py_DECREF(seq);
         SWIG_fail;
       }
@@ -247,7 +267,7 @@ TF_TEXT_IN(const char *json, size_t len)
       SWIG_fail;
     }
     if (strlen(s) != (size_t)len) {
-      PyErr_SetString(PyExc_ValueError, "$symname: a secret contains a NUL character");
+      tf_py_invalid("$symname: a secret contains a NUL character");
       SWIG_fail;
     }
     arr[i] = s;
@@ -315,7 +335,7 @@ TF_TEXT_IN(const char *json, size_t len)
   unsigned int s = 0, e = 0;
   if (!PyArg_ParseTuple($input, "II;a port range is a (start, end) tuple", &s, &e)) SWIG_fail;
   if (s > 65535 || e > 65535) {
-    PyErr_SetString(PyExc_OverflowError, "$symname: a port is 0-65535");
+    tf_py_invalid("$symname: a port is 0-65535");
     SWIG_fail;
   }
   $1.start = (uint16_t)s;
@@ -442,6 +462,87 @@ TF_BYTES_OUT(const uint8_t **data, size_t *data_len)
   $1 = $input;
 }
 
+/* A port (or any uint16_t) out of range is an InvalidArgument, like the library's own refusals. */
+%typemap(in) uint16_t {
+  long v = PyLong_AsLong($input);
+  if (v == -1 && PyErr_Occurred()) SWIG_fail;
+  if (v < 0 || v > 65535) {
+    tf_py_invalid("$symname: argument $argnum: %ld is not 0-65535", v);
+    SWIG_fail;
+  }
+  $1 = (uint16_t)v;
+}
+
+/* ---- reconcile and metrics ---- */
+
+/* Strings sequences of the reconcile and metrics helpers: the shape of the secrets one. */
+%apply (const char *const *secrets, size_t secrets_count) {
+  (const char *const *names, size_t names_count), (const char *const *values, size_t values_count),
+  (const char *const *uris, size_t uri_count)
+};
+
+/* Allocate failures by TURN code: a dict {code: count} into two arrays. */
+%typemap(in) (const int *failure_codes, const long long *failure_counts, size_t failure_count)
+  (int *codes = NULL, long long *counts = NULL) {
+  $1 = NULL;
+  $2 = NULL;
+  $3 = 0;
+  if ($input != Py_None) {
+    if (!PyDict_Check($input)) {
+      PyErr_SetString(PyExc_TypeError, "$symname: failures must be a dict {code: count}");
+      SWIG_fail;
+    }
+    Py_ssize_t n = PyDict_Size($input), pos = 0, i = 0;
+    codes = (int *)calloc(n > 0 ? (size_t)n : 1, sizeof(*codes));
+    counts = (long long *)calloc(n > 0 ? (size_t)n : 1, sizeof(*counts));
+    if (!codes || !counts) {
+      PyErr_NoMemory();
+      SWIG_fail;
+    }
+    PyObject *k, *v;
+    while (PyDict_Next($input, &pos, &k, &v)) {
+      long code = PyLong_AsLong(k);
+      long long count = PyLong_AsLongLong(v);
+      if (PyErr_Occurred()) SWIG_fail;
+      if (code < 0 || code > 999 || count < 0) {
+        tf_py_invalid("$symname: failures: %ld: %lld is not a TURN code and a count", code, count);
+        SWIG_fail;
+      }
+      codes[i] = (int)code;
+      counts[i] = count;
+      i++;
+    }
+    $1 = codes;
+    $2 = counts;
+    $3 = (size_t)n;
+  }
+}
+%typemap(freearg) (const int *failure_codes, const long long *failure_counts, size_t failure_count) {
+  free(codes$argnum);
+  free(counts$argnum);
+}
+
+/* tf_reconcile_action: (action, relay index, reason) */
+%typemap(in, numinputs=0) tf_action *action (tf_action tmp = TF_ACTION_START) {
+  $1 = &tmp;
+}
+%typemap(argout) tf_action *action {
+  $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)*$1));
+}
+%typemap(in, numinputs=0) size_t *relay (size_t tmp = 0) {
+  $1 = &tmp;
+}
+%typemap(argout) size_t *relay {
+  $result = SWIG_Python_AppendOutput($result, PyLong_FromSize_t(*$1));
+}
+%typemap(in, numinputs=0) double *value (double tmp = 0) {
+  $1 = &tmp;
+}
+%typemap(argout) double *value {
+  $result = SWIG_Python_AppendOutput($result, PyFloat_FromDouble(*$1));
+}
+%apply double *value { double *out };
+
 /* ---- opaque handles: owned proxies whose destructor frees ---- */
 
 %define TF_HANDLE(TYPE, FREE)
@@ -481,6 +582,9 @@ TF_HANDLE(tf_stun_msg, tf_stun_msg_free)
 TF_HANDLE(tf_probe_result, tf_probe_result_free)
 TF_HANDLE(tf_probe_set, tf_probe_set_free)
 TF_HANDLE(tf_allocation, tf_allocation_free)
+TF_HANDLE(tf_metrics, tf_metrics_free)
+TF_HANDLE(tf_observed, tf_observed_free)
+TF_HANDLE(tf_reconcile, tf_reconcile_free)
 %apply tf_probe_result **out { tf_probe_result **result };
 
 /* borrowed from its plan, never freed */
@@ -514,6 +618,20 @@ struct tf_relay {};
 %ignore tf_probe_set_add;
 %ignore tf_probe_set_run;
 %ignore tf_allocation_new;
+%ignore tf_relay_observation;
+%ignore tf_relay_observation_init;
+%ignore tf_observed_add_relay;
+%ignore tf_reconcile_options;
+%ignore tf_reconcile_options_init;
+%ignore tf_reconcile_new;
+%ignore tf_metrics_add;
+%ignore tf_reconcile_plan;      /* borrowed: the package plans again when it needs one */
+/* input limits: filled by tf_py_parse_with */
+%ignore tf_parse_options;
+%ignore tf_parse_options_init;
+%ignore tf_pool_parse_with;
+%ignore tf_nodes_parse_with;
+%ignore tf_existing_parse_with;
 /* replaced by helpers that fit Python better */
 %ignore tf_pool_validate;
 %ignore tf_cred_secret_read;
@@ -537,10 +655,15 @@ struct tf_relay {};
 %include "turnfleet/stun.h"
 %include "turnfleet/uri.h"
 %include "turnfleet/probe.h"
-/* Not wrapped (never %include'd, so nothing of them is generated): metrics.h,
- * reconcile.h, engine.h, relayctl.h and manifest.h, the runtime side that the
- * tools drive. manifest.h's Secret builder returns secret material, so wrapping
- * it needs the TF_SECRET_OUT typemap like coturn.h. */
+%include "turnfleet/metrics.h"
+/* the relays' rendered configs hold the secrets: wipe the JSON strings of reconcile.h too */
+%apply char **TF_SECRET_OUT { char **out };
+%include "turnfleet/reconcile.h"
+%apply char **TF_STR_OUT { char **out };
+/* Not wrapped (never %include'd, so nothing of them is generated): engine.h,
+ * relayctl.h and manifest.h, the runtime side that the tools drive.
+ * manifest.h's Secret builder returns secret material, so wrapping it needs
+ * the TF_SECRET_OUT typemap like coturn.h and reconcile.h. */
 
 /* ---- helpers ---- */
 
@@ -570,7 +693,7 @@ tf_err tf_py_coturn_render(char **secret_out, const tf_pool *pool, const tf_plan
                            const char *const *secrets, size_t secrets_count, const char *coturn_version,
                            const char *state_dir, const char *log_file, uint16_t cli_port,
                            const char *cli_password, uint16_t prometheus_port, const char *cert_file,
-                           const char *key_file, int allow_loopback_peers)
+                           const char *key_file, int allow_loopback_peers, int prometheus)
 {
   tf_coturn_options o;
   tf_err rc = tf_coturn_options_init(&o, TF_COTURN_OPTIONS_VERSION);
@@ -586,12 +709,122 @@ tf_err tf_py_coturn_render(char **secret_out, const tf_pool *pool, const tf_plan
   o.cert_file = cert_file;
   o.key_file = key_file;
   o.allow_loopback_peers = allow_loopback_peers;
+  o.prometheus = prometheus;
   return tf_coturn_render(secret_out, pool, plan, relay_name, &o);
 }
 
 tf_err tf_py_cred_secret_read(char **secret_out, const char *path)
 {
   return tf_cred_secret_read(secret_out, path);
+}
+
+/* tf_metrics_add() with the labels as two sequences of one length. */
+tf_err tf_py_metrics_add(tf_metrics *metrics, const char *name, const char *const *names, size_t names_count,
+                         const char *const *values, size_t values_count, double value)
+{
+  if (names_count != values_count) return TF_EINVALID; /* the package passes them paired */
+  return tf_metrics_add(metrics, name, names, values, names_count, value);
+}
+
+/* tf_observed_add_relay() with the observation as arguments. */
+tf_err tf_py_observed_add_relay(tf_observed *observed, const char *name, const char *identity,
+                                const char *config_hash, uint16_t cli_port, int running, int64_t started_ms,
+                                int64_t exited_ms, int64_t restarts, int draining, int64_t draining_since_ms,
+                                int64_t allocations, int64_t probe_ms, int probe_ok, int probe_error_code,
+                                const char *probe_message, int saw_508, const int *failure_codes,
+                                const long long *failure_counts, size_t failure_count, const char *const *uris,
+                                size_t uri_count)
+{
+  tf_relay_observation r;
+  tf_err rc = tf_relay_observation_init(&r, TF_RELAY_OBSERVATION_VERSION);
+  if (rc < 0) return rc;
+  /* SWIG's int64_t is long long: copy into the library's type */
+  int64_t *counts = failure_count ? malloc(failure_count * sizeof(*counts)) : NULL;
+  if (failure_count && !counts) return TF_ENOMEM;
+  for (size_t i = 0; i < failure_count; i++) counts[i] = (int64_t)failure_counts[i];
+  r.name = name;
+  r.identity = identity;
+  r.config_hash = config_hash;
+  r.cli_port = cli_port;
+  r.running = running;
+  r.started_ms = started_ms;
+  r.exited_ms = exited_ms;
+  r.restarts = restarts;
+  r.draining = draining;
+  r.draining_since_ms = draining_since_ms;
+  r.allocations = allocations;
+  r.probe_ms = probe_ms;
+  r.probe_ok = probe_ok;
+  r.probe_error_code = probe_error_code;
+  r.probe_message = probe_message;
+  r.saw_508 = saw_508;
+  r.failure_codes = failure_codes;
+  r.failure_counts = counts;
+  r.failure_count = failure_count;
+  r.uris = uris;
+  r.uri_count = uri_count;
+  rc = tf_observed_add_relay(observed, &r);
+  free(counts);
+  return rc;
+}
+
+/* tf_reconcile_new() with the render options and knobs as arguments (0 keeps a knob's default). */
+tf_err tf_py_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes *nodes,
+                           const tf_observed *observed, int64_t now_ms, const char *const *secrets,
+                           size_t secrets_count, const char *coturn_version, const char *state_dir,
+                           const char *log_file, uint16_t cli_port, const char *cli_password,
+                           const char *log_dir, double pressure_threshold, int64_t backoff_initial_ms,
+                           int64_t backoff_max_ms, int allow_loopback_peers)
+{
+  tf_coturn_options c;
+  tf_reconcile_options o;
+  tf_err rc = tf_coturn_options_init(&c, TF_COTURN_OPTIONS_VERSION);
+  if (rc < 0 || (rc = tf_reconcile_options_init(&o, TF_RECONCILE_OPTIONS_VERSION)) < 0) return rc;
+  c.coturn_version = coturn_version;
+  c.secrets = secrets;
+  c.secrets_count = secrets_count;
+  c.state_dir = state_dir;
+  c.log_file = log_file;
+  c.cli_port = cli_port;
+  c.cli_password = cli_password;
+  c.allow_loopback_peers = allow_loopback_peers;
+  o.coturn = &c;
+  o.log_dir = log_dir;
+  if (pressure_threshold > 0) o.pressure_threshold = pressure_threshold;
+  if (backoff_initial_ms > 0) o.backoff_initial_ms = backoff_initial_ms;
+  if (backoff_max_ms > 0) o.backoff_max_ms = backoff_max_ms;
+  return tf_reconcile_new(out, pool, nodes, observed, now_ms, &o);
+}
+
+/* The parse functions with input limits (0 keeps a default). */
+static tf_err tf_py__limits(tf_parse_options *o, size_t max_bytes, size_t max_values)
+{
+  tf_err rc = tf_parse_options_init(o, TF_PARSE_OPTIONS_VERSION);
+  if (max_bytes) o->max_bytes = max_bytes;
+  if (max_values) o->max_values = max_values;
+  return rc;
+}
+
+tf_err tf_py_pool_parse_with(tf_pool **out, const void *data, size_t len, int format, size_t max_bytes,
+                             size_t max_values)
+{
+  tf_parse_options o;
+  tf_err rc = tf_py__limits(&o, max_bytes, max_values);
+  return rc < 0 ? rc : tf_pool_parse_with(out, (const char *)data, len, format, &o);
+}
+
+tf_err tf_py_nodes_parse_with(tf_nodes **out, const void *data, size_t len, size_t max_bytes, size_t max_values)
+{
+  tf_parse_options o;
+  tf_err rc = tf_py__limits(&o, max_bytes, max_values);
+  return rc < 0 ? rc : tf_nodes_parse_with(out, (const char *)data, len, &o);
+}
+
+tf_err tf_py_existing_parse_with(tf_existing **out, const void *data, size_t len, size_t max_bytes, size_t max_values)
+{
+  tf_parse_options o;
+  tf_err rc = tf_py__limits(&o, max_bytes, max_values);
+  return rc < 0 ? rc : tf_existing_parse_with(out, (const char *)data, len, &o);
 }
 %}
 
@@ -697,7 +930,7 @@ PyObject *tf_py_stun_msg_bytes(const tf_stun_msg *msg)
   size_t len = 0;
   const uint8_t *p = msg ? tf_stun_msg_bytes(msg, &len) : NULL;
   if (!p) {
-    PyErr_SetString(PyExc_ValueError, "tf_py_stun_msg_bytes: no message");
+    tf_py_invalid("tf_py_stun_msg_bytes: no message");
     return NULL;
   }
   return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)len);
@@ -708,7 +941,7 @@ PyObject *tf_py_stun_msg_tid(const tf_stun_msg *msg)
 {
   const uint8_t *p = msg ? tf_stun_msg_tid(msg) : NULL;
   if (!p) {
-    PyErr_SetString(PyExc_ValueError, "tf_py_stun_msg_tid: no message");
+    tf_py_invalid("tf_py_stun_msg_tid: no message");
     return NULL;
   }
   return PyBytes_FromStringAndSize((const char *)p, TF_STUN_TID_SIZE);

@@ -73,15 +73,15 @@ static int tf_coturn__help_has(const char *text, size_t len, const char *option)
   return 0;
 }
 
-tf_err tf_coturn_build_features(uint32_t *out, const char *help_text, size_t len)
+tf_err tf_coturn_build_features(uint32_t *out, const char *text, size_t len)
 {
   TF_ASSERT_ARG(out);
-  TF_ASSERT_ARG(help_text || len == 0);
-  if (!tf_coturn__help_has(help_text, len, "--listening-port"))
+  TF_ASSERT_ARG(text || len == 0);
+  if (!tf_coturn__help_has(text, len, "--listening-port"))
     return tf_error__set(TF_EPROTO, "not coturn's usage text: no --listening-port option in it");
   uint32_t f = 0;
   /* the usage lists the exporter's options only when it is compiled in */
-  if (tf_coturn__help_has(help_text, len, "--prometheus")) f |= TF_COTURN_BUILD_PROMETHEUS;
+  if (tf_coturn__help_has(text, len, "--prometheus")) f |= TF_COTURN_BUILD_PROMETHEUS;
   *out = f;
   return TF_OK;
 }

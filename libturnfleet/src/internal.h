@@ -72,8 +72,18 @@ tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_l
 /* Parse JSON or YAML text into a cJSON tree (YAML via libyaml, core schema).
  * On malformed input returns TF_EPROTO with line, column and byte offset. */
 struct cJSON;
-tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len);
-tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len);
+/* Duplicate keys, NUL and invalid UTF-8 are refused (TF_EPROTO, with the field
+ * path and positions); @p opts (NULL: the defaults) bounds size and values. */
+tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+/* The limits @p opts asks for, read up to its version (NULL: the defaults). */
+typedef struct tf_doc__limit {
+  size_t max_bytes;
+  size_t max_values;
+} tf_doc__limit;
+tf_err tf_doc__limits(tf_doc__limit *out, const tf_parse_options *opts);
+/* Length of the valid UTF-8 sequence starting at @p s (at most @p n bytes); 0 when invalid. */
+size_t tf_doc__utf8_len(const unsigned char *s, size_t n);
 
 /* Parse "MAJOR.MINOR.PATCH[-SUFFIX]" (components 0-255) into
  * (major << 16) | (minor << 8) | patch. Returns 0, or -1 when malformed (no error set). */
@@ -81,5 +91,30 @@ int tf_version__parse(const char *text, uint32_t *out);
 
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);
+
+/* The one string-keyed hash table (map.c). Keys are borrowed: they must
+ * outlive the table. @p scope is part of the key (0 when unused). */
+typedef struct tf_map__slot {
+  const char *key; /* NULL: empty slot */
+  uint64_t scope;
+  uint64_t value;
+  uint32_t len;
+  uint32_t hash;
+} tf_map__slot;
+typedef struct tf_map {
+  tf_map__slot *slots;
+  size_t mask;
+  size_t used;
+} tf_map;
+void tf_map__init(tf_map *m);
+void tf_map__dispose(tf_map *m);
+/* The value stored for (scope, key), or NULL. Keys are shorter than 4 GiB. */
+uint64_t *tf_map__find(const tf_map *m, uint64_t scope, const char *key, size_t len);
+/* Room for @p n keys without growing (a table that grows by doubling rehashes every key
+ * each time: reserving when the count is known saves those passes). TF_OK, TF_ENOMEM. */
+tf_err tf_map__reserve(tf_map *m, size_t n);
+/* Insert unless present: 1 when inserted, 0 when the key was there (its
+ * value unchanged), TF_ENOMEM. *found (optional) points at the stored value. */
+int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t value, uint64_t **found);
 
 #endif

@@ -125,36 +125,53 @@ static tf_err tf_inventory__annotation(struct tf_nodes__chunk **arena, tf_addr *
   size_t k = 0;
   const char *p = s + strspn(s, ws);
   if (*p == '\0') return TF_OK; /* an empty annotation lists nothing */
-  for (;;) {
+  tf_map seen; /* the address bytes: a 200,000-entry list stays linear */
+  tf_map__init(&seen);
+  int family_seen[2] = {0, 0};
+  tf_err rc = tf_map__reserve(&seen, n);
+  while (rc == TF_OK) {
     const char *comma = strchr(p, ',');
     const char *end = comma ? comma : p + strlen(p);
     const char *b = p + strspn(p, ws);
     const char *e = end;
     while (e > b && (e[-1] == ' ' || e[-1] == '\t')) e--;
-    if (e == b)
-      return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: empty address in the list",
-                           item, key);
+    if (e == b) {
+      rc = tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: empty address in the list", item,
+                         key);
+      break;
+    }
     char text[TF_ADDR_STRLEN + 1];
     size_t len = (size_t)(e - b);
-    if (len >= sizeof(text) || (memcpy(text, b, len), text[len] = '\0', tf_addr_parse(&addrs[k], text) < 0))
-      return tf_error__set(TF_EINVALID,
-                           "items[%zu].metadata.annotations[\"%s\"]: \"%.*s\" is not an IPv4 or IPv6 address",
-                           item, key, (int)(len > 64 ? 64 : len), b);
-    for (size_t j = 0; j < k; j++) {
-      if (one_per_family && addrs[j].family == addrs[k].family)
-        return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: two %s addresses", item, key,
-                             addrs[k].family == TF_AF_INET ? "IPv4" : "IPv6");
-      if (tf_addr_compare(&addrs[j], &addrs[k]) == 0) {
-        char buf[TF_ADDR_STRLEN];
-        tf_addr_format(buf, sizeof(buf), &addrs[k]);
-        return tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: %s is listed twice", item,
-                             key, buf);
-      }
+    if (len >= sizeof(text) || (memcpy(text, b, len), text[len] = '\0', tf_addr_parse(&addrs[k], text) < 0)) {
+      rc = tf_error__set(TF_EINVALID,
+                         "items[%zu].metadata.annotations[\"%s\"]: \"%.*s\" is not an IPv4 or IPv6 address", item,
+                         key, (int)(len > 64 ? 64 : len), b);
+      break;
+    }
+    int v6 = addrs[k].family == TF_AF_INET6;
+    if (one_per_family && family_seen[v6]) {
+      rc = tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: two %s addresses", item, key,
+                         v6 ? "IPv6" : "IPv4");
+      break;
+    }
+    family_seen[v6] = 1;
+    int fresh = tf_map__insert(&seen, addrs[k].family, (const char *)addrs[k].bytes, v6 ? 16 : 4, k, NULL);
+    if (fresh < 0) {
+      rc = fresh;
+      break;
+    }
+    if (!fresh) {
+      char buf[TF_ADDR_STRLEN];
+      tf_addr_format(buf, sizeof(buf), &addrs[k]);
+      rc = tf_error__set(TF_EINVALID, "items[%zu].metadata.annotations[\"%s\"]: %s is listed twice", item, key, buf);
+      break;
     }
     k++;
     if (!comma) break;
     p = comma + 1;
   }
+  tf_map__dispose(&seen);
+  if (rc < 0) return rc;
   *out = addrs;
   *count = k;
   return TF_OK;
@@ -293,18 +310,6 @@ static tf_err tf_inventory__addresses(struct tf_nodes__chunk **arena, tf_node *n
   return TF_OK;
 }
 
-/* Open-addressing set of node names: duplicates are found in document order. */
-static int tf_inventory__seen(const char **table, size_t mask, const char *name)
-{
-  size_t h = tf_fnv1a32__(name, strlen(name)) & mask;
-  while (table[h]) {
-    if (strcmp(table[h], name) == 0) return 1;
-    h = (h + 1) & mask;
-  }
-  table[h] = name;
-  return 0;
-}
-
 static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
 {
   if (!cJSON_IsObject(root)) return tf_error__set(TF_EINVALID, "document: must be a NodeList object");
@@ -318,15 +323,11 @@ static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
 
   size_t n = (size_t)cJSON_GetArraySize(items);
   nodes->items = tf_arena__alloc(&nodes->chunks, (n ? n : 1) * sizeof(tf_node));
-  size_t mask = 1;
-  while (mask < 2 * n + 2) mask <<= 1;
-  const char **seen = calloc(mask, sizeof(*seen));
-  if (!nodes->items || !seen) {
-    free(seen);
-    return tf_error__nomem();
-  }
-  mask--;
-  tf_err rc = TF_OK;
+  if (!nodes->items) return tf_error__nomem();
+  tf_map seen; /* node names, found in document order */
+  tf_map__init(&seen);
+  tf_err rc = tf_map__reserve(&seen, n);
+  if (rc < 0) return rc;
   size_t i = 0;
   const cJSON *item;
   cJSON_ArrayForEach(item, items)
@@ -339,8 +340,9 @@ static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
       break;
     }
     if ((rc = tf_inventory__metadata(&nodes->chunks, node, item, i)) < 0) break;
-    if (tf_inventory__seen(seen, mask, node->name)) {
-      rc = tf_error__set(TF_EINVALID, "items[%zu].metadata.name: duplicate node \"%s\"", i, node->name);
+    int fresh = tf_map__insert(&seen, 0, node->name, strlen(node->name), i, NULL);
+    if (fresh <= 0) {
+      rc = fresh < 0 ? fresh : tf_error__set(TF_EINVALID, "items[%zu].metadata.name: duplicate node \"%s\"", i, node->name);
       break;
     }
     if ((rc = tf_inventory__spec(node, item, i)) < 0) break;
@@ -354,7 +356,7 @@ static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
       break;
     i++;
   }
-  free(seen);
+  tf_map__dispose(&seen);
   if (rc < 0) return rc;
   nodes->count = i;
   qsort(nodes->items, nodes->count, sizeof(tf_node), tf_inventory__node_cmp);
@@ -363,11 +365,16 @@ static tf_err tf_inventory__parse(tf_nodes *nodes, const cJSON *root)
 
 tf_err tf_nodes_parse(tf_nodes **out, const char *json, size_t len)
 {
+  return tf_nodes_parse_with(out, json, len, NULL);
+}
+
+tf_err tf_nodes_parse_with(tf_nodes **out, const char *json, size_t len, const tf_parse_options *opts)
+{
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(json || len == 0);
   *out = NULL;
   cJSON *root = NULL;
-  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len);
+  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len, opts);
   if (rc < 0) return rc;
   tf_nodes *nodes = calloc(1, sizeof(*nodes));
   if (!nodes) {

@@ -35,20 +35,13 @@ typedef struct tf_metrics__sample {
   char *id; /* writer: name + rendered labels, the sort and duplicate key */
 } tf_metrics__sample;
 
-/* Open addressing over item indexes (index + 1; 0 = empty), keyed by a string. */
-typedef struct tf_metrics__index {
-  uint32_t *slots;
-  size_t mask;
-  size_t used;
-} tf_metrics__index;
-
 struct tf_metrics {
   tf_metrics__family *families;
   size_t family_count, family_cap;
   tf_metrics__sample *samples;
   size_t sample_count, sample_cap;
-  tf_metrics__index family_index; /* by family name */
-  tf_metrics__index sample_index; /* writer: by sample id */
+  tf_map family_index; /* family name -> index (keys: the families' names) */
+  tf_map sample_index; /* writer: sample id -> index (keys: the samples' ids) */
 };
 
 /* ---- helpers ---- */
@@ -73,42 +66,10 @@ static int tf_metrics__valid_label_name(const char *s)
   return 1;
 }
 
-static uint32_t tf_metrics__hash(const char *s) { return tf_fnv1a32__(s, strlen(s)); }
-
-static const char *tf_metrics__family_key(const tf_metrics *m, uint32_t i) { return m->families[i].name; }
-static const char *tf_metrics__sample_key(const tf_metrics *m, uint32_t i) { return m->samples[i].id; }
-
-typedef const char *(*tf_metrics__key_fn)(const tf_metrics *m, uint32_t i);
-
-/* The slot holding @p key, or the empty slot where it would go. */
-static uint32_t *tf_metrics__slot(const tf_metrics *m, const tf_metrics__index *ix, tf_metrics__key_fn key_of,
-                                  const char *key)
+static long tf_metrics__lookup(const tf_map *ix, const char *key)
 {
-  size_t h = tf_metrics__hash(key) & ix->mask;
-  while (ix->slots[h] && strcmp(key_of(m, ix->slots[h] - 1), key) != 0) h = (h + 1) & ix->mask;
-  return &ix->slots[h];
-}
-
-static long tf_metrics__lookup(const tf_metrics *m, const tf_metrics__index *ix, tf_metrics__key_fn key_of,
-                               const char *key)
-{
-  if (!ix->slots) return -1;
-  uint32_t v = *tf_metrics__slot(m, ix, key_of, key);
-  return v ? (long)v - 1 : -1;
-}
-
-/* Make room for one more entry (load <= 1/2); call before inserting. */
-static tf_err tf_metrics__index_reserve(const tf_metrics *m, tf_metrics__index *ix, tf_metrics__key_fn key_of)
-{
-  if (ix->slots && 2 * (ix->used + 1) <= ix->mask + 1) return TF_OK;
-  size_t cap = ix->slots ? 2 * (ix->mask + 1) : 16;
-  tf_metrics__index n = {calloc(cap, sizeof(uint32_t)), cap - 1, ix->used};
-  if (!n.slots) return tf_error__nomem();
-  for (size_t i = 0; ix->slots && i <= ix->mask; i++)
-    if (ix->slots[i]) *tf_metrics__slot(m, &n, key_of, key_of(m, ix->slots[i] - 1)) = ix->slots[i];
-  free(ix->slots);
-  *ix = n;
-  return TF_OK;
+  const uint64_t *v = tf_map__find(ix, 0, key, strlen(key));
+  return v ? (long)*v : -1;
 }
 
 static void tf_metrics__sample_clear(tf_metrics__sample *s)
@@ -140,16 +101,14 @@ void tf_metrics_free(tf_metrics *m)
   for (size_t i = 0; i < m->sample_count; i++) tf_metrics__sample_clear(&m->samples[i]);
   free(m->families);
   free(m->samples);
-  free(m->family_index.slots);
-  free(m->sample_index.slots);
+  tf_map__dispose(&m->family_index);
+  tf_map__dispose(&m->sample_index);
   free(m);
 }
 
 /* Append a family (name taken over on success). */
 static tf_err tf_metrics__family_push(tf_metrics *m, char *name, long *index)
 {
-  tf_err rc = tf_metrics__index_reserve(m, &m->family_index, tf_metrics__family_key);
-  if (rc < 0) return rc;
   if (m->family_count == m->family_cap) {
     size_t cap = m->family_cap ? 2 * m->family_cap : 8;
     tf_metrics__family *f = realloc(m->families, cap * sizeof(*f));
@@ -157,10 +116,9 @@ static tf_err tf_metrics__family_push(tf_metrics *m, char *name, long *index)
     m->families = f;
     m->family_cap = cap;
   }
-  uint32_t *slot = tf_metrics__slot(m, &m->family_index, tf_metrics__family_key, name);
+  int rc = tf_map__insert(&m->family_index, 0, name, strlen(name), m->family_count, NULL);
+  if (rc < 0) return rc;
   m->families[m->family_count] = (tf_metrics__family){name, NULL, -1};
-  *slot = (uint32_t)(m->family_count + 1);
-  m->family_index.used++;
   *index = (long)m->family_count++;
   return TF_OK;
 }
@@ -231,7 +189,7 @@ tf_err tf_metrics_declare(tf_metrics *m, const char *name, tf_metric_type type, 
   if (!tf_metrics__valid_metric_name(name))
     return tf_error__set(TF_EINVALID, "name: \"%.80s\" is not a metric name [a-zA-Z_:][a-zA-Z0-9_:]*", name);
   if (!tf_metrics__type_ok((int)type)) return tf_error__set(TF_EINVALID, "type: %d is not a tf_metric_type", (int)type);
-  if (tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, name) >= 0)
+  if (tf_metrics__lookup(&m->family_index, name) >= 0)
     return tf_error__set(TF_EINVALID, "name: family %.80s is already declared", name);
   char *n = strdup(name), *h = strdup(help);
   long index;
@@ -249,7 +207,7 @@ tf_err tf_metrics_declare(tf_metrics *m, const char *name, tf_metric_type type, 
 /* The family a sample name belongs to: itself, or a histogram/summary base. */
 static long tf_metrics__family_of(const tf_metrics *m, const char *name)
 {
-  long f = tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, name);
+  long f = tf_metrics__lookup(&m->family_index, name);
   if (f >= 0) return f;
   static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
   size_t n = strlen(name);
@@ -258,7 +216,7 @@ static long tf_metrics__family_of(const tf_metrics *m, const char *name)
     if (n <= sl || strcmp(name + n - sl, suffixes[i]) != 0) continue;
     char *base = strndup(name, n - sl);
     if (!base) return -2;
-    f = tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, base);
+    f = tf_metrics__lookup(&m->family_index, base);
     free(base);
     if (f < 0) continue;
     int t = m->families[f].type;
@@ -303,12 +261,10 @@ static tf_err tf_metrics__push_sample(tf_metrics *m, tf_metrics__sample *s)
 {
   tf_err rc = s->id ? TF_OK : tf_metrics__make_id(s);
   if (rc < 0) return rc;
-  if (tf_metrics__lookup(m, &m->sample_index, tf_metrics__sample_key, s->id) >= 0) return TF_EEXIST__;
+  if (tf_metrics__lookup(&m->sample_index, s->id) >= 0) return TF_EEXIST__;
   if ((rc = tf_metrics__sample_reserve(m)) < 0) return rc;
-  if ((rc = tf_metrics__index_reserve(m, &m->sample_index, tf_metrics__sample_key)) < 0) return rc;
+  if ((rc = tf_map__insert(&m->sample_index, 0, s->id, strlen(s->id), m->sample_count, NULL)) < 0) return rc;
   m->samples[m->sample_count] = *s;
-  *tf_metrics__slot(m, &m->sample_index, tf_metrics__sample_key, s->id) = (uint32_t)(m->sample_count + 1);
-  m->sample_index.used++;
   m->sample_count++;
   return TF_OK;
 }
@@ -554,7 +510,7 @@ static tf_err tf_metrics__parse_comment(tf_metrics *m, const tf_metrics__line *l
     free(name);
     return tf_metrics__perr(l, i, "expected a space after the metric name");
   }
-  long f = tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, name);
+  long f = tf_metrics__lookup(&m->family_index, name);
   if (f < 0) {
     rc = tf_metrics__family_push(m, name, &f);
     if (rc < 0) {
@@ -738,7 +694,8 @@ tf_err tf_metrics_parse(tf_metrics **out, const char *text, size_t len)
       rc = tf_metrics__perr(&l, (size_t)(nul - l.s), "NUL byte");
       break;
     }
-    if (l.n && l.s[l.n - 1] == '\r') l.n--;
+    /* a line ends at its LF, CRs before it included: one CR less per round trip would not be a fixed point */
+    while (l.n && l.s[l.n - 1] == '\r') l.n--;
     size_t i = tf_metrics__skip_ws(&l, 0);
     if (i == l.n) continue; /* blank: libprom writes one after every family */
     if (l.s[i] == '#') {
@@ -782,7 +739,7 @@ const char *tf_metrics_sample_label(const tf_metrics *m, size_t i, const char *l
 int tf_metrics_family_type(const tf_metrics *m, const char *name)
 {
   if (!m || !name) return -1;
-  long f = tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, name);
+  long f = tf_metrics__lookup(&m->family_index, name);
   return f < 0 ? -1 : m->families[f].type;
 }
 
@@ -792,7 +749,7 @@ tf_err tf_metrics_sum(double *out, const tf_metrics *m, const char *name)
   TF_ASSERT_ARG(m);
   TF_ASSERT_ARG(name);
   double sum = 0;
-  int seen = tf_metrics__lookup(m, &m->family_index, tf_metrics__family_key, name) >= 0;
+  int seen = tf_metrics__lookup(&m->family_index, name) >= 0;
   for (size_t i = 0; i < m->sample_count; i++)
     if (strcmp(m->samples[i].name, name) == 0) {
       sum += m->samples[i].value;

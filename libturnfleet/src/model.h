@@ -166,8 +166,7 @@ struct tf_plan {
   size_t listener_count;
   tf_relay *relays; /* sorted by (node, first address, range start) */
   size_t relay_count;
-  uint32_t *name_index; /* open addressing by name: relay index + 1, 0 empty (tf_plan_find) */
-  size_t name_mask;
+  tf_map name_index; /* relay name -> relay index (tf_plan_find); keys are the relays' names */
   char *strings;   /* block holding every relay's identity and node */
   size_t placeable; /* identities placeable at full scale, conflicts excluded */
   uint32_t ports_per_address; /* size of the pool's whole relay range */

@@ -308,11 +308,16 @@ static tf_err tf_plan__fleet_record(tf_existing *fleet, const cJSON *rec, const 
 
 tf_err tf_existing_parse(tf_existing **out, const char *json, size_t len)
 {
+  return tf_existing_parse_with(out, json, len, NULL);
+}
+
+tf_err tf_existing_parse_with(tf_existing **out, const char *json, size_t len, const tf_parse_options *opts)
+{
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(json || len == 0);
   *out = NULL;
   cJSON *root = NULL;
-  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len);
+  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len, opts);
   if (rc < 0) return rc;
   const cJSON *relays = root;
   const char *default_pool = NULL;
@@ -378,14 +383,15 @@ typedef struct tf_plan__pick {
   const char *name;    /* the record's */
 } tf_plan__pick;
 
+/* Relay names seen while planning: the map gives each name's entry in info. */
 typedef struct tf_plan__names {
-  struct tf_plan__name_slot {
-    const char *name;
+  tf_map map;
+  struct tf_plan__name_info {
     const tf_existing_record *holder; /* a fleet record of this pool with the name */
     int holders_differ;            /* records with the name hold different identities */
     int taken;                     /* used in this plan */
-  } *slots;
-  size_t mask;
+  } *info;
+  size_t count;
 } tf_plan__names;
 
 typedef struct tf_plan__work {
@@ -720,23 +726,16 @@ static int tf_plan__pick_by_allocs(const void *pa, const void *pb)
   return strcmp(a->name, b->name);
 }
 
-/* FNV-1a with a final avalanche: relay names differ in their last characters only. */
-static uint32_t tf_plan__hash(const char *s)
+/* The entry of @p name (borrowed: it must outlive the planning), added empty
+ * when absent (*fresh = 1); NULL when out of memory. */
+static struct tf_plan__name_info *tf_plan__name(tf_plan__names *t, const char *name, int *fresh)
 {
-  uint32_t h = tf_fnv1a32__(s, strlen(s));
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
-
-static struct tf_plan__name_slot *tf_plan__name_slot(tf_plan__names *t, const char *name)
-{
-  size_t h = tf_plan__hash(name) & t->mask;
-  while (t->slots[h].name && strcmp(t->slots[h].name, name) != 0) h = (h + 1) & t->mask;
-  return &t->slots[h];
+  uint64_t *at = NULL;
+  int rc = tf_map__insert(&t->map, 0, name, strlen(name), t->count, &at);
+  if (rc < 0) return NULL;
+  if (rc == 1) memset(&t->info[t->count++], 0, sizeof(t->info[0]));
+  if (fresh) *fresh = rc;
+  return &t->info[*at];
 }
 
 static int tf_plan__record_is(const tf_existing_record *r, const tf_plan__cand *c)
@@ -770,16 +769,14 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
 
   uint32_t *index = malloc((usable ? usable : 1) * sizeof(*index));
   tf_plan__pick *picks = malloc((own + 1) * sizeof(*picks));
-  tf_plan__names names = {NULL, 0};
-  size_t slots = 16;
-  while (slots < 2 * (own + replicas) + 2) slots <<= 1;
-  names.slots = calloc(slots, sizeof(*names.slots));
-  names.mask = slots - 1;
+  /* one name per own record, one per new relay */
+  tf_plan__names names = {.info = malloc((own + replicas + 1) * sizeof(*names.info))};
+  tf_map__init(&names.map);
   tf_buf strings;
   tf_buf__init(&strings);
   size_t *offsets = NULL;
   tf_err rc = TF_OK;
-  if (!index || !picks || !names.slots) {
+  if (!index || !picks || !names.info) {
     rc = tf_error__nomem();
     goto done;
   }
@@ -792,9 +789,13 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
   for (size_t i = 0; f && i < f->count; i++) {
     const tf_existing_record *r = &f->items[i];
     if (tf_plan__is_other_pool(r, pool->name) || !r->name) continue;
-    struct tf_plan__name_slot *s = tf_plan__name_slot(&names, r->name);
-    if (!s->name) {
-      s->name = r->name;
+    int fresh;
+    struct tf_plan__name_info *s = tf_plan__name(&names, r->name, &fresh);
+    if (!s) {
+      rc = tf_error__nomem();
+      goto done;
+    }
+    if (fresh) {
       s->holder = r;
     } else if (tf_plan__key_cmp(s->holder->addrs, s->holder->addr_count, s->holder->range, r->addrs, r->addr_count,
                                 r->range) != 0) {
@@ -831,7 +832,7 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
   for (size_t i = 0; i < kept; i++) {
     w->cands[picks[i].cand].chosen = 1;
     w->cands[picks[i].cand].kept = picks[i].name;
-    tf_plan__name_slot(&names, picks[i].name)->taken = 1;
+    tf_plan__name(&names, picks[i].name, NULL)->taken = 1; /* there since the records' pass */
   }
   /* then new relays, in candidate order, up to replicas */
   size_t count = kept;
@@ -844,13 +845,9 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
   /* relays in candidate order, which is (node, first address, range start) order;
    * identities and node names go to one string block */
   size_t pool_len = strlen(pool->name);
-  size_t index_slots = 16;
-  while (index_slots < 2 * count) index_slots <<= 1;
   plan->relays = calloc(count ? count : 1, sizeof(tf_relay));
-  plan->name_index = calloc(index_slots, sizeof(uint32_t));
-  plan->name_mask = index_slots - 1;
   offsets = malloc((count + 1) * 2 * sizeof(*offsets));
-  if (!plan->relays || !plan->name_index || !offsets) {
+  if (!plan->relays || !offsets) {
     rc = tf_error__nomem();
     goto done;
   }
@@ -891,10 +888,14 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
         }
       }
       tf_plan__encode_name(r->name, pool->name, pool_len, h);
-      struct tf_plan__name_slot *s = tf_plan__name_slot(&names, r->name);
-      if (s->name && (s->taken || (s->holder && (s->holders_differ || !tf_plan__record_is(s->holder, c)))))
+      int fresh;
+      struct tf_plan__name_info *s = tf_plan__name(&names, r->name, &fresh);
+      if (!s) {
+        rc = tf_error__nomem();
+        goto done;
+      }
+      if (!fresh && (s->taken || (s->holder && (s->holders_differ || !tf_plan__record_is(s->holder, c)))))
         continue;
-      if (!s->name) s->name = r->name;
       s->taken = 1;
       break;
     }
@@ -908,9 +909,10 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
     tf_relay *r = &plan->relays[i];
     r->identity = plan->strings + offsets[2 * i];
     r->node = plan->strings + offsets[2 * i + 1];
-    size_t h = tf_plan__hash(r->name) & plan->name_mask;
-    while (plan->name_index[h]) h = (h + 1) & plan->name_mask;
-    plan->name_index[h] = (uint32_t)i + 1;
+    if (tf_map__insert(&plan->name_index, 0, r->name, strlen(r->name), i, NULL) < 0) {
+      rc = tf_error__nomem();
+      goto done;
+    }
   }
   plan->relay_count = count;
   plan->placeable = usable;
@@ -918,7 +920,8 @@ static tf_err tf_plan__choose(tf_plan__work *w, tf_plan *plan)
 done:
   free(index);
   free(picks);
-  free(names.slots);
+  tf_map__dispose(&names.map);
+  free(names.info);
   free(offsets);
   tf_buf__dispose(&strings, 0);
   return rc;
@@ -1016,7 +1019,7 @@ void tf_plan_free(tf_plan *plan)
   free(plan->listener_names);
   free(plan->listener_protocols);
   free(plan->relays);
-  free(plan->name_index);
+  tf_map__dispose(&plan->name_index);
   free(plan->strings);
   for (size_t i = 0; i < plan->condition_count; i++) {
     free(plan->conditions[i].type);
@@ -1039,11 +1042,9 @@ const tf_relay *tf_plan_relay(const tf_plan *plan, size_t i)
 
 const tf_relay *tf_plan_find(const tf_plan *plan, const char *name)
 {
-  if (!plan || !name || !plan->name_index) return NULL;
-  size_t h = tf_plan__hash(name) & plan->name_mask;
-  for (uint32_t i; (i = plan->name_index[h]) != 0; h = (h + 1) & plan->name_mask)
-    if (strcmp(plan->relays[i - 1].name, name) == 0) return &plan->relays[i - 1];
-  return NULL;
+  if (!plan || !name) return NULL;
+  const uint64_t *i = tf_map__find(&plan->name_index, 0, name, strlen(name));
+  return i ? &plan->relays[*i] : NULL;
 }
 
 size_t tf_plan_placeable_count(const tf_plan *plan) { return plan ? plan->placeable : 0; }

@@ -1007,6 +1007,11 @@ static tf_err tf_pool__defaults(tf_pool__ctx *c)
 
 tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format)
 {
+  return tf_pool_parse_with(out, text, len, format, NULL);
+}
+
+tf_err tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int format, const tf_parse_options *opts)
+{
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(text || len == 0);
   TF_ASSERT_ARG(format == TF_FORMAT_AUTO || format == TF_FORMAT_JSON || format == TF_FORMAT_YAML);
@@ -1017,7 +1022,8 @@ tf_err tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format form
     format = (i < len && text[i] == '{') ? TF_FORMAT_JSON : TF_FORMAT_YAML;
   }
   cJSON *root = NULL;
-  tf_err rc = format == TF_FORMAT_JSON ? tf_doc__parse_json(&root, text, len) : tf_doc__parse_yaml(&root, text, len);
+  tf_err rc = format == TF_FORMAT_JSON ? tf_doc__parse_json(&root, text, len, opts)
+                                        : tf_doc__parse_yaml(&root, text, len, opts);
   if (rc < 0) return rc;
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);

@@ -300,7 +300,7 @@ tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
   TF_ASSERT_ARG(obs);
   TF_ASSERT_ARG(json);
   cJSON *root = NULL;
-  tf_err rc = tf_doc__parse_json(&root, json, len);
+  tf_err rc = tf_doc__parse_json(&root, json, len, NULL);
   if (rc < 0) return rc;
   const cJSON *status = root;
   if (!cJSON_IsObject(root)) {
@@ -324,10 +324,14 @@ tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
     cJSON_Delete(root);
     return tf_error__nomem();
   }
-  size_t k = 0;
+  size_t k = 0, i = 0;
   rc = TF_OK;
-  for (size_t i = 0; i < n && rc == TF_OK; i++) {
-    const cJSON *c = cJSON_GetArrayItem(conds, (int)i);
+  tf_map types; /* condition type -> seen: a status with many conditions stays linear */
+  tf_map__init(&types);
+  const cJSON *c;
+  const cJSON *list = n ? conds : NULL;
+  cJSON_ArrayForEach(c, list)
+  {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(c, "status");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "lastTransitionTime");
@@ -340,9 +344,10 @@ tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
     else if (!cJSON_IsString(t) || !tf_rec__rfc3339_ok(t->valuestring))
       rc = tf_error__set(TF_EINVALID, "status.conditions[%zu].lastTransitionTime: must be an RFC 3339 time", i);
     else {
-      for (size_t j = 0; j < k; j++)
-        if (strcmp(prev[j].type, type->valuestring) == 0)
-          rc = tf_error__set(TF_EINVALID, "status.conditions[%zu].type: %.64s given twice", i, type->valuestring);
+      int fresh = tf_map__insert(&types, 0, type->valuestring, strlen(type->valuestring), i, NULL);
+      if (fresh < 0) rc = fresh;
+      else if (!fresh)
+        rc = tf_error__set(TF_EINVALID, "status.conditions[%zu].type: %.64s given twice", i, type->valuestring);
       if (rc == TF_OK) {
         prev[k].type = strdup(type->valuestring);
         prev[k].status = strdup(st->valuestring);
@@ -351,7 +356,10 @@ tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
         k++;
       }
     }
+    if (rc != TF_OK) break;
+    i++;
   }
+  tf_map__dispose(&types);
   cJSON_Delete(root);
   if (rc < 0) {
     tf_rec__prev_free(prev, k);

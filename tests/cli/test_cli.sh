@@ -1,8 +1,9 @@
 #!/bin/sh
 # The turnfleet CLI end to end: outputs, exit codes (0 / 2 for bad input) and
-# error messages naming the file and field. usage: test_cli.sh TURNFLEET
+# error messages naming the file and field. usage: test_cli.sh TURNFLEET [TURNFLEET_PROBE]
 set -u
 tf=$1
+probe=${2:-}
 src=${TF_SOURCE_DIR:?run through ctest}
 data=${TF_TEST_DATA:?run through ctest}
 tmp=$(mktemp -d)
@@ -112,6 +113,60 @@ run unknown-option 2 plan --frob && grep -q 'unknown option "--frob"' "$tmp/err"
 run misplaced-option 2 validate -f "$pool" --relay x && grep -q 'does not apply' "$tmp/err" && ok || fail "option for another command"
 run bad-output 2 plan -f "$pool" --nodes "$nodes" -o yaml && grep -q -- '-o: "yaml" is not one of table, json' "$tmp/err" && ok || fail "bad -o"
 run no-secret-flag 2 render --secret "$secret" && ok || fail "a --secret flag must not exist"
+
+# render --out never follows a symlink, and replaces a file by a new 0600 one
+: > "$tmp/elsewhere"
+ln -s "$tmp/elsewhere" "$tmp/link.conf"
+run render-out-symlink 2 render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/secret" --out "$tmp/link.conf" &&
+  grep -q "^turnfleet: $tmp/link.conf: cannot write: it is a symbolic link (refusing to follow it)$" "$tmp/err" &&
+  [ ! -s "$tmp/elsewhere" ] && [ -L "$tmp/link.conf" ] && ok || fail "render --out through a symlink: $(cat "$tmp/err")"
+printf 'old\n' > "$tmp/old.conf"; chmod 644 "$tmp/old.conf"
+inode=$(stat -c %i "$tmp/old.conf")
+run render-out-replace 0 render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/secret" --out "$tmp/old.conf" &&
+  [ "$(stat -c %a "$tmp/old.conf")" = 600 ] && [ "$(stat -c %i "$tmp/old.conf")" != "$inode" ] &&
+  grep -qx "static-auth-secret=\"$secret\"" "$tmp/old.conf" && ok || fail "render --out over an existing file"
+[ -z "$(find "$tmp" -maxdepth 1 -name '.old.conf.*')" ] && ok || fail "render --out left a temporary file"
+
+# Tools that hold secrets cannot dump core: a secret file that is a FIFO holds
+# the tool just after its startup, where its limits and dump filter are read.
+blocked_on_fifo() {
+  i=0
+  while [ $i -lt 600 ]; do
+    [ "$(cat /proc/$1/wchan 2>/dev/null)" = wait_for_partner ] && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    i=$((i + 1)); sleep 0.05
+  done
+  return 1
+}
+no_dumps() {
+  awk '/^Max core file size/ {exit !($5 == 0 && $6 == 0)}' /proc/$1/limits &&
+    [ "$(cat /proc/$1/coredump_filter)" = 00000000 ]
+}
+check_no_dumps() { # NAME COMMAND...: the command reads "$tmp/fifo" as its secret
+  name=$1; shift
+  rm -f "$tmp/fifo"; mkfifo "$tmp/fifo"
+  "$@" > "$tmp/out" 2> "$tmp/err" &
+  pid=$!
+  if blocked_on_fifo $pid; then
+    no_dumps $pid && ok || fail "$name: core dumps are possible: $(grep core /proc/$pid/limits), filter $(cat /proc/$pid/coredump_filter)"
+  else
+    fail "$name: never opened its secret file: $(cat "$tmp/err")"
+  fi
+  kill $pid 2>/dev/null; wait $pid 2>/dev/null
+}
+check_no_dumps render-no-dumps "$tf" render -f "$pool" --nodes "$nodes" --relay "$relay" --secret-file "$tmp/fifo"
+check_no_dumps up-no-dumps "$tf" up -f "$pool" --addresses 127.0.0.11-13 --secret-file "$tmp/fifo" --state-dir "$tmp/up"
+if [ -n "$probe" ]; then
+  check_no_dumps probe-no-dumps "$probe" --uri turn:127.0.0.1:3478 --secret-file "$tmp/fifo" --hold 1
+fi
+
+# Input limits: named, with the flag that raises them
+run validate-over-bytes 2 validate -f "$pool" --max-input-bytes 100 &&
+  grep -q "^turnfleet: $pool: input is larger than the limit of 100 bytes (tf_parse_options.max_bytes)$" "$tmp/err" &&
+  grep -q "hint: raise the limit with --max-input-bytes N$" "$tmp/err" && ok || fail "input size limit: $(cat "$tmp/err")"
+run validate-over-values 2 validate -f "$pool" --max-input-values 5 &&
+  grep -q "hint: raise the limit with --max-input-values N$" "$tmp/err" && ok || fail "input value limit: $(cat "$tmp/err")"
+run validate-bad-limit 2 validate -f "$pool" --max-input-bytes 0 && ok || fail "--max-input-bytes 0"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

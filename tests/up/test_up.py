@@ -3,6 +3,9 @@
 Addresses 127.0.0.81-83, listener port 3701, CLI ports from 3710, metrics on
 3790, relay ranges 60000-60007. Every process is stopped by its PID.
 usage: python3 test_up.py TURNFLEET TURNFLEET_PROBE   (unittest; steps run in order)
+The coturn it runs: $TF_TEST_TURNSERVER (default `turnserver`, Debian 12's 4.6.1;
+ctest also runs it with tools/dev/turnserver-rootfs, coturn 4.18) of version
+$TF_TEST_COTURN_VERSION (default 4.6.1).
 """
 import json
 import os
@@ -20,6 +23,11 @@ import urllib.request
 from uphelpers import alive, wait_for
 
 TURNFLEET = TURNFLEET_PROBE = None
+TURNSERVER = os.environ.get("TF_TEST_TURNSERVER") or "turnserver"
+VERSION = os.environ.get("TF_TEST_COTURN_VERSION") or "4.6.1"
+# coturn >= 4.6.3 drains itself (403 to new Allocates, exit at zero allocations);
+# older ones refuse new Allocates through the CLI's total-quota -1 (486) and are stopped
+DRAIN_MODE = tuple(int(x) for x in VERSION.split("-")[0].split(".")) >= (4, 6, 3)
 INTERVAL = 0.5
 SECRET = "e2e-secret-7f3a9c1d55"
 POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
@@ -27,6 +35,7 @@ kind: TURNPool
 metadata: {{name: e2e}}
 spec:
   replicas: {replicas}
+  dataplane: {{coturnVersion: "{version}"}}
   relayPortRange: {{start: 60000, end: 60007}}
   listeners:
     - {{name: turn, protocol: udp, port: 3701}}
@@ -51,11 +60,12 @@ class TestUp(unittest.TestCase):
         cls.out = open(os.path.join(cls.dir, "out.log"), "w+")
         cls.err = open(os.path.join(cls.dir, "err.log"), "w+")
         cls.holds = []
+        cls.held = {}  # relay address -> its hold processes
         cls.pids_seen = set()
         cls.proc = subprocess.Popen(
             [TURNFLEET, "up", "-f", cls.pool, "--secret-file", cls.secret, "--addresses", "127.0.0.81-83",
              "--state-dir", cls.state, "--metrics-addr", "127.0.0.1:3790", "--probe-interval", str(INTERVAL),
-             "--cli-port", "3710", "--json"],
+             "--cli-port", "3710", "--turnserver", TURNSERVER, "--json"],
             stdout=cls.out, stderr=cls.err)
 
     @classmethod
@@ -82,7 +92,7 @@ class TestUp(unittest.TestCase):
     def write_pool(cls, replicas, drain="5s", text=None):
         tmp = cls.pool + ".tmp"
         with open(tmp, "w") as f:
-            f.write(text if text is not None else POOL.format(replicas=replicas, drain=drain))
+            f.write(text if text is not None else POOL.format(replicas=replicas, drain=drain, version=VERSION))
         os.replace(tmp, cls.pool)
         # a new mtime even within the same clock tick
         st = os.stat(cls.pool)
@@ -124,12 +134,30 @@ class TestUp(unittest.TestCase):
             self.holds.append(p)
             results = [json.loads(p.stdout.readline() or "{}") for _ in range(n)]
             if all(r.get("ok") for r in results):
+                self.held.setdefault(uri.split(":")[1], []).append(p)
                 return p
             p.wait(timeout=10)
             p.stdout.close()
             self.assertEqual(results[-1].get("errorCode"), 508, results)
             time.sleep(0.3)
         self.fail("could not hold %d allocations on %s" % (n, uri))
+
+    def test_0_a_pool_for_another_coturn_is_refused(self):
+        other = "4.18.0" if VERSION.startswith("4.6.") else "4.6.1"
+        pool = os.path.join(self.dir, "other.yaml")
+        with open(pool, "w") as f:
+            f.write(POOL.format(replicas=1, drain="5s", version=other))
+        out = subprocess.run([TURNFLEET, "up", "-f", pool, "--secret-file", self.secret, "--addresses", "127.0.0.81",
+                              "--state-dir", os.path.join(self.dir, "other"), "--turnserver", TURNSERVER],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn('spec.dataplane.coturnVersion: "%s" contradicts the turnserver this runs' % other, out.stderr)
+        self.assertIn("is coturn %s" % VERSION.split("-")[0], out.stderr)
+        out = subprocess.run([TURNFLEET, "up", "-f", self.pool, "--secret-file", self.secret, "--addresses",
+                              "127.0.0.81", "--state-dir", os.path.join(self.dir, "other"), "--turnserver",
+                              os.path.join(self.dir, "no-such-turnserver")], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("--turnserver: cannot run", out.stderr)
 
     def test_1_ready_after_allocate_and_outputs_agree(self):
         st = wait_for("3 ready relays", lambda: (s := self.status()) and s["readyRelays"] == 3 and s, 30)
@@ -177,7 +205,7 @@ class TestUp(unittest.TestCase):
             self.assertIn("spec.replicas", f.read())
         # valid, but it cannot be rendered (a TLS listener without --cert/--key): refused as a whole,
         # the running pool still managed, the refusal in status.json, the events and /healthz
-        tls = POOL.format(replicas=3, drain="5s").replace(
+        tls = POOL.format(replicas=3, drain="5s", version=VERSION).replace(
             "- {name: turn-tcp, protocol: tcp, port: 3701}",
             "- {name: turn-tls, protocol: tls, port: 3702, tlsSecretRef: {name: certs}}")
         self.write_pool(3, text=tls)
@@ -222,21 +250,17 @@ class TestUp(unittest.TestCase):
             self.hold("turn:%s:3701?transport=udp" % a, 2, tries=5)
         held_at = len([e for e in self.lines() if e["event"] == "reconcile"])
 
-        def counted():
-            s = self.status()
-            return all((r["allocations"] or 0) >= 2 for r in s["relays"]) and s
+        def all_counted(e):
+            return all((r.get("allocations") or 0) >= 2 for r in e["relays"] if r["state"] != "Draining")
 
-        s = wait_for("held allocations counted", counted, 10)
+        wait_for("held allocations counted", lambda: all_counted(self.last()), 10)
+        s = wait_for("held allocations in status.json", lambda: (s := self.status()) and all(
+            (r["allocations"] or 0) >= 2 for r in s["relays"]) and s, 10)
         # within two probe intervals: counted by the second loop iteration after the holds
         # (counted in iterations, not seconds, so a loaded machine cannot make it flaky)
-        # (status.json follows each count at once; the events come with each probe round)
-        def counted_in():
-            evs = [e for e in self.lines() if e["event"] == "reconcile"][held_at:]
-            return next((i + 1 for i, e in enumerate(evs)
-                         if all((r.get("allocations") or 0) >= 2 for r in e["relays"])), None)
-
-        first = wait_for("an event with the counts", counted_in, 10)
-        self.assertLessEqual(first, 2, "counted only in iteration %d after the holds" % first)
+        evs = [e for e in self.lines() if e["event"] == "reconcile"][held_at:]
+        first = next(i for i, e in enumerate(evs) if all_counted(e))
+        self.assertLessEqual(first + 1, 2, "counted only in iteration %d after the holds" % (first + 1))
         for r in s["relays"]:
             self.assertEqual(r["portsInUse"], r["allocations"])
         text = self.metrics()
@@ -292,11 +316,27 @@ class TestUp(unittest.TestCase):
         except AssertionError:
             raise AssertionError("pressure did not clear: %s" % json.dumps(self.status()))
 
-    def test_5_scale_down_drains_uri_first_then_deadline(self):
+    def test_5_scale_down_drains_the_emptiest_uri_first(self):
+        # 127.0.0.83 holds the fewest allocations: the scale-down drains it
+        for a in ("127.0.0.81", "127.0.0.82"):
+            self.hold("turn:%s:3701?transport=udp" % a, 1, tries=5)
+
+        def counted():
+            s = self.status()
+            n = {r["relayAddress"]: r["allocations"] or 0 for r in s["relays"]}
+            # `pu` counts sessions: a probe's passing session may add one for a moment
+            low = n["127.0.0.83"]
+            return low >= 2 and n["127.0.0.81"] > low and n["127.0.0.82"] > low and s
+
+        try:
+            wait_for("127.0.0.83 counted with the fewest allocations", counted, 15)
+        except AssertionError:
+            raise AssertionError("127.0.0.83 not the emptiest: %s" % json.dumps(self.status()["relays"]))
         before = self.last()
         pids = {r["name"]: r["pid"] for r in before["relays"]}
         uris_before = set(self.uris())
-        self.write_pool(2, drain="8s")
+        # coturn 4.18 drains itself: a long deadline, so its exit cannot be the deadline's doing
+        self.write_pool(2, drain="120s" if DRAIN_MODE else "8s")
         ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "Draining"], 10)
         gone = ev[0]["name"]
         t_drain = time.monotonic()
@@ -304,31 +344,56 @@ class TestUp(unittest.TestCase):
         r = [r for r in st["relays"] if r["name"] == gone][0]
         self.assertTrue(r["draining"])
         addr = r["relayAddress"]
+        self.assertEqual(addr, "127.0.0.83")
         # URI first: out of turn-uris while its process still runs with the held allocations
         self.assertFalse([u for u in self.uris() if ":%s:" % addr in u or "turn:%s:" % addr in u])
         self.assertTrue(uris_before > set(self.uris()))
         self.assertTrue(alive(pids[gone]))
         self.assertGreaterEqual(r["allocations"] or 0, 2)
 
-        # then new allocations are refused (coturn 4.6.1: the CLI's total-quota -1, so 486;
-        # it takes effect within 5 s), while the held ones stay
+        # then new allocations are refused while the held ones stay: coturn >= 4.6.3 answers
+        # 403 (draining); 4.6.1 gets the CLI's total-quota -1, so 486, within 5 s
+        want = 403 if DRAIN_MODE else 486
+
         def refused():
             out = subprocess.run([TURNFLEET_PROBE, "--uri", "turn:%s:3701?transport=udp" % addr, "--secret-file",
                                   self.secret, "--json"], capture_output=True, text=True, timeout=10)
             res = json.loads(out.stdout or "{}")
-            return res.get("errorCode") == 486 and res
+            return res.get("errorCode") == want and res
 
         res = wait_for("new Allocates refused on the draining relay", refused, 7)
         self.assertFalse(res["ok"])
+        self.assertEqual(res["draining"], DRAIN_MODE)
         self.assertTrue(alive(pids[gone]))
-        # never cut before drainTimeout (8 s), gone soon after it
-        wait_for("the drain deadline", lambda: not alive(pids[gone]), 15)
-        self.assertGreaterEqual(time.monotonic() - t_drain, 7.0)
+        if DRAIN_MODE:
+            # the held allocations are still there; released, coturn exits by itself
+            time.sleep(2 * INTERVAL)
+            self.assertTrue(alive(pids[gone]))
+            for p in self.held.pop(addr):
+                p.send_signal(signal.SIGTERM)
+                self.assertEqual(p.wait(timeout=10), 0)  # every refresh and the release succeeded
+            wait_for("the drained coturn to exit by itself", lambda: not alive(pids[gone]), 60)
+            self.assertLess(time.monotonic() - t_drain, 100)  # not the 120 s deadline
+            # the shutdown in test 7 need not wait two minutes
+            reloads = len([e for e in self.lines() if e["event"] == "poolReloaded"])
+            self.write_pool(2, drain="5s")
+            wait_for("the 5 s drainTimeout loaded", lambda: [
+                e for e in self.lines() if e["event"] == "poolReloaded"][reloads:] and [
+                e for e in self.lines() if e["event"] == "poolReloaded"][-1]["drainTimeoutMs"] == 5000, 10)
+        else:
+            # never cut before drainTimeout (8 s), gone soon after it
+            wait_for("the drain deadline", lambda: not alive(pids[gone]), 15)
+            self.assertGreaterEqual(time.monotonic() - t_drain, 7.0)
         st = wait_for("2 relays", lambda: (s := self.status()) and len(s["relays"]) == 2 and s, 10)
         self.assertNotIn(gone, [r["name"] for r in st["relays"]])
         for name, pid in pids.items():
             if name != gone:
                 self.assertTrue(alive(pid), name)
+        # the drained relay left no restart behind: the events after its stop start nothing
+        wait_for("an event after the stop", lambda: self.last()["actions"] == [], 10)
+        evs = [e for e in self.lines() if e["event"] == "reconcile"]
+        stop = max(i for i, e in enumerate(evs) if any(a.startswith("stop %s" % gone) for a in e["actions"]))
+        self.assertEqual([a for e in evs[stop + 1:] for a in e["actions"]], [], "the drained relay left no restart behind")
 
     def test_6_no_secret_in_argv_output_or_files(self):
         for pid in os.listdir("/proc"):
@@ -375,6 +440,16 @@ class TestUp(unittest.TestCase):
         self.assertEqual((st["readyRelays"], st["relays"]), (0, []))
         ready = {c["type"]: c for c in st["conditions"]}["Ready"]
         self.assertEqual((ready["status"], ready["reason"]), ("False", "Stopped"))  # a stopped fleet is not Ready
+
+    def test_8_no_coturn_complained_about_its_config(self):
+        logs = os.path.join(self.state, "logs")
+        names = os.listdir(logs)
+        self.assertTrue(names)
+        for name in names:
+            with open(os.path.join(logs, name), errors="replace") as f:
+                for line in f:
+                    for bad in ("Bad configuration format", "ERROR", "unrecognized option"):
+                        self.assertNotIn(bad, line, "%s: %s" % (name, line))
 
 
 if __name__ == "__main__":

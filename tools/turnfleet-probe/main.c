@@ -14,7 +14,8 @@
 
 #include <turnfleet.h>
 
-#include "../common/tool_io.h"
+#include "tool_io.h"
+#include "secure.h"
 
 #define PROG "turnfleet-probe"
 #define EXIT_OK 0
@@ -476,6 +477,11 @@ static int parse_flags(cli *c, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+  /* the secret and a --hold's allocations live here: no core dump may carry them */
+  if (secure_no_dumps() < 0) {
+    complain(NULL, "cannot disable core dumps: %s", strerror(errno));
+    return 1;
+  }
   cli c;
   memset(&c, 0, sizeof(c));
   c.concurrency = 1;

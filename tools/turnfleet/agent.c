@@ -22,8 +22,8 @@
 
 #include <turnfleet.h>
 
-#include "../common/tool_http.h"
-#include "../common/tool_io.h"
+#include "tool_http.h"
+#include "tool_io.h"
 #include "agent.h"
 #include "up.h"
 

@@ -13,7 +13,8 @@
 
 #include <turnfleet.h>
 
-#include "../common/tool_io.h"
+#include "tool_io.h"
+#include "secure.h"
 #include "agent.h"
 #include "up.h"
 
@@ -30,7 +31,8 @@ static const char usage_text[] =
   "           [--session-kbps K --node-mbps M] [--name NAME] [-o table|json]\n"
   "  render   -f POOL --nodes NODES --relay NAME --secret-file F [--previous-secret-file F]\n"
   "           [--coturn-version V] [--existing RELAYS.json] [--state-dir DIR] [--log-file F]\n"
-  "           [--cert F --key F] [--cli-port N --cli-password-file F] [--name NAME] [--out FILE]\n"
+  "           [--cert F --key F] [--prometheus] [--cli-port N --cli-password-file F] [--name NAME]\n"
+  "           [--out FILE]\n"
   "  up       -f POOL --secret-file F (--addresses LIST | --nodes NODES) [--state-dir DIR]\n"
   "           [--metrics-addr ADDR:PORT] [--probe-interval S] [--json]   (run the pool here; see up --help)\n"
   "  agent    --config CONF --coturn-version V --listen ADDR:PORT --namespace NS --pool P --relay R\n"
@@ -39,6 +41,7 @@ static const char usage_text[] =
   "  version\n"
   "\n"
   "POOL is a TURNPool (YAML or JSON, whole object or spec); NODES is `kubectl get nodes -o json`.\n"
+  "Every input file is limited to 16 MiB and one million values: --max-input-bytes N, --max-input-values N.\n"
   "See docs/cli.md.\n";
 
 /* "turnfleet: <what>: <why>" on stderr. */
@@ -55,37 +58,74 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
   return EXIT_BAD_INPUT;
 }
 
-/* Read a whole file; NULL with a message on failure. */
-static char *read_file(const char *path, size_t *len)
+/* Read a whole file, at most @p max + 1 bytes (the parser then names the
+ * limit); NULL with a message on failure. */
+static char *read_file(const char *path, size_t *len, size_t max)
 {
-  char *text = tool_read_file(path, len);
-  if (!text) complain(path, "cannot open: %s", strerror(errno));
-  return text;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    complain(path, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf && n <= max) {
+    if (n + 1 >= cap) {
+      char *bigger = realloc(buf, cap * 2);
+      if (!bigger) break;
+      buf = bigger;
+      cap *= 2;
+    }
+    size_t want = cap - n - 1;
+    if (want > max + 1 - n) want = max + 1 - n;
+    size_t r = fread(buf + n, 1, want, f);
+    if (r == 0) break;
+    n += r;
+  }
+  int failed = !buf || ferror(f);
+  fclose(f);
+  if (failed) {
+    complain(path, "cannot read");
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
 }
 
 typedef struct cli {
+  tf_parse_options limits;
   const char *pool_file, *nodes_file, *existing_file, *name, *output;
   const char *relay, *secret_file, *previous_secret_file, *coturn_version;
   const char *state_dir, *log_file, *cert, *key, *out_file, *cli_port, *cli_password_file;
   const char *target, *headroom, *session_kbps, *node_mbps;
+  int prometheus; /* render: coturn's exporter (a build that has it) */
   tf_pool *pool;
   tf_nodes *nodes;
   tf_existing *fleet;
   tf_plan *plan;
 } cli;
 
+/* A document the parser refused: its message, and how to raise a limit it hit. */
+static int parse_failed(const char *path)
+{
+  const char *msg = tf_error_last()->message;
+  complain(path, "%s", msg);
+  if (strstr(msg, "tf_parse_options.max_bytes")) complain(path, "hint: raise the limit with --max-input-bytes N");
+  if (strstr(msg, "tf_parse_options.max_values")) complain(path, "hint: raise the limit with --max-input-values N");
+  return EXIT_BAD_INPUT;
+}
+
 static int load_pool(cli *c)
 {
   size_t len;
   if (!c->pool_file) return usage_error("%s", "-f POOL is required");
-  char *text = read_file(c->pool_file, &len);
+  char *text = read_file(c->pool_file, &len, c->limits.max_bytes);
   if (!text) return EXIT_BAD_INPUT;
-  tf_err rc = tf_pool_parse(&c->pool, text, len, TF_FORMAT_AUTO);
+  tf_err rc = tf_pool_parse_with(&c->pool, text, len, TF_FORMAT_AUTO, &c->limits);
   free(text);
-  if (rc < 0) {
-    complain(c->pool_file, "%s", tf_error_last()->message);
-    return EXIT_BAD_INPUT;
-  }
+  if (rc < 0) return parse_failed(c->pool_file);
   if (c->name && tf_pool_set_name(c->pool, c->name) < 0) {
     complain("--name", "%s", tf_error_last()->message);
     return EXIT_BAD_INPUT;
@@ -111,23 +151,17 @@ static int load_plan(cli *c)
   int st = load_pool(c);
   if (st) return st;
   if (!c->nodes_file) return usage_error("%s", "--nodes NODES is required");
-  char *text = read_file(c->nodes_file, &len);
+  char *text = read_file(c->nodes_file, &len, c->limits.max_bytes);
   if (!text) return EXIT_BAD_INPUT;
-  tf_err rc = tf_nodes_parse(&c->nodes, text, len);
+  tf_err rc = tf_nodes_parse_with(&c->nodes, text, len, &c->limits);
   free(text);
-  if (rc < 0) {
-    complain(c->nodes_file, "%s", tf_error_last()->message);
-    return EXIT_BAD_INPUT;
-  }
+  if (rc < 0) return parse_failed(c->nodes_file);
   if (c->existing_file) {
-    text = read_file(c->existing_file, &len);
+    text = read_file(c->existing_file, &len, c->limits.max_bytes);
     if (!text) return EXIT_BAD_INPUT;
-    rc = tf_existing_parse(&c->fleet, text, len);
+    rc = tf_existing_parse_with(&c->fleet, text, len, &c->limits);
     free(text);
-    if (rc < 0) {
-      complain(c->existing_file, "%s", tf_error_last()->message);
-      return EXIT_BAD_INPUT;
-    }
+    if (rc < 0) return parse_failed(c->existing_file);
   }
   rc = tf_plan_new(&c->plan, c->pool, c->nodes, c->fleet);
   if (rc < 0) {
@@ -323,6 +357,7 @@ static int cmd_render(cli *c)
   st = EXIT_BAD_INPUT;
   if (!(secrets[n++] = read_secret("--secret-file", c->secret_file))) goto done;
   if (c->previous_secret_file && !(secrets[n++] = read_secret("--previous-secret-file", c->previous_secret_file))) goto done;
+  for (size_t i = 0; i < n; i++) secure_dontdump(secrets[i], strlen(secrets[i]) + 1);
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
   if (!c->cli_port != !c->cli_password_file) {
@@ -342,6 +377,7 @@ static int cmd_render(cli *c)
     opts.cli_password = cli_password;
   }
   opts.coturn_version = c->coturn_version;
+  opts.prometheus = c->prometheus;
   opts.secrets = (const char *const *)secrets;
   opts.secrets_count = n;
   char *paths[4] = {absolute(c->state_dir), absolute(c->log_file), absolute(c->cert), absolute(c->key)};
@@ -358,15 +394,15 @@ static int cmd_render(cli *c)
     goto done;
   }
   st = 0;
+  size_t len = strlen(conf);
+  secure_dontdump(conf, len + 1);
   if (c->out_file) {
-    /* the config holds the shared secret: create it 0600, never wider */
-    int fd = open(c->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(conf);
-    if (fd < 0 || fchmod(fd, 0600) < 0 || write(fd, conf, len) != (ssize_t)len) {
-      complain(c->out_file, "cannot write: %s", strerror(errno));
-      st = 1;
+    /* the config holds the shared secret: a new 0600 file renamed into place, never through a symlink */
+    if (secure_write_file(c->out_file, conf, len) < 0) {
+      complain(c->out_file, "cannot write: %s", errno == ELOOP ? "it is a symbolic link (refusing to follow it)"
+                                                : errno == EINVAL ? "not a regular file" : strerror(errno));
+      st = errno == ELOOP || errno == EINVAL ? EXIT_BAD_INPUT : 1;
     }
-    if (fd >= 0) close(fd);
   } else {
     fputs(conf, stdout);
   }
@@ -380,7 +416,8 @@ done:
 enum {
   OPT_NODES = 256, OPT_EXISTING, OPT_NAME, OPT_RELAY, OPT_SECRET_FILE, OPT_PREVIOUS_SECRET_FILE,
   OPT_COTURN_VERSION, OPT_STATE_DIR, OPT_LOG_FILE, OPT_CERT, OPT_KEY, OPT_OUT, OPT_TARGET,
-  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_CLI_PORT, OPT_CLI_PASSWORD_FILE
+  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_MAX_INPUT_BYTES, OPT_MAX_INPUT_VALUES, OPT_PROMETHEUS,
+  OPT_CLI_PORT, OPT_CLI_PASSWORD_FILE
 };
 
 static const struct option long_options[] = {
@@ -398,10 +435,13 @@ static const struct option long_options[] = {
   {"cert", required_argument, NULL, OPT_CERT},
   {"key", required_argument, NULL, OPT_KEY},
   {"out", required_argument, NULL, OPT_OUT},
+  {"prometheus", no_argument, NULL, OPT_PROMETHEUS},
   {"target-allocations", required_argument, NULL, OPT_TARGET},
   {"headroom", required_argument, NULL, OPT_HEADROOM},
   {"session-kbps", required_argument, NULL, OPT_SESSION_KBPS},
   {"node-mbps", required_argument, NULL, OPT_NODE_MBPS},
+  {"max-input-bytes", required_argument, NULL, OPT_MAX_INPUT_BYTES},
+  {"max-input-values", required_argument, NULL, OPT_MAX_INPUT_VALUES},
   {"cli-port", required_argument, NULL, OPT_CLI_PORT},
   {"cli-password-file", required_argument, NULL, OPT_CLI_PASSWORD_FILE},
   {"help", no_argument, NULL, 'h'},
@@ -412,7 +452,7 @@ static const struct option long_options[] = {
 static int option_allowed(const char *cmd, int opt)
 {
   switch (opt) {
-  case 'f': case 'o': case OPT_NAME: case 'h':
+  case 'f': case 'o': case OPT_NAME: case 'h': case OPT_MAX_INPUT_BYTES: case OPT_MAX_INPUT_VALUES:
     return 1;
   case OPT_NODES: case OPT_EXISTING:
     return strcmp(cmd, "validate") != 0;
@@ -438,6 +478,11 @@ int main(int argc, char **argv)
     printf("turnfleet %s\n", tf_version_string());
     return 0;
   }
+  /* up and render hold the shared secret, up and agent the CLI password: no core dump may carry them */
+  if ((!strcmp(cmd, "up") || !strcmp(cmd, "render") || !strcmp(cmd, "agent")) && secure_no_dumps() < 0) {
+    complain(NULL, "cannot disable core dumps: %s", strerror(errno));
+    return 1;
+  }
   if (!strcmp(cmd, "up")) return up_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "agent")) return agent_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
@@ -449,6 +494,7 @@ int main(int argc, char **argv)
 
   cli c;
   memset(&c, 0, sizeof(c));
+  tf_parse_options_init(&c.limits, TF_PARSE_OPTIONS_VERSION);
   int opt;
   opterr = 0;
   optind = 2;
@@ -472,10 +518,20 @@ int main(int argc, char **argv)
     case OPT_CERT: c.cert = optarg; break;
     case OPT_KEY: c.key = optarg; break;
     case OPT_OUT: c.out_file = optarg; break;
+    case OPT_PROMETHEUS: c.prometheus = 1; break;
     case OPT_TARGET: c.target = optarg; break;
     case OPT_HEADROOM: c.headroom = optarg; break;
     case OPT_SESSION_KBPS: c.session_kbps = optarg; break;
     case OPT_NODE_MBPS: c.node_mbps = optarg; break;
+    case OPT_MAX_INPUT_BYTES:
+    case OPT_MAX_INPUT_VALUES: {
+      double v;
+      const char *flag = opt == OPT_MAX_INPUT_BYTES ? "--max-input-bytes" : "--max-input-values";
+      if (parse_number(flag, optarg, &v, 1) < 0) return EXIT_BAD_INPUT;
+      if (v < 1) return usage_error("%s must be at least 1", flag);
+      *(opt == OPT_MAX_INPUT_BYTES ? &c.limits.max_bytes : &c.limits.max_values) = (size_t)v;
+      break;
+    }
     case OPT_CLI_PORT: c.cli_port = optarg; break;
     case OPT_CLI_PASSWORD_FILE: c.cli_password_file = optarg; break;
     default: break;

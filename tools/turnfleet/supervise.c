@@ -5,8 +5,10 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -83,4 +85,52 @@ pid_t up_reap(int *status)
   pid_t r = waitpid(-1, status, WNOHANG);
   if (r < 0 && errno == ECHILD) return -1;
   return r < 0 ? 0 : r;
+}
+
+int up_capture(const char *cmd, const char *arg, char *buf, size_t size, int timeout_ms)
+{
+  int fds[2];
+  if (size == 0 || pipe2(fds, O_CLOEXEC) < 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int nullfd = open("/dev/null", O_RDONLY);
+    if (nullfd >= 0) dup2(nullfd, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    execlp(cmd, cmd, arg, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  int64_t deadline = up_now_ms() + timeout_ms;
+  for (;;) {
+    int64_t left = deadline - up_now_ms();
+    struct pollfd p = {fds[0], POLLIN, 0};
+    if (left <= 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR)) break;
+    char chunk[4096];
+    ssize_t n = read(fds[0], chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    size_t take = (size_t)n < size - 1 - len ? (size_t)n : size - 1 - len;
+    memcpy(buf + len, chunk, take);
+    len += take;
+  }
+  close(fds[0]);
+  buf[len] = '\0';
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && len == 0) {
+    errno = ENOENT;
+    return -1;
+  }
+  return (int)len;
 }

@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/tool_http.h"
-#include "../common/tool_io.h"
+#include "tool_http.h"
+#include "tool_io.h"
 #include "up.h"
 
 #define PROG "turnfleet up"
@@ -47,7 +47,10 @@ static const char up_usage[] =
   "  --peer-check  probes also send data through each relay to a second allocation\n"
   "  --allow-loopback-peers  let coturn relay to loopback peers (test fleets on 127.0.0.0/8 only)\n"
   "  --cert/--key  the relays' TLS certificate and key (required with tls listeners)\n"
-  "  --ca-file     what the probes verify the relays' certificate with (default: the system's CAs)\n";
+  "  --ca-file     what the probes verify the relays' certificate with (default: the system's CAs)\n"
+
+  "  --turnserver  the coturn to run (default turnserver on PATH), or a wrapper such as\n"
+  "                tools/dev/turnserver-rootfs; its --version must be the pool's coturnVersion\n";
 
 static volatile sig_atomic_t stop_signals;
 
@@ -78,6 +81,8 @@ typedef struct up {
   child *children;
   size_t nchildren;
   pthread_mutex_t mu; /* the HTTP thread reads what follows */
+  uint32_t ts_version, ts_build; /* the turnserver that runs: its version and TF_COTURN_BUILD_* bits */
+  char ts_version_text[64];
   char *metrics_text;
   const char *unhealthy[4]; /* why /healthz fails, per source (static strings); NULL: fine */
   struct MHD_Daemon *mhd;
@@ -104,6 +109,51 @@ __attribute__((format(printf, 2, 3))) static void log_line(up *u, const char *fm
   if (text && asprintf(&u->log[u->log_next], "%s %s", when, text) < 0) u->log[u->log_next] = NULL;
   free(text);
   u->log_next = (u->log_next + 1) % UP_LOG;
+}
+
+/* ---- the turnserver ---- */
+
+/* What the turnserver (or wrapper) given to --turnserver is: its version from
+ * `--version`, its build from `-h` (Prometheus or not). 0, or -1 reported. */
+static int detect_turnserver(up *u)
+{
+  char out[512];
+  int n = up_capture(u->turnserver, "--version", out, sizeof(out), 15000);
+  if (n < 0) {
+    say("--turnserver", "cannot run %s: %s", u->turnserver, strerror(errno));
+    return -1;
+  }
+  const char *line = out + strspn(out, " \t\r\n");
+  char first[64];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(line, " \t\r\n"), line);
+  if (tf_coturn_version_parse(&u->ts_version, first) < 0) {
+    say("--turnserver", "%s --version printed no coturn version: \"%.*s\"", u->turnserver, (int)strcspn(line, "\r\n") > 80 ? 80 : (int)strcspn(line, "\r\n"), line);
+    return -1;
+  }
+  snprintf(u->ts_version_text, sizeof(u->ts_version_text), "%s", first);
+  size_t size = 256 * 1024;
+  char *help = malloc(size);
+  n = help ? up_capture(u->turnserver, "-h", help, size, 15000) : -1;
+  if (n < 0 || tf_coturn_build_features(&u->ts_build, help, (size_t)n) < 0) {
+    say("--turnserver", "%s -h: %s", u->turnserver, n < 0 ? strerror(errno) : tf_error_last()->message);
+    free(help);
+    return -1;
+  }
+  free(help);
+  return 0;
+}
+
+/* 1 (reported, the reason in @p why) when the pool's coturnVersion is not the turnserver that runs it. */
+static int coturn_mismatch(const up *u, const tf_pool *pool, char *why, size_t size)
+{
+  uint32_t v = 0;
+  const char *want = tf_pool_coturn_version(pool);
+  if (want && tf_coturn_version_parse(&v, want) == 0 && v == u->ts_version) return 0;
+  snprintf(why, size,
+           "spec.dataplane.coturnVersion: \"%s\" contradicts the turnserver this runs: %s is coturn %s "
+           "(set coturnVersion to it, or give --turnserver a coturn %s)",
+           want ? want : "", u->turnserver, u->ts_version_text, want ? want : "of that version");
+  return 1;
 }
 
 /* ---- files ---- */
@@ -135,6 +185,12 @@ static tf_pool *load_pool(up *u)
       cJSON_AddItemToArray(report, cJSON_CreateString(line));
     }
     if (!tf_problems_count(problems)) cJSON_AddItemToArray(report, cJSON_CreateString(tf_error_last()->message));
+    tf_pool_free(pool);
+    pool = NULL;
+  }
+  char why[512];
+  if (pool && coturn_mismatch(u, pool, why, sizeof(why))) {
+    cJSON_AddItemToArray(report, cJSON_CreateString(why));
     tf_pool_free(pool);
     pool = NULL;
   }
@@ -294,7 +350,13 @@ static void watch_pool(up *u)
   if (pool && (!u->addresses || nodes) && (!nodes || tf_engine_set_nodes(u->engine, nodes) == 0) &&
       tf_engine_set_pool(u->engine, pool) == 0) {
     set_unhealthy(u, H_POOL, NULL);
-    if (!u->json) say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
+    if (!u->json) {
+      say(u->pool_file, "reloaded (replicas %lld)", (long long)tf_pool_replicas(pool));
+    } else {
+      printf("{\"event\":\"poolReloaded\",\"replicas\":%lld,\"drainTimeoutMs\":%lld}\n",
+             (long long)tf_pool_replicas(pool), (long long)tf_pool_drain_timeout_ms(pool));
+      fflush(stdout);
+    }
     return;
   }
   if (pool && (!u->addresses || nodes)) {
@@ -449,13 +511,16 @@ static void reap_children(up *u)
   while ((pid = up_reap(&status)) > 0)
     for (size_t i = 0; i < u->nchildren; i++) {
       if (u->children[i].pid != pid) continue;
+      child gone = u->children[i];
+      u->children[i] = u->children[--u->nchildren]; /* a restart adds it again */
       tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
-      f.name = u->children[i].name;
+      f.name = gone.name;
       f.running = 0;
       (void)tf_engine_observe(u->engine, &f, up_now_ms());
       log_line(u, "%s: turnserver %d exited (%s %d)", f.name, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-      u->children[i].pid = 0;
+      free(gone.name);
+      break;
     }
 }
 
@@ -726,6 +791,8 @@ static tf_coturn_options coturn_options(up *u, const char *secrets[2])
   co.allow_loopback_peers = u->allow_loopback_peers; /* off by default: coturn refuses loopback peers */
   co.cert_file = u->cert;
   co.key_file = u->key;
+  /* coturn's own exporter only where the build has it (Debian's 4.6.1 and 4.18 count through the CLI) */
+  co.prometheus = (u->ts_build & TF_COTURN_BUILD_PROMETHEUS) ? 1 : 0;
   return co;
 }
 
@@ -778,27 +845,12 @@ static void watch_nodes(up *u)
   set_unhealthy(u, H_NODES, NULL);
 }
 
-/* 1 when @p cmd (a path, or a name looked up on PATH) is an executable file. */
-static int executable(const char *cmd)
-{
-  struct stat st;
-  if (strchr(cmd, '/')) return access(cmd, X_OK) == 0 && stat(cmd, &st) == 0 && S_ISREG(st.st_mode);
-  const char *path = getenv("PATH");
-  char *dirs = strdup(path ? path : "/usr/bin:/bin"), *save = NULL, full[4096];
-  int found = 0;
-  for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d && !found; d = strtok_r(NULL, ":", &save))
-    found = snprintf(full, sizeof(full), "%s/%s", *d ? d : ".", cmd) < (int)sizeof(full) && executable(full);
-  free(dirs);
-  return found;
-}
-
 /* Everything before the loop; @return -1 to go on, else the exit code. */
 static int start(up *u, const char *secret_file, const char *state_dir)
 {
   tf_pool *pool = NULL;
   tf_nodes *nodes = NULL;
-  if (!executable(u->turnserver))
-    return say("--turnserver", "\"%s\" is not an executable file (on PATH or as given)", u->turnserver), 2;
+  if (detect_turnserver(u) < 0) return 2;
   u->secret_file = secret_file;
   if (tf_cred_secret_read(&u->secret, secret_file) < 0) return say("--secret-file", "%s", tf_error_last()->message), 2;
   if (!(pool = load_pool(u)) || !(nodes = load_nodes(u, pool)) || check_plan(pool, nodes) < 0)

@@ -27,4 +27,9 @@ pid_t up_reap(int *status);
 int64_t up_now_ms(void);
 int64_t up_wall_ms(void);
 
+/* Run `CMD ARG` (no shell), its stdout and stderr into @p buf (NUL-terminated,
+ * cut at @p size - 1), killed after @p timeout_ms. @return the bytes read, or
+ * -1 (errno ENOENT when it could not be run at all). */
+int up_capture(const char *cmd, const char *arg, char *buf, size_t size, int timeout_ms);
+
 #endif

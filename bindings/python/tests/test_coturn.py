@@ -63,7 +63,14 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(old, turnfleet.render_coturn(pool, plan, r, "s", "4.6.1", state_dir="/s"))
             new = turnfleet.render_coturn(pool, plan, r, "s", "4.18.0", state_dir="/s")
             self.assertNotIn("prometheus-address", old)
-            self.assertIn("prometheus-address=127.0.0.11", new)
+            self.assertNotIn("prometheus", new)  # Debian's builds have no exporter: only when asked
+            self.assertNotIn("no-cli", new)  # >= 4.10 the CLI is off by default; no-cli logs an ERROR
+            exported = turnfleet.render_coturn(pool, plan, r, "s", "4.18.0", state_dir="/s", prometheus=True)
+            self.assertIn("prometheus-address=127.0.0.11", exported)
+            with self.assertRaises(turnfleet.InvalidArgument):
+                turnfleet.render_coturn(pool, plan, r, "s", "4.6.1", state_dir="/s", prometheus=True)
+            with open(h.source("tests/data/coturn/help-4.18.0.txt")) as f:
+                self.assertEqual(turnfleet.coturn_build_features(f.read()), 0)
             self.assertIn("allow-loopback-peers", turnfleet.render_coturn(
                 pool, plan, r, "s", state_dir="/s", allow_loopback_peers=True))
             cli = turnfleet.render_coturn(pool, plan, r, "s", state_dir="/s", cli_port=5766, cli_password="pw")
@@ -89,7 +96,7 @@ class RenderTest(unittest.TestCase):
                 turnfleet.render_coturn(pool, plan, r, [b"bytes"], state_dir="/s")
             with self.assertRaises(ValueError):
                 turnfleet.render_coturn(pool, plan, r, "nul\0inside", state_dir="/s")
-            with self.assertRaises(OverflowError):
+            with self.assertRaises(turnfleet.InvalidArgument):
                 turnfleet.render_coturn(pool, plan, r, "s", state_dir="/s", cli_port=70000, cli_password="x")
 
     def test_config_hash(self):

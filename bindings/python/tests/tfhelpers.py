@@ -86,19 +86,27 @@ def private_file(directory, name, text):
 # ---- coturn ----
 
 
+# The coturn the tests run: $TF_TEST_TURNSERVER (ctest also registers the
+# coturn suites with tools/dev/turnserver-rootfs, coturn 4.18), else Debian's.
+TURNSERVER = os.environ.get("TF_TEST_TURNSERVER") or "turnserver"
+
+
 def turnserver_version():
-    """The installed coturn's version text ("4.6.1"); fails loudly without coturn."""
-    if shutil.which("turnserver") is None:
-        raise AssertionError("turnserver not found: install coturn (tools/dev/install-deps.sh)")
-    out = subprocess.run(["turnserver", "--version"], capture_output=True, text=True).stdout
+    """The coturn's version text ("4.6.1"); fails loudly without it or when it is not $TF_TEST_COTURN_VERSION."""
+    if shutil.which(TURNSERVER) is None:
+        raise AssertionError(f"{TURNSERVER} not found: install coturn (tools/dev/install-deps.sh)")
+    out = subprocess.run([TURNSERVER, "--version"], capture_output=True, text=True).stdout
     for line in out.splitlines():
         line = line.strip()
         try:
             turnfleet.coturn_version(line)
-            return line
         except turnfleet.Error:
             continue
-    raise AssertionError(f"turnserver --version printed no version: {out!r}")
+        want = os.environ.get("TF_TEST_COTURN_VERSION")
+        if want and want.split(".")[:2] != line.split(".")[:2]:
+            raise AssertionError(f"{TURNSERVER} is coturn {line}, not the {want} this suite is registered for")
+        return line
+    raise AssertionError(f"{TURNSERVER} --version printed no version: {out!r}")
 
 
 def one_node(addr):
@@ -178,7 +186,7 @@ class Relay:
         with open(self.out, "wb") as out:
             # the secret is in the 0600 config, never in argv
             self.proc = subprocess.Popen(
-                ["turnserver", "-c", self.conf], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                [TURNSERVER, "-c", self.conf], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + 15
         while not (_proc_net_has(addr, port, False) and _proc_net_has(addr, port, True)):

@@ -9,14 +9,16 @@
 
 Failures raise :class:`turnfleet.Error` subclasses (which are also the fitting
 built-in exceptions: InvalidArgument is a ValueError, Timeout a TimeoutError...).
-Objects that own a C handle (Pool, Nodes, Existing, Plan, Capacity, Allocation)
-have ``close()`` and work with ``with``; results are plain Python objects.
+Objects that own a C handle (Pool, Nodes, Existing, Plan, Capacity, Allocation,
+Metrics, Observed, Reconcile) have ``close()`` and work with ``with``, and a
+lock: calls from many threads on one object run one at a time, so no sequence
+of calls can crash; results are plain Python objects.
 Blocking calls (probes) release the GIL. API: bindings/python/README.md.
 """
 
 from . import core as _core_proxy  # noqa: F401  (loads the extension turnfleet._core)
 from . import stun
-from ._coturn import coturn_features, coturn_version, config_hash, render_coturn
+from ._coturn import coturn_build_features, coturn_features, coturn_version, config_hash, render_coturn
 from ._cred import credential_password, mint_credentials, read_secret, verify_credentials
 from ._errors import (
     AuthError,
@@ -34,9 +36,11 @@ from ._errors import (
     Timeout,
     error_class,
 )
+from ._metrics import Metrics, Sample, parse_metrics
 from ._plan import Capacity, Condition, Plan, Relay, capacity, plan, relay_name
 from ._pool import Existing, Listener, Nodes, Pool
 from ._probe import STAGES, Allocation, ProbeResult, allocate, probe, probe_many
+from ._reconcile import Action, Observed, Reconcile, ReconcileCondition, RelayState, reconcile
 from ._uri import TurnUri, format_uri, parse_uri
 from .core import tf_error_name as error_name
 from .core import tf_strerror as strerror
@@ -67,6 +71,7 @@ if version()[:2] != tuple(int(x) for x in BUILD_VERSION.split(".")[:2]):
     raise ImportError(f"turnfleet: built for libturnfleet {BUILD_VERSION}, loaded {__version__}")
 
 __all__ = [
+    "Action",
     "AuthError",
     "Allocation",
     "BufferTooSmall",
@@ -81,15 +86,21 @@ __all__ = [
     "IntegrityError",
     "InvalidArgument",
     "Listener",
+    "Metrics",
     "NetworkError",
     "Nodes",
     "NotFound",
+    "Observed",
     "OutOfMemory",
     "Plan",
     "Pool",
     "ProbeResult",
     "ProtocolError",
+    "Reconcile",
+    "ReconcileCondition",
     "Relay",
+    "RelayState",
+    "Sample",
     "STAGES",
     "Timeout",
     "TurnUri",
@@ -97,6 +108,7 @@ __all__ = [
     "canonical_address",
     "capacity",
     "config_hash",
+    "coturn_build_features",
     "coturn_features",
     "coturn_version",
     "credential_password",
@@ -104,11 +116,13 @@ __all__ = [
     "error_name",
     "format_uri",
     "mint_credentials",
+    "parse_metrics",
     "parse_port_range",
     "parse_uri",
     "plan",
     "probe",
     "probe_many",
+    "reconcile",
     "read_secret",
     "relay_name",
     "render_coturn",

@@ -3,7 +3,7 @@
 import os
 
 from . import core as _c
-from ._handle import handle_of
+from ._handle import handle_of, holding
 
 #: feature bits of :func:`coturn_features`
 GRACEFUL_SIGTERM = _c.TF_COTURN_GRACEFUL_SIGTERM
@@ -11,6 +11,8 @@ ALLOCATIONS_BY_TYPE = _c.TF_COTURN_ALLOCATIONS_BY_TYPE
 DRAIN = _c.TF_COTURN_DRAIN
 PROMETHEUS_ADDRESS = _c.TF_COTURN_PROMETHEUS_ADDRESS
 DTLS_OPT_IN = _c.TF_COTURN_DTLS_OPT_IN
+CLI_OPT_IN = _c.TF_COTURN_CLI_OPT_IN
+BUILD_PROMETHEUS = _c.TF_COTURN_BUILD_PROMETHEUS
 
 
 def _path(p):
@@ -33,6 +35,7 @@ def render_coturn(
     cert_file=None,
     key_file=None,
     allow_loopback_peers=False,
+    prometheus=False,
 ):
     """The ``turnserver.conf`` of one relay of ``plan`` (``tf_coturn_render``), as text.
 
@@ -43,6 +46,8 @@ def render_coturn(
     the config is for (default "4.6.1", Debian 12's); None renders for the pool's
     ``spec.dataplane.coturnVersion``. Paths must be
     absolute. ``allow_loopback_peers`` is for tests on loopback only.
+    ``prometheus`` renders coturn's own exporter (coturn >= 4.6.3 built with it:
+    Debian's builds are not, see :func:`coturn_build_features`).
     Raises NotFound for an unknown relay, InvalidArgument naming a bad option.
     """
     secrets = [secret] if isinstance(secret, str) else list(secret)
@@ -52,21 +57,28 @@ def render_coturn(
     from ._pool import Pool
 
     name = getattr(relay_name, "name", relay_name)
-    return _c.tf_py_coturn_render(
-        handle_of(pool, Pool, "pool"),
-        handle_of(plan, Plan, "plan"),
-        name,
-        secrets,
-        coturn_version,
-        _path(state_dir),
-        _path(log_file),
-        cli_port,
-        cli_password,
-        prometheus_port,
-        _path(cert_file),
-        _path(key_file),
-        1 if allow_loopback_peers else 0,
-    )
+    with holding(pool, plan):
+        return _c.tf_py_coturn_render(
+            handle_of(pool, Pool, "pool"),
+            handle_of(plan, Plan, "plan"),
+            name,
+            secrets,
+            coturn_version,
+            _path(state_dir),
+            _path(log_file),
+            cli_port,
+            cli_password,
+            prometheus_port,
+            _path(cert_file),
+            _path(key_file),
+            1 if allow_loopback_peers else 0,
+            1 if prometheus else 0,
+        )
+
+
+def coturn_build_features(help_text):
+    """What a turnserver build has (BUILD_PROMETHEUS), from its ``turnserver -h`` text."""
+    return _c.tf_coturn_build_features(help_text)
 
 
 def coturn_version(text):

@@ -4,6 +4,7 @@ import os
 import time
 
 from . import core as _c
+from ._errors import InvalidArgument
 
 
 def _sep(separator):
@@ -11,7 +12,7 @@ def _sep(separator):
         return 0
     if isinstance(separator, str):
         if len(separator) != 1 or ord(separator) > 127:
-            raise ValueError("separator must be one ASCII character")
+            raise InvalidArgument("separator must be one ASCII character", _c.TF_EINVALID)
         return ord(separator)
     return int(separator)
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from . import core as _c
-from ._handle import Handle, handle_of
+from ._handle import Handle, handle_of, holding, locked
 from ._pool import Listener, Nodes, Pool, _fleet_for
 
 
@@ -71,6 +71,7 @@ class Plan(Handle):
                 return c
         return None
 
+    @locked
     def to_json(self):
         """The plan as the ``turnfleet plan -o json`` text (``tf_plan_to_json``)."""
         return _c.tf_plan_to_json(self._handle)
@@ -94,10 +95,11 @@ def plan(pool, nodes, existing=None):
     A plan that cannot place every replica is still a plan: see its conditions.
     Raises InvalidArgument for an invalid pool (the first problem in the message).
     """
-    ph, nh = handle_of(pool, Pool, "pool"), handle_of(nodes, Nodes, "nodes")
     fleet, owned = _fleet_for(existing)
     try:
-        h = _c.tf_plan_new(ph, nh, fleet)
+        with holding(pool, nodes, owned if owned is not None else existing):
+            ph, nh = handle_of(pool, Pool, "pool"), handle_of(nodes, Nodes, "nodes")
+            h = _c.tf_plan_new(ph, nh, fleet)
     finally:
         if owned is not None:
             owned.close()
@@ -114,6 +116,7 @@ class Capacity(Handle):
         self.addresses_needed = _c.tf_capacity_addresses_needed(h)
         self.nodes_for_bandwidth = _c.tf_capacity_nodes_for_bandwidth(h)
 
+    @locked
     def to_json(self):
         """The report as the ``turnfleet capacity -o json`` text (``tf_capacity_to_json``)."""
         return _c.tf_capacity_to_json(self._handle)
@@ -138,14 +141,15 @@ def capacity(pool, nodes, target_allocations=None, headroom=0.2, session_kbps=No
     else:
         raise TypeError(f"nodes must be Nodes or Plan, not {type(nodes).__name__}")
     try:
-        h = _c.tf_py_capacity_new(
-            handle_of(pool, Pool, "pool"),
-            p._handle,
-            int(target_allocations or 0),
-            float(headroom),
-            float(session_kbps or 0.0),
-            float(node_mbps or 0.0),
-        )
+        with holding(pool, p):
+            h = _c.tf_py_capacity_new(
+                handle_of(pool, Pool, "pool"),
+                p._handle,
+                int(target_allocations or 0),
+                float(headroom),
+                float(session_kbps or 0.0),
+                float(node_mbps or 0.0),
+            )
     finally:
         if made is not None:
             made.close()

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 from . import core as _c
-from ._errors import error_class
-from ._handle import Handle
+from ._errors import Error, InvalidArgument, NotFound, ProtocolError, error_class
+from ._handle import Handle, locked
 
 #: probe stages, in order
 STAGES = tuple(_c.tf_probe_stage_name(i) for i in range(_c.TF_PROBE_STAGE_COUNT))
@@ -77,29 +77,62 @@ class ProbeResult:
         return self
 
     def to_dict(self):
-        """The ``turnfleet-probe --json`` object."""
-        return json.loads(self.json)
+        """The ``turnfleet-probe --json`` object; ProtocolError when the library's text is not JSON."""
+        try:
+            return json.loads(self.json)
+        except ValueError as e:
+            raise ProtocolError(f"the probe's JSON cannot be decoded: {e}", _c.TF_EPROTO) from None
 
 
 def _result(h):
-    text = _c.tf_probe_result_to_json(h)
-    d = json.loads(text)
+    """A ProbeResult from the result's accessors: whatever bytes the relay sent
+    (a reason phrase is escaped, never decoded as JSON), nothing here can fail
+    but the library itself."""
+    relayed = _address_or_none(_c.tf_probe_result_relayed, h)
+    mapped = _address_or_none(_c.tf_probe_result_mapped, h)
+    rtt = {}
+    for i, name in enumerate(STAGES):
+        ms = _c.tf_probe_result_rtt_ms(h, i)
+        if ms >= 0:
+            rtt[name] = round(ms, 3)
+    try:
+        text = _c.tf_probe_result_to_json(h)
+    except Error:
+        text = ""
     return ProbeResult(
-        uri=d["uri"],
-        ok=d["ok"],
-        stage=d["stage"],
-        error_code=d["errorCode"],
-        error_reason=d["errorReason"],
-        relayed_address=d["relayedAddress"],
-        relayed_port=d["relayedPort"],
-        mapped_address=d["mappedAddress"],
-        lifetime=d["lifetime"],
-        rtt_ms=d["rttMs"],
-        draining=d["draining"],
-        message=d["message"],
+        uri=_c.tf_probe_result_uri(h),
+        ok=bool(_c.tf_probe_result_ok(h)),
+        stage=_c.tf_probe_stage_name(_c.tf_probe_result_stage(h)),
+        error_code=_c.tf_probe_result_error_code(h),
+        error_reason=_c.tf_probe_result_error_reason(h) or "",
+        relayed_address=relayed[0] if relayed else None,
+        relayed_port=relayed[1] if relayed else None,
+        mapped_address=mapped[0] if mapped else None,
+        lifetime=_c.tf_probe_result_lifetime(h),
+        rtt_ms=rtt,
+        draining=bool(_c.tf_probe_result_draining(h)),
+        message=_c.tf_probe_result_message(h) or "",
         status=_c.tf_probe_result_status(h),
         exit_code=_c.tf_probe_result_exit_code(h),
         json=text,
+    )
+
+
+def _address_or_none(accessor, h):
+    try:
+        return tuple(accessor(h))
+    except NotFound:
+        return None
+
+
+def _unusable(uri, exc):
+    """The result standing for a probe whose outcome could not be read."""
+    status = getattr(exc, "code", _c.TF_ERROR)
+    message = f"the probe's result could not be read: {exc}"
+    return ProbeResult(
+        uri=str(uri), ok=False, stage=STAGES[0], error_code=0, error_reason="", relayed_address=None,
+        relayed_port=None, mapped_address=None, lifetime=0, rtt_ms={}, draining=False, message=message,
+        status=status, exit_code=1,
     )
 
 
@@ -162,14 +195,14 @@ def _options(
     try:
         fam = _FAMILIES[family.lower() if isinstance(family, str) else family]
     except KeyError:
-        raise ValueError(f"family must be None, 4, 6, 'ipv4' or 'ipv6', not {family!r}") from None
+        raise InvalidArgument(f"family must be None, 4, 6, 'ipv4' or 'ipv6', not {family!r}", _c.TF_EINVALID) from None
     start, end = _port_range(expect_port_range)
     if separator is None or separator == ":":
         sep = 0
     elif isinstance(separator, str) and len(separator) == 1:
         sep = ord(separator)
     else:
-        raise ValueError("separator must be one character")
+        raise InvalidArgument("separator must be one character", _c.TF_EINVALID)
     cb, threshold = _log_adapter(log, log_level)
     return [
         uri,
@@ -241,10 +274,14 @@ def probe_many(targets, secret=None, concurrency=16, **common):
 
     ``targets``: URIs, or dicts of :func:`probe` keywords (``uri`` and any of
     ``secret``, ``expect_address``, ...) that override ``common``. At most
-    ``concurrency`` probes run at a time. Returns the results in target order.
+    ``concurrency`` probes run at a time. Returns one result per target, in
+    target order, always: a result that cannot be read stands as a failed
+    ProbeResult whose message says why, and never hides the others. Raises
+    (a turnfleet.Error) only for bad arguments, before any probe runs.
     """
     s = _c.tf_probe_set_new(int(concurrency))
     keep = []  # log callables: the set holds bare pointers to them
+    uris = []
     try:
         for t in targets:
             kw = dict(common)
@@ -256,9 +293,21 @@ def probe_many(targets, secret=None, concurrency=16, **common):
             args = _options(**kw)
             keep.append(args[-2])
             _c.tf_py_probe_set_add(s, *args)
-        _c.tf_py_probe_set_run(s)
-        # results are borrowed from the set: copy them while it lives
-        return [_result(_c.tf_probe_set_result(s, i)) for i in range(_c.tf_probe_set_count(s))]
+            uris.append(kw.get("uri"))
+        failure = None
+        try:
+            _c.tf_py_probe_set_run(s)
+        except Error as e:  # the loop itself failed: still report what each probe got
+            failure = e
+        results = []
+        for i in range(len(uris)):
+            # results are borrowed from the set: copy them while it lives
+            try:
+                r = _c.tf_probe_set_result(s, i) if i < _c.tf_probe_set_count(s) else None
+                results.append(_result(r) if r is not None else _unusable(uris[i], failure or NotFound("no result")))
+            except Error as e:
+                results.append(_unusable(uris[i], e))
+        return results
     finally:
         del s  # the set goes before the callables it points to
         del keep
@@ -276,23 +325,28 @@ class Allocation(Handle):
         self.result = result  # the Allocate's ProbeResult
 
     @property
+    @locked
     def relayed(self):
         """(address, port) of the relayed transport address."""
         return tuple(_c.tf_allocation_relayed(self._handle))
 
     @property
+    @locked
     def lifetime(self):
         """Seconds granted by the last Allocate or Refresh."""
         return _c.tf_allocation_lifetime(self._handle)
 
+    @locked
     def refresh(self):
         """Refresh with the allocation's lifetime (a 438 is retried)."""
         _c.tf_allocation_refresh(self._handle)
 
+    @locked
     def release(self):
         """Release now (Refresh with lifetime 0; a 437 counts as released)."""
         _c.tf_allocation_release(self._handle)
 
+    @locked
     def __repr__(self):
         if self.closed:
             return "<turnfleet.Allocation closed>"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import core as _c
-from ._errors import AuthError, Error, IntegrityError, NotFound
+from ._errors import AuthError, Error, IntegrityError, InvalidArgument, NotFound
 
 MAX_MESSAGE = _c.tf_stun_max_message()
 TID_SIZE = _c.TF_STUN_TID_SIZE
@@ -156,7 +156,7 @@ def _method(method):
         for k, v in METHOD_NAMES.items():
             if v.lower() == method.lower().replace("-", "").replace("_", ""):
                 return k
-        raise ValueError(f"unknown STUN method {method!r}")
+        raise InvalidArgument(f"unknown STUN method {method!r}", _c.TF_EINVALID)
     return int(method)
 
 
@@ -165,7 +165,7 @@ def _class(cls):
         for k, v in CLASS_NAMES.items():
             if v == cls.lower():
                 return k
-        raise ValueError(f"unknown STUN class {cls!r}")
+        raise InvalidArgument(f"unknown STUN class {cls!r}", _c.TF_EINVALID)
     return int(cls)
 
 

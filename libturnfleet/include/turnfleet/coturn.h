@@ -47,11 +47,11 @@ TF_EXTERN(uint32_t) tf_coturn_features(uint32_t version);
  * `turnserver -h` text: a version number alone does not tell (Debian's 4.18
  * has no Prometheus, the coturn/coturn images have it).
  * @param[out] out the bits
- * @param help_text the output of `turnserver -h` (stdout and stderr), borrowed; need not be NUL-terminated
- * @param len bytes in @p help_text
+ * @param text the output of `turnserver -h` (stdout and stderr), borrowed; need not be NUL-terminated
+ * @param len bytes in @p text
  * @return 0; TF_EPROTO when the text is not coturn's usage (no `--listening-port`); TF_EINVALID
  */
-TF_EXTERN(tf_err) tf_coturn_build_features(uint32_t *out, const char *help_text, size_t len);
+TF_EXTERN(tf_err) tf_coturn_build_features(uint32_t *out, const char *text, size_t len);
 
 /** Knobs for tf_coturn_render(). Fields are only appended. */
 typedef struct tf_coturn_options {

@@ -74,6 +74,18 @@ TF_EXTERN(tf_err) tf_nodes_new(tf_nodes **out);
  */
 TF_EXTERN(tf_err) tf_nodes_add(tf_nodes *nodes, const tf_node_info *info);
 
+/**
+ * tf_nodes_parse() with input limits. Duplicate keys (labels and annotations
+ * included), NUL characters and invalid UTF-8 are refused with TF_EPROTO,
+ * the field path and the positions.
+ * @param[out] out release with tf_nodes_free()
+ * @param json the NodeList, borrowed for the call
+ * @param len bytes in @p json
+ * @param opts the limits, borrowed; NULL for the defaults
+ * @return as tf_nodes_parse(); TF_EINVALID for an input over a limit
+ */
+TF_EXTERN(tf_err) tf_nodes_parse_with(tf_nodes **out, const char *json, size_t len, const tf_parse_options *opts);
+
 /** Release an inventory. NULL does nothing. */
 TF_EXTERN(void) tf_nodes_free(tf_nodes *nodes);
 

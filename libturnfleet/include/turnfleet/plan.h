@@ -48,6 +48,16 @@ TF_EXTERN(tf_err) tf_existing_new(tf_existing **out);
 TF_EXTERN(tf_err) tf_existing_parse(tf_existing **out, const char *json, size_t len);
 
 /**
+ * tf_existing_parse() with input limits.
+ * @param[out] out release with tf_existing_free()
+ * @param json the records, borrowed for the call
+ * @param len bytes in @p json
+ * @param opts the limits, borrowed; NULL for the defaults
+ * @return as tf_existing_parse(); TF_EINVALID for an input over a limit
+ */
+TF_EXTERN(tf_err) tf_existing_parse_with(tf_existing **out, const char *json, size_t len, const tf_parse_options *opts);
+
+/**
  * Add one relay record.
  * @param existing the set
  * @param pool owning pool's name; NULL or "" means "the pool being planned"

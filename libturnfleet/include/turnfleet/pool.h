@@ -58,10 +58,51 @@ typedef enum tf_protocol {
  * @param len bytes in @p text
  * @param format TF_FORMAT_AUTO, TF_FORMAT_JSON or TF_FORMAT_YAML
  * @return 0; TF_EPROTO for malformed JSON/YAML (message gives line, column
- *         and byte offset) or a document that is not a mapping; TF_EINVALID
- *         for bad arguments; TF_ENOMEM
+ *         and byte offset), a duplicate key (both positions), a NUL
+ *         character or invalid UTF-8 in a string (with the field path), or a
+ *         document that is not a mapping; TF_EINVALID for bad arguments or an
+ *         input over the default limits (see tf_parse_options); TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_pool_parse(tf_pool **out, const char *text, size_t len, tf_format format);
+
+/**
+ * Input limits of the document parsers (tf_pool_parse_with(),
+ * tf_nodes_parse_with(), tf_existing_parse_with(); the functions without `_with`
+ * use the defaults). Both limits are checked before the document tree grows,
+ * so a parse holds about 2 x the input plus 200 bytes per value at most.
+ * Fields are only appended; they are read up to @ref version.
+ */
+typedef struct tf_parse_options {
+  unsigned int version; /**< TF_PARSE_OPTIONS_VERSION */
+  size_t max_bytes;     /**< longest input in bytes; 0: TF_PARSE_MAX_BYTES_DEFAULT */
+  size_t max_values;    /**< most values (scalars, lists, mappings) in one document; 0: TF_PARSE_MAX_VALUES_DEFAULT */
+} tf_parse_options;
+
+#define TF_PARSE_OPTIONS_VERSION 1
+#define TF_PARSE_MAX_BYTES_DEFAULT ((size_t)16 << 20) /**< 16 MiB */
+#define TF_PARSE_MAX_VALUES_DEFAULT ((size_t)1000000) /**< one million values */
+#define TF_PARSE_OPTIONS_INIT {TF_PARSE_OPTIONS_VERSION, TF_PARSE_MAX_BYTES_DEFAULT, TF_PARSE_MAX_VALUES_DEFAULT}
+
+/**
+ * Initialise @p opts to the defaults of @p version.
+ * @param[out] opts the options to fill, the caller's
+ * @param version TF_PARSE_OPTIONS_VERSION (or an older version)
+ * @return 0; TF_EINVALID for an unknown version
+ */
+TF_EXTERN(tf_err) tf_parse_options_init(tf_parse_options *opts, unsigned int version);
+
+/**
+ * tf_pool_parse() with input limits.
+ * @param[out] out the pool, release with tf_pool_free()
+ * @param text the document, borrowed for the call
+ * @param len bytes in @p text
+ * @param format TF_FORMAT_AUTO, TF_FORMAT_JSON or TF_FORMAT_YAML
+ * @param opts the limits, borrowed; NULL for the defaults
+ * @return as tf_pool_parse(); TF_EINVALID for an input over a limit (the
+ *         message names the limit and the tf_parse_options field that raises it)
+ */
+TF_EXTERN(tf_err) tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int format,
+                                     const tf_parse_options *opts);
 
 /** Release a pool. NULL does nothing. */
 TF_EXTERN(void) tf_pool_free(tf_pool *pool);
