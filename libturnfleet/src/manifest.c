@@ -413,7 +413,7 @@ tf_err tf_manifest_relay_config_secret(char **out, const tf_pool *pool, const tf
   if (rc < 0) return rc;
   cJSON *seen = NULL, *seen_data = NULL;
   if (observed) {
-    if ((rc = tf_doc__parse_json(&seen, observed, observed_len)) < 0) return rc;
+    if ((rc = tf_doc__parse_json(&seen, observed, observed_len, NULL)) < 0) return rc;
     seen_data = cJSON_GetObjectItemCaseSensitive(seen, "data");
     if (seen_data && !cJSON_IsObject(seen_data) && !cJSON_IsNull(seen_data)) {
       tf_man__wipe_tree(seen);
@@ -523,7 +523,7 @@ tf_err tf_manifest_status(char **out, const tf_pool *pool, const char *status_js
   if (!status_json) return tf_error__set(TF_EINVALID, "status: required");
   if (generation < 0) return tf_error__set(TF_EINVALID, "generation: must be >= 0, got %" PRId64, generation);
   cJSON *in = NULL;
-  tf_err rc = tf_doc__parse_json(&in, status_json, len);
+  tf_err rc = tf_doc__parse_json(&in, status_json, len, NULL);
   if (rc < 0) return rc;
   /* a whole object with a status, or the status itself */
   cJSON *st = cJSON_GetObjectItemCaseSensitive(in, "status");
@@ -714,9 +714,9 @@ tf_err tf_manifest_matches(int *matches, char **path, const char *desired, size_
   *matches = 0;
   if (path) *path = NULL;
   cJSON *want = NULL, *have = NULL;
-  tf_err rc = tf_doc__parse_json(&want, desired, desired_len);
+  tf_err rc = tf_doc__parse_json(&want, desired, desired_len, NULL);
   if (rc < 0) return tf_error__set(rc, "desired: %s", tf_error_last()->message);
-  if ((rc = tf_doc__parse_json(&have, observed, observed_len)) < 0) {
+  if ((rc = tf_doc__parse_json(&have, observed, observed_len, NULL)) < 0) {
     cJSON_Delete(want);
     return tf_error__set(rc, "observed: %s", tf_error_last()->message);
   }
