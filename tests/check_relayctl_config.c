@@ -122,6 +122,8 @@ START_TEST(test_relayctl_config__bad_configs_are_named)
   BAD("no-cli\ncli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\n", "no-cli");
   BAD("cli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\nmin-port=63010\nmax-port=63000\n", "max-port");
   BAD("cli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\npidfile=\"run/t.pid\"\n", "line 4: pidfile");
+  /* a second pidfile line replaces the first (found by the fuzzer: the first was freed twice) */
+  BAD("cli-port=47703\ncli-password=hunter2\nlistening-ip=127.0.0.1\npidfile=/a.pid\npidfile=rel\n", "line 5: pidfile");
 }
 END_TEST
 

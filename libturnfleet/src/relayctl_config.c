@@ -84,6 +84,7 @@ tf_err tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size
       if (!(c->password = tf_strdup__(value))) rc = tf_error__nomem();
     } else if (!strcmp(name, "pidfile")) {
       free(c->pidfile);
+      c->pidfile = NULL; /* a later line names it again: the last one counts, as in coturn */
       if (value[0] != '/')
         rc = tf_error__set(TF_EINVALID, "line %zu: pidfile: must be an absolute path", line_no);
       else if (!(c->pidfile = tf_strdup__(value)))
