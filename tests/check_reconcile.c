@@ -989,7 +989,9 @@ START_TEST(test_reconcile__a_version_1_options_struct_is_read_only_to_its_end)
   char *other = NULL;
   TF_OK_OR_FAIL(tf_reconcile_cli_password(&other, "cli-master", "another-relay"));
   ck_assert_str_ne(pw, other);
+  tf_secret_free(other);
   ck_assert_int_eq(tf_reconcile_cli_password(&other, NULL, "x"), TF_EINVALID);
+  ck_assert_ptr_null(other);
   tf_secret_free(pw);
   tf_reconcile_free(rec);
   tf_nodes_free(nodes);

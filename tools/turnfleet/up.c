@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "secure.h"
 #include "tool_http.h"
 #include "tool_io.h"
 #include "up.h"
@@ -404,8 +405,8 @@ static pid_t start_relay(up *u, const tf_engine_action *a)
   snprintf(dir, sizeof(dir), "%s/%s", u->state_dir, a->relay);
   snprintf(conf, sizeof(conf), "%s/turnserver.conf", dir);
   snprintf(out, sizeof(out), "%s/%s.out", u->log_dir, a->relay);
-  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
-      tool_write_atomic(dir, "turnserver.conf", a->config, strlen(a->config), 0600) < 0) {
+  /* the only copy of the secret on disk: 0600, atomic, never through a symbolic link */
+  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || secure_write_file(conf, a->config, strlen(a->config)) < 0) {
     say(a->relay, "cannot write its config: %s", strerror(errno));
     return -1;
   }
