@@ -660,6 +660,10 @@ struct tf_relay {};
 %apply char **TF_SECRET_OUT { char **out };
 %include "turnfleet/reconcile.h"
 %apply char **TF_STR_OUT { char **out };
+/* Not wrapped (never %include'd, so nothing of them is generated): engine.h,
+ * relayctl.h and manifest.h, the runtime side that the tools drive.
+ * manifest.h's Secret builder returns secret material, so wrapping it needs
+ * the TF_SECRET_OUT typemap like coturn.h and reconcile.h. */
 
 /* ---- helpers ---- */
 

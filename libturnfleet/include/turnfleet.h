@@ -25,5 +25,6 @@
 #include "turnfleet/relayctl.h"
 #include "turnfleet/kube.h"
 #include "turnfleet/informer.h"
+#include "turnfleet/manifest.h"
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "tool_io.h"
 #include "secure.h"
+#include "agent.h"
 #include "up.h"
 
 #define PROG "turnfleet"
@@ -30,9 +31,13 @@ static const char usage_text[] =
   "           [--session-kbps K --node-mbps M] [--name NAME] [-o table|json]\n"
   "  render   -f POOL --nodes NODES --relay NAME --secret-file F [--previous-secret-file F]\n"
   "           [--coturn-version V] [--existing RELAYS.json] [--state-dir DIR] [--log-file F]\n"
-  "           [--cert F --key F] [--prometheus] [--name NAME] [--out FILE]\n"
+  "           [--cert F --key F] [--prometheus] [--cli-port N --cli-password-file F] [--name NAME]\n"
+  "           [--out FILE]\n"
   "  up       -f POOL --secret-file F (--addresses LIST | --nodes NODES) [--state-dir DIR]\n"
   "           [--metrics-addr ADDR:PORT] [--probe-interval S] [--json]   (run the pool here; see up --help)\n"
+  "  agent    --config CONF --coturn-version V --listen ADDR:PORT --namespace NS --pool P --relay R\n"
+  "           --marker FILE [--interval S]          (the relay pod's sidecar; see agent --help)\n"
+  "  agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
   "  version\n"
   "\n"
   "POOL is a TURNPool (YAML or JSON, whole object or spec); NODES is `kubectl get nodes -o json`.\n"
@@ -66,7 +71,7 @@ typedef struct cli {
   tf_parse_options limits;
   const char *pool_file, *nodes_file, *existing_file, *name, *output;
   const char *relay, *secret_file, *previous_secret_file, *coturn_version;
-  const char *state_dir, *log_file, *cert, *key, *out_file;
+  const char *state_dir, *log_file, *cert, *key, *out_file, *cli_port, *cli_password_file;
   const char *target, *headroom, *session_kbps, *node_mbps;
   int prometheus; /* render: coturn's exporter (a build that has it) */
   tf_pool *pool;
@@ -320,7 +325,7 @@ static int cmd_render(cli *c)
   if (!c->secret_file) return usage_error("%s", "--secret-file F is required");
   int st = load_plan(c);
   if (st) return st;
-  char *secrets[2] = {NULL, NULL};
+  char *secrets[2] = {NULL, NULL}, *cli_password = NULL;
   size_t n = 0;
   st = EXIT_BAD_INPUT;
   if (!(secrets[n++] = read_secret("--secret-file", c->secret_file))) goto done;
@@ -328,6 +333,22 @@ static int cmd_render(cli *c)
   for (size_t i = 0; i < n; i++) secure_dontdump(secrets[i], strlen(secrets[i]) + 1);
 
   tf_coturn_options opts = TF_COTURN_OPTIONS_INIT;
+  if (!c->cli_port != !c->cli_password_file) {
+    st = usage_error("%s", "--cli-port and --cli-password-file go together");
+    goto done;
+  }
+  if (c->cli_port) {
+    char *end;
+    long port = strtol(c->cli_port, &end, 10);
+    if (!*c->cli_port || *end || port < 1 || port > 65535) {
+      complain("--cli-port", "\"%s\" is not a port (1-65535)", c->cli_port);
+      goto done;
+    }
+    /* the password is secret like the shared one: from a file, wiped */
+    if (!(cli_password = read_secret("--cli-password-file", c->cli_password_file))) goto done;
+    opts.cli_port = (uint16_t)port;
+    opts.cli_password = cli_password;
+  }
   opts.coturn_version = c->coturn_version;
   opts.prometheus = c->prometheus;
   opts.secrets = (const char *const *)secrets;
@@ -361,13 +382,15 @@ static int cmd_render(cli *c)
   tf_secret_free(conf); /* the config holds the secret: wipe it too */
 done:
   for (size_t i = 0; i < n; i++) tf_secret_free(secrets[i]);
+  tf_secret_free(cli_password);
   return st;
 }
 
 enum {
   OPT_NODES = 256, OPT_EXISTING, OPT_NAME, OPT_RELAY, OPT_SECRET_FILE, OPT_PREVIOUS_SECRET_FILE,
   OPT_COTURN_VERSION, OPT_STATE_DIR, OPT_LOG_FILE, OPT_CERT, OPT_KEY, OPT_OUT, OPT_TARGET,
-  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_MAX_INPUT_BYTES, OPT_MAX_INPUT_VALUES, OPT_PROMETHEUS
+  OPT_HEADROOM, OPT_SESSION_KBPS, OPT_NODE_MBPS, OPT_MAX_INPUT_BYTES, OPT_MAX_INPUT_VALUES, OPT_PROMETHEUS,
+  OPT_CLI_PORT, OPT_CLI_PASSWORD_FILE
 };
 
 static const struct option long_options[] = {
@@ -392,6 +415,8 @@ static const struct option long_options[] = {
   {"node-mbps", required_argument, NULL, OPT_NODE_MBPS},
   {"max-input-bytes", required_argument, NULL, OPT_MAX_INPUT_BYTES},
   {"max-input-values", required_argument, NULL, OPT_MAX_INPUT_VALUES},
+  {"cli-port", required_argument, NULL, OPT_CLI_PORT},
+  {"cli-password-file", required_argument, NULL, OPT_CLI_PASSWORD_FILE},
   {"help", no_argument, NULL, 'h'},
   {NULL, 0, NULL, 0},
 };
@@ -426,12 +451,13 @@ int main(int argc, char **argv)
     printf("turnfleet %s\n", tf_version_string());
     return 0;
   }
-  /* up and render hold the shared secret (and up the CLI password): no core dump may carry them */
-  if ((!strcmp(cmd, "up") || !strcmp(cmd, "render")) && secure_no_dumps() < 0) {
+  /* up and render hold the shared secret, up and agent the CLI password: no core dump may carry them */
+  if ((!strcmp(cmd, "up") || !strcmp(cmd, "render") || !strcmp(cmd, "agent")) && secure_no_dumps() < 0) {
     complain(NULL, "cannot disable core dumps: %s", strerror(errno));
     return 1;
   }
   if (!strcmp(cmd, "up")) return up_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "agent")) return agent_main(argc - 1, argv + 1);
   int (*run)(cli *) = !strcmp(cmd, "validate") ? cmd_validate
                       : !strcmp(cmd, "plan")   ? cmd_plan
                       : !strcmp(cmd, "capacity") ? cmd_capacity
@@ -479,6 +505,8 @@ int main(int argc, char **argv)
       *(opt == OPT_MAX_INPUT_BYTES ? &c.limits.max_bytes : &c.limits.max_values) = (size_t)v;
       break;
     }
+    case OPT_CLI_PORT: c.cli_port = optarg; break;
+    case OPT_CLI_PASSWORD_FILE: c.cli_password_file = optarg; break;
     default: break;
     }
   }

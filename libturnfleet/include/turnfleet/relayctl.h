@@ -22,6 +22,7 @@
 #ifndef TURNFLEET_RELAYCTL_H
 #define TURNFLEET_RELAYCTL_H
 
+#include "addr.h"
 #include "common.h"
 #include "errors.h"
 
@@ -100,6 +101,75 @@ TF_EXTERN(int) tf_relayctl_workers_fd(const tf_relayctl_workers *workers);
  * @return 1 when a result was taken, 0 when none waits, TF_EINVALID
  */
 TF_EXTERN(int) tf_relayctl_workers_next(tf_relayctl_workers *workers, uint64_t *tag, tf_err *rc, int64_t *count);
+
+/* ---- the relay's own config: where its CLI is (the agent's input) ---- */
+
+/**
+ * What a relay's rendered turnserver.conf says about reaching it: the CLI
+ * port and password, its listening addresses and its relay port range. The
+ * agent reads these from the config file, never from argv or the
+ * environment. Opaque because it holds the CLI password (wiped on free).
+ */
+typedef struct tf_relayctl_config tf_relayctl_config;
+
+/**
+ * Read a turnserver.conf in coturn's syntax (a name, then any run of spaces,
+ * tabs and `=`, then the value; quotes stripped; `#` comments). It must have
+ * `cli-port` and a non-empty `cli-password`, `cli-ip` (if any) 127.0.0.1, no
+ * `no-cli`, and at least one `listening-ip`; `min-port`/`max-port` default
+ * to coturn's 49152/65535; `pidfile`, if any, is absolute.
+ * @param[out] out release with tf_relayctl_config_free()
+ * @param text the config (secret material), borrowed; need not be NUL-terminated
+ * @param len bytes in @p text
+ * @return 0; TF_EINVALID naming the line and option (`line 12: cli-port: ...`,
+ *         `cli-password: missing`), never a value; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size_t len);
+
+/** Release, wiping the password. NULL does nothing. */
+TF_EXTERN(void) tf_relayctl_config_free(tf_relayctl_config *config);
+
+/** The CLI port (on 127.0.0.1); 0 for NULL. */
+TF_EXTERN(uint16_t) tf_relayctl_config_cli_port(const tf_relayctl_config *config);
+
+/**
+ * The `pidfile` coturn writes its PID to (absolute), NULL when the config has
+ * none: where a caller finds the PID for tf_relayctl_request.owner_pid, so the
+ * password only goes to the relay's own listener. Borrowed from @p config.
+ */
+TF_EXTERN(const char *) tf_relayctl_config_pidfile(const tf_relayctl_config *config);
+
+/** Number of `listening-ip` addresses, in the config's order. */
+TF_EXTERN(size_t) tf_relayctl_config_address_count(const tf_relayctl_config *config);
+
+/**
+ * Listening address @p i.
+ * @return 0, TF_ENOTFOUND when out of range, TF_EINVALID
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_address(tf_addr *out, const tf_relayctl_config *config, size_t i);
+
+/** The relay port range (`min-port`-`max-port`). */
+TF_EXTERN(tf_port_range) tf_relayctl_config_port_range(const tf_relayctl_config *config);
+
+/**
+ * A CLI request to this relay.
+ * @param[out] req filled (version TF_RELAYCTL_REQUEST_VERSION); its password is
+ *             borrowed from @p config: use it before tf_relayctl_config_free()
+ * @param op a CLI op (not TF_RELAYCTL_COUNT_METRICS)
+ * @param timeout_ms > 0
+ * @return 0, TF_EINVALID naming the argument
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_request(tf_relayctl_request *req, const tf_relayctl_config *config,
+                                             tf_relayctl_op op, int timeout_ms);
+
+/**
+ * The drain of a coturn version: TF_RELAYCTL_DRAIN on coturn >= 4.6.3 (new
+ * Allocates get 403 and the process exits by itself at zero allocations),
+ * TF_RELAYCTL_REFUSE below (`cc total-quota -1`: 486; the process must be
+ * stopped at zero).
+ * @param version tf_coturn_version_parse() form
+ */
+TF_EXTERN(tf_relayctl_op) tf_relayctl_drain_op(uint32_t version);
 
 TF_END_DECL
 

@@ -1,0 +1,320 @@
+"""End-to-end tests of `turnfleet agent` and `turnfleet agent prestop` against a real coturn.
+
+One relay on 127.0.0.231 (listener 3901/udp, relays 63000-63199, CLI 47710), the agent on
+127.0.0.231:3950. The config comes from `turnfleet render --cli-port --cli-password-file`, the
+allocations from `turnfleet-probe --hold`. Run once per coturn version (ctest registers the
+host's 4.6.1 and 4.18 through tools/dev/turnserver-rootfs, one at a time). Every process is
+stopped by its PID; nothing is left running.
+usage: python3 test_agent.py TURNFLEET TURNFLEET_PROBE TURNSERVER COTURN_VERSION
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import threading
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "up"))
+from uphelpers import wait_for  # noqa: E402  (bounded polling, never a timing assertion)
+
+TURNFLEET = PROBE = TURNSERVER = VERSION = None
+ADDR = "127.0.0.231"
+LISTEN = ADDR + ":3950"
+URI = "turn:%s:3901?transport=udp" % ADDR
+SECRET = "agent-e2e-secret-3c9d71"
+CLI_PASSWORD = "agent-e2e-clipw-88f0a2"
+POOL = """apiVersion: turnfleet.hzmi.dev/v1alpha1
+kind: TURNPool
+metadata: {{name: agent, namespace: media}}
+spec:
+  dataplane: {{coturnVersion: "{version}"}}
+  relayPortRange: {{start: 63000, end: 63199}}
+  listeners:
+    - {{name: turn, protocol: udp, port: 3901}}
+  auth: {{realm: agent.test, secretRef: {{name: s}}}}
+"""
+NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true"}},'
+         '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
+
+
+def get(path):
+    try:
+        with urllib.request.urlopen("http://" + LISTEN + path, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return None, ""
+
+
+class TestAgent(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tf-agent-")
+        cls.procs = []
+        # the turnserver is the version this run is registered for (MAJOR.MINOR)
+        ver = subprocess.run([TURNSERVER, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+        assert ver.split(".")[:2] == VERSION.split(".")[:2], "%s is coturn %r, not %s" % (TURNSERVER, ver, VERSION)
+        p = lambda name: os.path.join(cls.dir, name)
+        cls.secret, cls.cli_pw, cls.conf, cls.marker = p("secret"), p("cli-password"), p("turnserver.conf"), p("run/drained")
+        for path, text in ((cls.secret, SECRET), (cls.cli_pw, CLI_PASSWORD)):
+            with open(path, "w") as f:
+                f.write(text + "\n")
+            os.chmod(path, 0o600)
+        with open(p("pool.yaml"), "w") as f:
+            f.write(POOL.format(version=VERSION))
+        with open(p("nodes.json"), "w") as f:
+            f.write(NODES)
+        plan = json.loads(subprocess.run([TURNFLEET, "plan", "-f", p("pool.yaml"), "--nodes", p("nodes.json"), "-o", "json"],
+                                         check=True, capture_output=True, text=True).stdout)
+        cls.relay = plan["relays"][0]["name"]
+        state = p("state")
+        os.makedirs(os.path.join(state, cls.relay))
+        os.makedirs(p("run"))
+        subprocess.run([TURNFLEET, "render", "-f", p("pool.yaml"), "--nodes", p("nodes.json"), "--relay", cls.relay,
+                        "--secret-file", cls.secret, "--state-dir", state, "--log-file", p("turnserver.log"),
+                        "--cli-port", "47710", "--cli-password-file", cls.cli_pw, "--out", cls.conf], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        for proc in cls.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def spawn(self, argv, **kw):
+        proc = subprocess.Popen(argv, **kw)
+        self.procs.append(proc)
+        self.addCleanup(self.stop, proc, signal.SIGKILL)  # whatever a failed step left running
+        return proc
+
+    def stop(self, proc, sig=signal.SIGTERM, timeout=15):
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+    def start_turnserver(self):
+        log = open(os.path.join(self.dir, "turnserver.out"), "a")
+        ts = self.spawn([TURNSERVER, "-c", self.conf], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        return ts
+
+    def agent(self, *extra):
+        return [TURNFLEET, "agent", "--config", self.conf, "--coturn-version", VERSION, *extra]
+
+    def start_agent(self):
+        err = open(os.path.join(self.dir, "agent.err"), "a")
+        a = self.spawn(self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay,
+                                  "--interval", "0.2"), stdout=subprocess.DEVNULL, stderr=err)
+        err.close()
+        return a
+
+    def in_use(self):
+        code, text = get("/metrics")
+        m = re.search(r'^turnfleet_relay_ports_in_use\{namespace="media",pool="agent",relay="%s"\} (\d+)$' % self.relay,
+                      text, re.M)
+        return int(m.group(1)) if code == 200 and m else None
+
+    def hold(self, n):
+        """Hold n allocations; retry on 508 (a released allocation keeps its port a moment)."""
+        for _ in range(5):
+            p = self.spawn([PROBE, "--uri", URI, "--secret-file", self.secret, "--hold", str(n), "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            results = [json.loads(p.stdout.readline() or "{}") for _ in range(n)]
+            if all(r.get("ok") for r in results):
+                return p
+            self.stop(p)
+            p.stdout.close()
+            time.sleep(0.3)
+        self.fail("could not hold %d allocations" % n)
+
+    def refused_code(self):
+        """The error code a new Allocate gets now (0 when it succeeds)."""
+        r = subprocess.run([PROBE, "--uri", URI, "--secret-file", self.secret, "--json", "--timeout-ms", "2000"],
+                           capture_output=True, text=True, timeout=30)
+        line = (r.stdout.strip().splitlines() or ["{}"])[0]
+        return 0 if r.returncode == 0 else json.loads(line).get("errorCode")
+
+    def prestop(self, conf, deadline):
+        """`agent prestop` to the end (bounded by the test's timeout, not asserted on time)."""
+        return subprocess.run([TURNFLEET, "agent", "prestop", "--config", conf, "--coturn-version", VERSION,
+                               "--marker", self.marker, "--deadline", deadline], capture_output=True, text=True,
+                              timeout=120)
+
+    def assert_no_secret_in(self, proc):
+        for part in ("cmdline", "environ"):
+            with open("/proc/%d/%s" % (proc.pid, part), "rb") as f:
+                data = f.read()
+            self.assertNotIn(CLI_PASSWORD.encode(), data, part)
+            self.assertNotIn(SECRET.encode(), data, part)
+
+    def test_1_bad_input_exits_2_naming_the_field(self):
+        cases = [
+            (self.agent("--listen", "127.0.0.232:3950", "--namespace", "media", "--pool", "agent", "--relay", "r"),
+             "--listen"),
+            (self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent"), "--relay"),
+            ([TURNFLEET, "agent", "--config", self.conf, "--coturn-version", "4.x", "--listen", LISTEN, "--namespace",
+              "m", "--pool", "p", "--relay", "r"], "--coturn-version"),
+            ([TURNFLEET, "agent", "--config", self.secret, "--coturn-version", VERSION, "--listen", LISTEN,
+              "--namespace", "m", "--pool", "p", "--relay", "r"], "cli-port: missing"),
+            ([TURNFLEET, "agent", "prestop", "--config", self.conf, "--coturn-version", VERSION, "--marker",
+              self.marker], "--deadline"),
+            ([TURNFLEET, "agent", "prestop", "--config", self.conf, "--coturn-version", VERSION, "--marker",
+              self.marker, "--deadline", "soon"], "--deadline"),
+        ]
+        render = [TURNFLEET, "render", "-f", os.path.join(self.dir, "pool.yaml"), "--nodes",
+                  os.path.join(self.dir, "nodes.json"), "--relay", self.relay, "--secret-file", self.secret]
+        cases += [(render + ["--cli-port", "47710"], "--cli-port and --cli-password-file go together"),
+                  (render + ["--cli-port", "0", "--cli-password-file", self.cli_pw], "--cli-port")]
+        for argv, field in cases:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, (argv, r.stderr))
+            self.assertIn(field, r.stderr)
+            self.assertNotIn(CLI_PASSWORD, r.stderr + r.stdout)
+        self.assertFalse(os.path.exists(self.marker))
+
+    def test_2_counts_drains_waits_and_marks(self):
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
+        self.assert_no_secret_in(agent)
+        code, text = get("/metrics")
+        self.assertIn('turnfleet_relay_ports_total{namespace="media",pool="agent",relay="%s"} 200' % self.relay, text)
+        self.assertEqual(self.in_use(), 0)
+        holder = self.hold(2)
+        wait_for("2 allocations counted", lambda: self.in_use() == 2, 30)
+
+        out = open(os.path.join(self.dir, "prestop.out"), "w+")
+        prestop = self.spawn([TURNFLEET, "agent", "prestop", "--config", self.conf, "--coturn-version", VERSION,
+                              "--marker", self.marker, "--deadline", "120"], stdout=out, stderr=subprocess.STDOUT)
+        self.assert_no_secret_in(prestop)
+        # new Allocates are refused the way this version drains (4.6.1's quota takes up to 5 s)
+        want = 486 if VERSION.startswith("4.6.") else 403
+        got = wait_for("a refused Allocate", lambda: (c := self.refused_code()) != 0 and c or time.sleep(0.5), 30)
+        self.assertEqual(got, want)
+        # the held allocations keep the relay (and the hook) waiting
+        # (the probes that got in before the refusal released theirs: back to the two held)
+        wait_for("the 2 held allocations counted", lambda: self.in_use() == 2, 30)
+        self.assertIsNone(prestop.poll())
+        self.assertFalse(os.path.exists(self.marker))
+
+        self.stop(holder)  # releases both allocations
+        self.assertEqual(prestop.wait(timeout=60), 0)
+        with open(self.marker) as f:
+            self.assertEqual(f.read(), "drained allocations=0\n")
+        out.seek(0)
+        said = out.read()
+        out.close()
+        self.assertNotIn(CLI_PASSWORD, said)
+        # the drain was taken by coturn (4.18 answers `drain` without a new prompt)
+        self.assertIn("sent `%s`" % ("drain" if want == 403 else "cc total-quota -1"), said)
+        self.assertNotIn("drain: the relay's CLI", said)
+        if want == 403:
+            # coturn >= 4.6.3 exits by itself at zero; the agent then reports it unhealthy
+            self.assertEqual(ts.wait(timeout=30), 0)
+            wait_for("/healthz 503", lambda: get("/healthz")[0] == 503, 30)
+        else:
+            self.assertIsNone(ts.poll())  # 4.6.1 stays up: the kubelet stops it after the marker
+            self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
+        os.unlink(self.marker)
+
+    def test_3_the_deadline_ends_the_wait(self):
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
+        holder = self.hold(1)
+        wait_for("1 allocation counted", lambda: self.in_use() == 1, 30)
+        r = self.prestop(self.conf, "1.5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("the deadline (1.5 s) passed first", r.stderr)
+        with open(self.marker) as f:
+            self.assertEqual(f.read(), "deadline allocations=1\n")
+        self.assertIsNone(ts.poll())  # still serving its allocation
+        self.stop(holder)
+        self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
+
+    def test_4_prestop_without_coturn_marks_at_once(self):
+        r = self.prestop(self.conf, "60")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("nothing to drain", r.stdout)
+        with open(self.marker) as f:
+            self.assertEqual(f.read(), "drained allocations=0\n")
+
+    def test_5_the_password_goes_only_to_coturns_own_listener(self):
+        # a decoy on a CLI port, and a config whose pidfile names a process that does not own it
+        decoy = socket.socket()
+        decoy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        decoy.bind(("127.0.0.1", 47711))
+        decoy.listen(8)
+        decoy.settimeout(0.2)
+        got, done = [], threading.Event()
+
+        def serve():
+            while not done.is_set():
+                try:
+                    conn, _ = decoy.accept()
+                except OSError:
+                    continue
+                got.append(b"connect")
+                conn.sendall(b"Enter password: ")
+                conn.settimeout(1)
+                try:
+                    got.append(conn.recv(256))
+                except OSError:
+                    pass
+                conn.close()
+
+        t = threading.Thread(target=serve)
+        t.start()
+        try:
+            other = self.spawn(["sleep", "60"])
+            pidfile = os.path.join(self.dir, "other.pid")
+            with open(pidfile, "w") as f:
+                f.write("%d\n" % other.pid)
+            with open(self.conf) as f:
+                text = f.read()
+            text = re.sub(r"^cli-port=.*$", "cli-port=47711", text, flags=re.M)
+            text = re.sub(r"^pidfile=.*$", 'pidfile="%s"' % pidfile, text, flags=re.M)
+            conf = os.path.join(self.dir, "decoy.conf")
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            err = open(os.path.join(self.dir, "decoy-agent.err"), "w+")
+            agent = self.spawn([TURNFLEET, "agent", "--config", conf, "--coturn-version", VERSION, "--listen", LISTEN,
+                                "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
+                               stdout=subprocess.DEVNULL, stderr=err)
+            code, body = wait_for("/healthz", lambda: (r := get("/healthz"))[0] and r, 30)
+            self.assertEqual(code, 503)
+            self.assertIn("is not process %d's: the password is not sent" % other.pid, body)
+            r = self.prestop(conf, "1")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            with open(self.marker) as f:
+                self.assertEqual(f.read(), "deadline allocations=unknown\n")
+            self.assertEqual(self.stop(agent), 0)
+            err.close()
+        finally:
+            done.set()
+            t.join()
+            decoy.close()
+        self.assertEqual(got, [], "the decoy listener was contacted")
+
+
+if __name__ == "__main__":
+    TURNFLEET, PROBE, TURNSERVER, VERSION = sys.argv[1:5]
+    del sys.argv[1:5]
+    unittest.main(verbosity=2)

@@ -1,0 +1,417 @@
+/* turnfleet agent: the relay pod's sidecar. A thin driver of relayctl:
+ *  - `agent` counts the relay's allocations through coturn's CLI every
+ *    interval and serves /metrics and /healthz on the relay's own address;
+ *  - `agent prestop` (the pod's preStop hook) drains the relay the way its
+ *    coturn version can, waits for zero allocations or the deadline, then
+ *    writes the drained marker the coturn container's preStop waits for.
+ * Where the CLI is and its password come from the relay's config file only,
+ * never from argv or the environment. Exit: 0 done, 1 the operation failed
+ * (prestop: the deadline passed first), 2 usage or bad input. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <turnfleet.h>
+
+#include "tool_http.h"
+#include "tool_io.h"
+#include "agent.h"
+#include "up.h"
+
+#define PROG "turnfleet agent"
+#define EXIT_FAILED 1
+#define EXIT_BAD_INPUT 2
+#define AGENT_CLI_TIMEOUT_MS 2000
+#define AGENT_DRAIN_TIMEOUT_MS 5000
+#define AGENT_PRESTOP_POLL_MS 500
+
+static const char agent_usage[] =
+  "usage: turnfleet agent --config CONF --coturn-version V --listen ADDR:PORT\n"
+  "                       --namespace NS --pool POOL --relay NAME [--interval S]\n"
+  "       turnfleet agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
+  "\n"
+  "agent:   counts the relay's allocations through coturn's CLI (`pu`) every S seconds (default 5)\n"
+  "         and serves /metrics and /healthz on ADDR:PORT, which must be one of the config's\n"
+  "         listening-ip addresses.\n"
+  "prestop: drains (coturn >= 4.6.3: CLI `drain`, new Allocates get 403; older: `cc total-quota -1`,\n"
+  "         486), waits until no allocation is left or S seconds passed, then writes FILE.\n"
+  "         Exit 0 drained, 1 the deadline passed first (FILE is written either way).\n"
+  "CONF is the relay's rendered turnserver.conf: cli-port, cli-password and listening-ip are read\n"
+  "from it. See docs/operator.md.\n";
+
+#define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
+
+typedef struct agent_args {
+  const char *config, *coturn_version, *listen, *namespace_, *pool, *relay, *marker, *interval, *deadline;
+} agent_args;
+
+/* The one error line of the tools, then where the usage is; exit 2. */
+#define agent_usage_error(...) \
+  (tool_say(PROG, NULL, __VA_ARGS__), fputs("(run `turnfleet agent --help` for usage)\n", stderr), EXIT_BAD_INPUT)
+
+/* Seconds >= @p min as milliseconds; -1 when malformed. */
+static int64_t parse_seconds(const char *text, double min)
+{
+  char *end;
+  errno = 0;
+  double s = strtod(text, &end);
+  if (!*text || *end || errno || !isfinite(s) || s < min || s > 86400.0 * 7) return -1;
+  return (int64_t)(s * 1000.0 + 0.5);
+}
+
+/* The relay's config: read, parsed, the text wiped. Prints why on failure. */
+static tf_relayctl_config *load_config(const char *path)
+{
+  size_t len = 0;
+  char *text = tool_read_file(path, &len, TOOL_READ_MAX);
+  if (!text) {
+    complain("--config", "%s: cannot read: %s", path, strerror(errno));
+    return NULL;
+  }
+  tf_relayctl_config *config = NULL;
+  tf_err rc = tf_relayctl_config_parse(&config, text, len);
+  tf_secret_free(text); /* the config holds the secrets */
+  if (rc < 0) complain("--config", "%s: %s", path, tf_error_last()->message);
+  return config;
+}
+
+static int load_version(const char *text, uint32_t *version)
+{
+  if (tf_coturn_version_parse(version, text) < 0) {
+    complain("--coturn-version", "%s", tf_error_last()->message);
+    return -1;
+  }
+  return 0;
+}
+
+/* coturn's PID from the config's pidfile: 1 with *pid (0 when the config names no
+ * pidfile: nothing to check against), 0 when coturn is not running (why says so).
+ * The relay pod shares one PID namespace, so the PID coturn wrote is valid here. */
+static int coturn_pid(const tf_relayctl_config *config, int *pid, char *why, size_t size)
+{
+  const char *path = tf_relayctl_config_pidfile(config);
+  *pid = 0;
+  if (!path) return 1;
+  char *text = tool_read_file(path, NULL, TOOL_READ_MAX);
+  if (!text) {
+    snprintf(why, size, "coturn's pidfile %s: %s (not started?)", path, strerror(errno));
+    return 0;
+  }
+  char *end;
+  long n = strtol(text, &end, 10);
+  int ok = end != text && (*end == '\0' || *end == '\n') && n > 0 && n < (1L << 22);
+  free(text);
+  if (!ok) {
+    snprintf(why, size, "coturn's pidfile %s: not a PID", path);
+    return 0;
+  }
+  /* a pidfile outlives coturn (it never removes it): the process must be there */
+  char proc[48];
+  snprintf(proc, sizeof(proc), "/proc/%ld", n);
+  if (access(proc, F_OK) != 0) {
+    snprintf(why, size, "coturn (PID %ld from %s) is not running", n, path);
+    return 0;
+  }
+  *pid = (int)n;
+  return 1;
+}
+
+/* One CLI exchange with the relay; the password goes only to @p owner's listener (0: unchecked). */
+static tf_err relay_run(const tf_relayctl_config *config, int owner, tf_relayctl_op op, int timeout_ms, int64_t *count)
+{
+  tf_relayctl_request req;
+  tf_err rc = tf_relayctl_config_request(&req, config, op, timeout_ms);
+  req.owner_pid = owner;
+  return rc < 0 ? rc : tf_relayctl_run(count, NULL, &req);
+}
+
+/* ---- agent: count and serve ---- */
+
+typedef struct agent {
+  const agent_args *args;
+  tf_relayctl_config *config;
+  int64_t interval_ms;
+  pthread_mutex_t lock; /* guards the fields below: the HTTP thread reads them */
+  int64_t count;        /* -1 until the first good count */
+  int64_t counted_ms;   /* monotonic time of the last good count; 0: never */
+  char why[256];        /* the last failure, for /healthz (never holds the password) */
+} agent;
+
+static char *agent_metrics(agent *a, int64_t count)
+{
+  tf_metrics *m = NULL;
+  char *text = NULL;
+  tf_port_range r = tf_relayctl_config_port_range(a->config);
+  double total = (double)tf_relayctl_config_address_count(a->config) * (double)tf_port_range_size(r);
+  const char *names[] = {"namespace", "pool", "relay"};
+  const char *values[] = {a->args->namespace_, a->args->pool, a->args->relay};
+  if (tf_metrics_new(&m) == 0 &&
+      tf_metrics_declare(m, "turnfleet_relay_ports_in_use", TF_METRIC_GAUGE,
+                         "Relay ports held by allocations (coturn CLI `pu`); absent while the count fails") == 0 &&
+      tf_metrics_declare(m, "turnfleet_relay_ports_total", TF_METRIC_GAUGE,
+                         "Relay ports the relay owns: addresses x ports in its range") == 0 &&
+      (count < 0 || tf_metrics_add(m, "turnfleet_relay_ports_in_use", names, values, 3, (double)count) == 0) &&
+      tf_metrics_add(m, "turnfleet_relay_ports_total", names, values, 3, total) == 0)
+    (void)tf_metrics_to_text(&text, m);
+  tf_metrics_free(m);
+  return text;
+}
+
+static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **state)
+{
+  (void)version, (void)upload, (void)upload_size, (void)state;
+  agent *a = cls;
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+    return tool_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+  pthread_mutex_lock(&a->lock);
+  int64_t count = a->count, counted = a->counted_ms;
+  char why[sizeof(a->why)];
+  memcpy(why, a->why, sizeof(why));
+  pthread_mutex_unlock(&a->lock);
+  if (!strcmp(url, "/metrics")) {
+    char *text = agent_metrics(a, counted ? count : -1);
+    if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
+    enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
+    tf_free(text);
+    return rc;
+  }
+  if (!strcmp(url, "/healthz")) {
+    /* healthy while coturn answered within the last three intervals */
+    int64_t stale_ms = 3 * a->interval_ms + AGENT_CLI_TIMEOUT_MS;
+    char body[320];
+    unsigned int code = MHD_HTTP_OK;
+    if (!counted) {
+      code = MHD_HTTP_SERVICE_UNAVAILABLE;
+      snprintf(body, sizeof(body), "no count yet%s%s\n", why[0] ? ": " : "", why);
+    } else if (up_now_ms() - counted > stale_ms) {
+      code = MHD_HTTP_SERVICE_UNAVAILABLE;
+      snprintf(body, sizeof(body), "no count for %" PRId64 " ms: %s\n", up_now_ms() - counted, why);
+    } else {
+      snprintf(body, sizeof(body), "ok: %" PRId64 " allocations\n", count);
+    }
+    return tool_http_reply(conn, code, "text/plain", body);
+  }
+  return tool_http_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n");
+}
+
+/* --listen must be one of the relay's own addresses. */
+static int check_listen(const agent_args *args, const tf_relayctl_config *config)
+{
+  char host[TF_ADDR_STRLEN + 2];
+  const char *colon = strrchr(args->listen, ':');
+  size_t n = colon ? (size_t)(colon - args->listen) : 0;
+  if (!colon || n < 1 || n >= sizeof(host)) {
+    complain("--listen", "\"%s\" is not ADDR:PORT", args->listen);
+    return -1;
+  }
+  memcpy(host, args->listen, n);
+  host[n] = '\0';
+  char *h = host;
+  if (n >= 2 && h[0] == '[' && h[n - 1] == ']') h[n - 1] = '\0', h++;
+  tf_addr want;
+  if (tf_addr_parse(&want, h) < 0) {
+    complain("--listen", "\"%s\" is not ADDR:PORT", args->listen);
+    return -1;
+  }
+  for (size_t i = 0; i < tf_relayctl_config_address_count(config); i++) {
+    tf_addr have;
+    if (tf_relayctl_config_address(&have, config, i) == 0 && tf_addr_compare(&have, &want) == 0) return 0;
+  }
+  complain("--listen", "%s is not an address of the relay (its config's listening-ip)", h);
+  return -1;
+}
+
+static int agent_serve(const agent_args *args)
+{
+  if (!args->config || !args->coturn_version || !args->listen || !args->namespace_ || !args->pool || !args->relay)
+    return agent_usage_error("%s", "--config, --coturn-version, --listen, --namespace, --pool and --relay are required");
+  if (args->marker || args->deadline) return agent_usage_error("%s", "--marker and --deadline are for `agent prestop`");
+  agent a;
+  memset(&a, 0, sizeof(a));
+  a.args = args;
+  a.count = -1;
+  a.interval_ms = args->interval ? parse_seconds(args->interval, 0.05) : 5000;
+  if (a.interval_ms < 0) return agent_usage_error("--interval: \"%s\" is not a number of seconds >= 0.05", args->interval);
+  uint32_t version;
+  if (load_version(args->coturn_version, &version) < 0) return EXIT_BAD_INPUT;
+  if (!(a.config = load_config(args->config))) return EXIT_BAD_INPUT;
+  if (check_listen(args, a.config) < 0) {
+    tf_relayctl_config_free(a.config);
+    return EXIT_BAD_INPUT;
+  }
+  pthread_mutex_init(&a.lock, NULL);
+
+  /* SIGTERM/SIGINT through a descriptor, blocked before the HTTP thread exists so it inherits the mask */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
+  struct MHD_Daemon *mhd = sfd >= 0 ? tool_http_start(args->listen, agent_http, &a) : NULL;
+  int st = 0;
+  if (!mhd) {
+    complain("--listen", "cannot serve on %s: %s", args->listen, strerror(errno));
+    st = EXIT_FAILED;
+  }
+  int was_ok = -1;
+  while (!st) {
+    int64_t n = -1;
+    int owner;
+    char why[sizeof(a.why)];
+    tf_err rc = TF_ENOTFOUND;
+    if (coturn_pid(a.config, &owner, why, sizeof(why))) {
+      rc = relay_run(a.config, owner, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS, &n);
+      if (rc < 0) snprintf(why, sizeof(why), "the relay's CLI: %s", tf_error_last()->message);
+    }
+    pthread_mutex_lock(&a.lock);
+    if (rc == 0) {
+      a.count = n;
+      a.counted_ms = up_now_ms();
+      a.why[0] = '\0';
+    } else {
+      memcpy(a.why, why, sizeof(why));
+    }
+    pthread_mutex_unlock(&a.lock);
+    if ((rc == 0) != was_ok) { /* say it when it changes, not every interval */
+      if (rc == 0) fprintf(stderr, "%s: counting: %" PRId64 " allocations\n", PROG, n);
+      else complain("count", "%s", why);
+      was_ok = rc == 0;
+    }
+    struct pollfd p = {sfd, POLLIN, 0};
+    if (poll(&p, 1, (int)a.interval_ms) > 0) break;
+  }
+  if (mhd) MHD_stop_daemon(mhd);
+  if (sfd >= 0) close(sfd);
+  pthread_mutex_destroy(&a.lock);
+  tf_relayctl_config_free(a.config);
+  return st;
+}
+
+/* ---- agent prestop: drain, wait, mark ---- */
+
+static int write_marker(const char *path, const char *text)
+{
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  const char *name = slash ? slash + 1 : path;
+  int rc = dir && *name ? tool_write_atomic(dir, name, text, strlen(text), 0644) : -1;
+  if (rc < 0) complain("--marker", "%s: cannot write: %s", path, dir && *name ? strerror(errno) : "not a file path");
+  free(dir);
+  return rc;
+}
+
+static int agent_prestop(const agent_args *args)
+{
+  if (!args->config || !args->coturn_version || !args->marker || !args->deadline)
+    return agent_usage_error("%s", "prestop: --config, --coturn-version, --marker and --deadline are required");
+  if (args->listen || args->namespace_ || args->pool || args->relay || args->interval)
+    return agent_usage_error("%s", "prestop takes --config, --coturn-version, --marker and --deadline only");
+  int64_t deadline_ms = parse_seconds(args->deadline, 0);
+  if (deadline_ms < 0) return agent_usage_error("--deadline: \"%s\" is not a number of seconds >= 0", args->deadline);
+  uint32_t version;
+  tf_relayctl_config *config = NULL;
+  if (load_version(args->coturn_version, &version) < 0 || !(config = load_config(args->config))) {
+    /* nothing can be drained: do not keep the coturn container waiting for the grace period */
+    write_marker(args->marker, "failed: bad input\n");
+    return EXIT_BAD_INPUT;
+  }
+  int64_t end = up_now_ms() + deadline_ms;
+  tf_relayctl_op op = tf_relayctl_drain_op(version);
+  const char *how = op == TF_RELAYCTL_DRAIN ? "`drain` (new Allocates get 403)" : "`cc total-quota -1` (new Allocates get 486)";
+  int owner;
+  char why[256];
+  tf_err rc = TF_ENET;
+  int gone = !coturn_pid(config, &owner, why, sizeof(why));
+  if (!gone && (rc = relay_run(config, owner, op, AGENT_DRAIN_TIMEOUT_MS, NULL)) == TF_ENET)
+    snprintf(why, sizeof(why), "%s", tf_error_last()->message), gone = 1;
+  if (gone) {
+    printf("%s: coturn is not running (%s): nothing to drain\n", PROG, why);
+  } else if (rc == 0) {
+    printf("%s: coturn %s: sent %s\n", PROG, args->coturn_version, how);
+  } else {
+    /* keep counting: the wait below still ends at zero or at the deadline */
+    complain("drain", "the relay's CLI: %s", tf_error_last()->message);
+  }
+  fflush(stdout);
+  int64_t n = -1, last = -2;
+  while (!gone) {
+    /* coturn >= 4.6.3 exits by itself once the drain reached zero */
+    rc = coturn_pid(config, &owner, why, sizeof(why)) ? relay_run(config, owner, TF_RELAYCTL_COUNT,
+                                                                  AGENT_CLI_TIMEOUT_MS, &n)
+                                                      : TF_ENET;
+    if (rc == TF_ENET) {
+      printf("%s: coturn stopped: drained\n", PROG);
+      n = 0;
+      break;
+    }
+    if (rc == 0 && n == 0) break;
+    if (rc == 0 && n != last) {
+      printf("%s: waiting: %" PRId64 " allocations\n", PROG, n);
+      fflush(stdout);
+      last = n;
+    }
+    int64_t left = end - up_now_ms();
+    if (left <= 0) break;
+    usleep((useconds_t)((left < AGENT_PRESTOP_POLL_MS ? left : AGENT_PRESTOP_POLL_MS) * 1000));
+  }
+  tf_relayctl_config_free(config);
+  char text[96];
+  int drained = gone || n == 0;
+  if (drained) snprintf(text, sizeof(text), "drained allocations=0\n");
+  else if (n >= 0) snprintf(text, sizeof(text), "deadline allocations=%" PRId64 "\n", n);
+  else snprintf(text, sizeof(text), "deadline allocations=unknown\n");
+  if (!drained) complain("prestop", "the deadline (%s s) passed first: %s", args->deadline, text);
+  else printf("%s: %s", PROG, text);
+  fflush(stdout);
+  if (write_marker(args->marker, text) < 0) return EXIT_FAILED;
+  return drained ? 0 : EXIT_FAILED;
+}
+
+int agent_main(int argc, char **argv)
+{
+  int prestop = argc > 1 && !strcmp(argv[1], "prestop");
+  enum { A_CONFIG = 256, A_VERSION, A_LISTEN, A_NAMESPACE, A_POOL, A_RELAY, A_MARKER, A_INTERVAL, A_DEADLINE };
+  static const struct option opts[] = {
+    {"config", required_argument, NULL, A_CONFIG},       {"coturn-version", required_argument, NULL, A_VERSION},
+    {"listen", required_argument, NULL, A_LISTEN},       {"namespace", required_argument, NULL, A_NAMESPACE},
+    {"pool", required_argument, NULL, A_POOL},           {"relay", required_argument, NULL, A_RELAY},
+    {"marker", required_argument, NULL, A_MARKER},       {"interval", required_argument, NULL, A_INTERVAL},
+    {"deadline", required_argument, NULL, A_DEADLINE},   {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+  };
+  agent_args a;
+  memset(&a, 0, sizeof(a));
+  opterr = 0;
+  optind = prestop ? 2 : 1;
+  int opt;
+  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (opt) {
+    case 'h': fputs(agent_usage, stdout); return 0;
+    case '?': return agent_usage_error("unknown option \"%s\"", argv[optind - 1]);
+    case ':': return agent_usage_error("option \"%s\" needs a value", argv[optind - 1]);
+    case A_CONFIG: a.config = optarg; break;
+    case A_VERSION: a.coturn_version = optarg; break;
+    case A_LISTEN: a.listen = optarg; break;
+    case A_NAMESPACE: a.namespace_ = optarg; break;
+    case A_POOL: a.pool = optarg; break;
+    case A_RELAY: a.relay = optarg; break;
+    case A_MARKER: a.marker = optarg; break;
+    case A_INTERVAL: a.interval = optarg; break;
+    case A_DEADLINE: a.deadline = optarg; break;
+    default: break;
+    }
+  }
+  if (optind < argc) return agent_usage_error("unexpected argument \"%s\"", argv[optind]);
+  return prestop ? agent_prestop(&a) : agent_serve(&a);
+}
