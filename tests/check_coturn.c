@@ -354,7 +354,7 @@ START_TEST(test_coturn__golden_ipv4_4_6_1)
   tf_plan *plan = plan_of(pool, golden_ipv4_nodes);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
   const tf_relay *r = tf_plan_relay(plan, 0);
-  ck_assert_str_eq(tf_relay_name(r), "demo-relay-mb7l6"); /* DESIGN §3 vector */
+  ck_assert_str_eq(tf_relay_name(r), "demo-relay-mb7l6"); /* the naming vector of docs/cli.md */
   const char *secrets[] = {SECRET_A, SECRET_B};
   tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
   o.secrets = secrets;

@@ -550,7 +550,7 @@ START_TEST(test_probe__allocates_over_udp)
   PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_TLS) == -1, "no TLS over udp");
   PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_DATA) == -1, "no data check without peer_check");
   PC_CHECK(tf_probe_result_draining(r) == 0 && *tf_probe_result_message(r) == '\0', "draining or message");
-  /* the JSON object: exactly the fields of DESIGN §5 plus message */
+  /* the JSON object: exactly the fields of docs/probe.md */
   char *json = NULL;
   PC_OK(tf_probe_result_to_json(&json, r));
   cJSON *j = cJSON_Parse(json);

@@ -646,7 +646,7 @@ START_TEST(test_reconcile__status_uris_and_ice_servers)
 }
 END_TEST
 
-/* Metric names and labels exactly as DESIGN §6, read back with the parser. */
+/* Metric names and labels exactly as docs/cli.md and docs/operator.md say, read back with the parser. */
 START_TEST(test_reconcile__metric_samples)
 {
   tf_pool *pool = mk_pool(2, 0, NULL);

@@ -139,7 +139,7 @@ class PlanTest(unittest.TestCase):
                 turnfleet.capacity(pool, "nodes.json")
 
     def test_relay_name(self):
-        # DESIGN §3's examples
+        # the naming examples of docs/cli.md
         self.assertEqual(turnfleet.relay_name("edge", "203.0.113.7/49152-49200"), "edge-relay-mb7l6")
         self.assertEqual(turnfleet.relay_name("edge", "198.51.100.10/49152-49175"), "edge-relay-kf77m")
         with self.assertRaises(turnfleet.InvalidArgument):

@@ -159,7 +159,7 @@ TF_EXTERN(uint32_t) tf_relay_slice(const tf_relay *relay);
 
 /**
  * The relay name for an identity: `<pool>-relay-` + 5 characters of the
- * FNV-1a hash of @p identity (DESIGN §3).
+ * FNV-1a hash of @p identity (docs/cli.md, `plan`).
  * @param[out] buf at least TF_RELAY_NAME_MAX bytes
  * @return 0, TF_EINVALID, TF_EBUFS
  */

@@ -310,7 +310,7 @@ TF_EXTERN(tf_err) tf_reconcile_condition(const tf_reconcile *rec, size_t i, cons
                                          const char **last_transition_time);
 
 /**
- * The pool status (DESIGN §6), what a runtime writes to status.json or the
+ * The pool status (docs/architecture.md), what a runtime writes to status.json or the
  * TURNPool's status subresource: `{"replicas", "readyRelays", "relays": [{name,
  * relayAddress, portRange{start,end}, ready, draining, allocations,
  * portsInUse, portsTotal, lastProbe}], "conditions": [{type, status, reason,
