@@ -1124,21 +1124,24 @@ START_TEST(test_coturn__turnserver_cli_only_on_127_0_0_1)
   c.cli_port = 47661;
   c.cli_password = "cli pass 26";
   ts_run(&c);
-  /* the quoted password works: log in and read the allocation count, both ways */
-  char buf[8192];
-  const tf_coturn_cli_op pc[] = {TF_COTURN_CLI_PRINT_CONFIG}, pu[] = {TF_COTURN_CLI_PRINT_USERS};
-  TS_CHECK(tf_ts_cli(47661, "cli pass 26", pc, 1, buf, sizeof(buf)) == 0, "CLI pc: %s", buf);
-  TS_CHECK(strstr(buf, "total-current-allocs: 0\r\n") != NULL, "no allocation count: %s", buf);
+  /* the quoted password works: log in and read the allocation count (pu) and the session list (ps) */
+  tf_relayctl_request req = TF_RELAYCTL_REQUEST_INIT;
+  req.port = 47661;
+  req.password = "cli pass 26";
+  req.timeout_ms = 5000;
   int64_t allocs = -1;
-  TS_CHECK(tf_coturn_allocations_from_cli(&allocs, buf, strlen(buf)) == 0 && allocs == 0, "pc parser: %s",
-           tf_error_last()->message);
-  TS_CHECK(tf_ts_cli(47661, "cli pass 26", pu, 1, buf, sizeof(buf)) == 0, "CLI pu: %s", buf);
-  TS_CHECK(strstr(buf, "Total sessions: 0\r\n") != NULL, "no session count: %s", buf);
+  TS_OK(tf_relayctl_run(&allocs, NULL, &req));
+  TS_CHECK(allocs == 0, "pu: %lld allocations on a fresh relay", (long long)allocs);
+  char *text = NULL;
+  req.op = TF_RELAYCTL_SESSIONS;
   allocs = -1;
-  TS_CHECK(tf_coturn_allocations_from_cli(&allocs, buf, strlen(buf)) == 0 && allocs == 0, "pu parser: %s",
-           tf_error_last()->message);
-  /* a wrong password gets no prompt */
-  TS_CHECK(tf_ts_cli(47661, "not the password", pu, 1, buf, sizeof(buf)) < 0, "wrong password accepted: %s", buf);
+  TS_OK(tf_relayctl_run(&allocs, &text, &req));
+  TS_CHECK(allocs == 0 && text && strstr(text, "Total sessions: 0"), "ps: %s", text ? text : "");
+  tf_free(text);
+  /* a wrong password is refused */
+  req.op = TF_RELAYCTL_COUNT;
+  req.password = "not the password";
+  TS_CHECK(tf_relayctl_run(&allocs, NULL, &req) == TF_EAUTH, "wrong password: %s", tf_error_last()->message);
   ts_stop_all();
   ts_cleanup();
 }

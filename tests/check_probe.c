@@ -1131,13 +1131,22 @@ static int pc_stop_cb(size_t index, const tf_probe_result *r, void *payload)
  * reports as draining; held allocations keep refreshing; the process exits by
  * itself, status 0, once they are gone), older ones `cc total-quota -1` (new
  * Allocates get 486; held ones keep refreshing; the runtime stops it). */
+/* One request to the relay's CLI through the library's own client (relayctl). */
+static tf_err pc_relay_cli(tf_relayctl_op op, int64_t *count)
+{
+  tf_relayctl_request req = TF_RELAYCTL_REQUEST_INIT;
+  req.op = op;
+  req.port = PC_CLI_PORT;
+  req.password = PC_CLI_PASSWORD;
+  req.timeout_ms = 5000;
+  req.owner_pid = pc_relays[0].pid; /* the password goes only to this relay's own listener */
+  return tf_relayctl_run(count, NULL, &req);
+}
+
 static int64_t pc_cli_count(void)
 {
-  char buf[16384];
-  const tf_coturn_cli_op pu[] = {TF_COTURN_CLI_PRINT_USERS};
   int64_t n = -1;
-  PC_CHECK(tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, pu, 1, buf, sizeof(buf)) == 0, "CLI pu: %s", buf);
-  PC_CHECK(tf_coturn_allocations_from_cli(&n, buf, strlen(buf)) == 0, "pu: %s in %s", tf_error_last()->message, buf);
+  PC_CHECK(pc_relay_cli(TF_RELAYCTL_COUNT, &n) == 0, "CLI pu: %s", tf_error_last()->message);
   return n;
 }
 
@@ -1145,11 +1154,10 @@ START_TEST(test_probe__cli_counts_and_drain_per_version)
 {
   pc_start_v4("pdrain", 40, 3521, 0, 56900, 56949, NULL, PC_CLI);
   /* the CLI opens a moment after the TURN listeners */
-  char buf[16384];
-  const tf_coturn_cli_op pu[] = {TF_COTURN_CLI_PRINT_USERS};
   int64_t deadline = tf_ts_now_ms() + 5000;
-  while (tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, pu, 1, buf, sizeof(buf)) < 0) {
-    PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", buf);
+  int64_t n = -1;
+  while (pc_relay_cli(TF_RELAYCTL_COUNT, &n) < 0) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", tf_error_last()->message);
     tf_ts_sleep_ms(100);
   }
   PC_CHECK(pc_cli_count() == 0, "a fresh relay counts allocations");
@@ -1166,8 +1174,8 @@ START_TEST(test_probe__cli_counts_and_drain_per_version)
   PC_CHECK(pc_cli_count() == 2, "two held allocations counted");
 
   int drain = (tf_coturn_features(pc_version) & TF_COTURN_DRAIN) != 0;
-  const tf_coturn_cli_op op[] = {drain ? TF_COTURN_CLI_DRAIN : TF_COTURN_CLI_REFUSE_ALLOCATIONS};
-  PC_CHECK(tf_ts_cli(PC_CLI_PORT, PC_CLI_PASSWORD, op, 1, buf, sizeof(buf)) == 0, "CLI drain: %s", buf);
+  PC_CHECK(tf_relayctl_drain_op(pc_version) == (drain ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE), "drain op");
+  PC_CHECK(pc_relay_cli(tf_relayctl_drain_op(pc_version), NULL) == 0, "CLI drain: %s", tf_error_last()->message);
   /* new Allocates are refused: at once with drain, within 5 s with the quota (the auth thread copies it) */
   int want = drain ? 403 : 486, code = 0;
   deadline = tf_ts_now_ms() + 10000;

@@ -1,27 +1,21 @@
 /* Real turnserver processes for the check suites: see tf_coturn.h. */
 #include "tf_coturn.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "tf_test.h"
 
 int64_t tf_ts_now_ms(void)
@@ -281,61 +275,4 @@ void tf_ts_remove_dir(char **dir)
   if (*dir && !getenv("TF_TEST_KEEP")) tf_test_rmtree(*dir);
   free(*dir);
   *dir = NULL;
-}
-
-/* Read from @p fd until @p want appears after @p from (or 5 s pass); 1 if found. */
-static int ts_read_until(int fd, const char *want, char *buf, size_t *len, size_t size, size_t from)
-{
-  int64_t deadline = tf_ts_now_ms() + 5000;
-  while (tf_ts_now_ms() < deadline && *len + 1 < size) {
-    if (strstr(buf + from, want)) return 1;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    if (poll(&pfd, 1, 100) <= 0) continue;
-    ssize_t n = read(fd, buf + *len, size - 1 - *len);
-    if (n <= 0) break;
-    *len += (size_t)n;
-    buf[*len] = '\0';
-    /* telnet IAC negotiation bytes and NULs would hide the text from strstr */
-    for (size_t i = *len - (size_t)n; i < *len; i++)
-      if (buf[i] == 0 || (unsigned char)buf[i] >= 0x80) buf[i] = ' ';
-  }
-  return strstr(buf + from, want) != NULL;
-}
-
-int tf_ts_cli(uint16_t port, const char *password, const tf_coturn_cli_op *ops, size_t n, char *out, size_t size)
-{
-  out[0] = '\0';
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-    snprintf(out, size, "connect to the CLI on 127.0.0.1:%u: %s", port, strerror(errno));
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  size_t len = 0;
-  int rc = -1;
-  if (!ts_read_until(fd, "Enter password:", out, &len, size, 0)) goto done;
-  for (size_t i = 0; i <= n; i++) {
-    char *line = NULL;
-    tf_err e = i == 0 ? tf_coturn_cli_command(&line, TF_COTURN_CLI_LOGIN, password, 0)
-                      : tf_coturn_cli_command(&line, ops[i - 1], NULL, 0);
-    if (e < 0) goto done;
-    size_t from = len;
-    ssize_t w = write(fd, line, strlen(line));
-    size_t want = strlen(line);
-    tf_crypto__wipe(line, want);
-    tf_free(line);
-    if (w != (ssize_t)want) goto done;
-    /* `drain` and `stop` get no new prompt (coturn 4.18 logs the command and goes on) */
-    int answered = i > 0 && (ops[i - 1] == TF_COTURN_CLI_DRAIN || ops[i - 1] == TF_COTURN_CLI_STOP);
-    if (!answered && !ts_read_until(fd, "> ", out, &len, size, from)) goto done;
-  }
-  rc = 0;
-done:
-  close(fd);
-  return rc;
 }

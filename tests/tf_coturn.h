@@ -74,12 +74,6 @@ void tf_ts_remove_dir(char **dir);
     TF_TS_CHECK(cleanup, tf_ts__rc == 0, "%s -> %d (%s)", #call, tf_ts__rc, tf_error_last()->message); \
   } while (0)
 
-/* One session on coturn's CLI at 127.0.0.1:PORT: log in with PASSWORD, then
- * send each of the N lines OPS (tf_coturn_cli_command()), each answered by a
- * new `> ` prompt within 5 s (but `drain` and `stop`, which get none). OUT gets everything read (IAC bytes blanked).
- * Returns 0, or -1 with the reason or what was read in OUT. */
-int tf_ts_cli(uint16_t port, const char *password, const tf_coturn_cli_op *ops, size_t n, char *out, size_t size);
-
 int64_t tf_ts_now_ms(void);
 void tf_ts_sleep_ms(long ms);
 /* The first SIZE-1 bytes of a file (empty when unreadable), for failure messages. */
