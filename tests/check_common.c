@@ -1,9 +1,10 @@
-/* common, addr and doc: errors, versions, addresses, prefixes, ranges, JSON/YAML reading. */
+/* common, addr, map and doc: errors, versions, addresses, prefixes, ranges, JSON/YAML reading. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "smap.h"
 #include "tf_test.h"
 
 START_TEST(test_common__error_names_and_text)
@@ -178,6 +179,55 @@ START_TEST(test_addr__lists)
 }
 END_TEST
 
+/* The one hash table under random puts and deletes (deletion shifts entries back
+ * within their probe runs): every answer agrees with a plain array. */
+START_TEST(test_map__random_puts_and_deletes_agree_with_an_array)
+{
+  enum { KEYS = 700, OPS = 40000 };
+  static int want[KEYS]; /* 0: absent, else the value stored */
+  static int vals[KEYS][64];
+  memset(want, 0, sizeof(want));
+  tf_smap *m = tf_smap__new(NULL);
+  ck_assert_ptr_nonnull(m);
+  uint32_t x = 12345;
+  size_t present = 0;
+  char key[16];
+  for (int op = 0; op < OPS; op++) {
+    x = x * 1103515245u + 12345u;
+    int k = (int)((x >> 8) % KEYS);
+    snprintf(key, sizeof(key), "k%d", k);
+    if ((x >> 4) % 3) {
+      present += !want[k];
+      want[k] = op + 1;
+      ck_assert_int_eq(tf_smap__put(m, key, &vals[k][0] + (op % 64)), 0);
+      vals[k][op % 64] = op + 1;
+    } else {
+      ck_assert_int_eq(tf_smap__del(m, key), want[k] != 0);
+      present -= want[k] != 0;
+      want[k] = 0;
+    }
+    if (op % 997 == 0 || op == OPS - 1) {
+      ck_assert_uint_eq(tf_smap__count(m), present);
+      for (int j = 0; j < KEYS; j++) {
+        snprintf(key, sizeof(key), "k%d", j);
+        int *v = tf_smap__get(m, key);
+        ck_assert_int_eq(v != NULL, want[j] != 0);
+        if (v) ck_assert_int_eq(*v, want[j]);
+      }
+      size_t pos = 0, seen = 0;
+      const char *kk;
+      void *vv;
+      while (tf_smap__next(m, &pos, &kk, &vv)) {
+        ck_assert_int_ne(want[atoi(kk + 1)], 0);
+        seen++;
+      }
+      ck_assert_uint_eq(seen, present);
+    }
+  }
+  tf_smap__free(m);
+}
+END_TEST
+
 Suite *tf_test_common_suite(void)
 {
   Suite *s = suite_create("common");
@@ -192,6 +242,7 @@ Suite *tf_test_common_suite(void)
   tcase_add_test(tc, test_doc__json_errors_name_the_offset);
   tcase_add_test(tc, test_doc__yaml_core_schema);
   tcase_add_test(tc, test_doc__yaml_errors);
+  tcase_add_test(tc, test_map__random_puts_and_deletes_agree_with_an_array);
   suite_add_tcase(s, tc);
   return s;
 }

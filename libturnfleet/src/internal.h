@@ -123,6 +123,9 @@ tf_err tf_map__reserve(tf_map *m, size_t n);
 /* Insert unless present: 1 when inserted, 0 when the key was there (its
  * value unchanged), TF_ENOMEM. *found (optional) points at the stored value. */
 int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t value, uint64_t **found);
+/* Remove (scope, key): 1 and *value (optional) when it was there, else 0. Other
+ * entries may move: pointers from find/insert are void afterwards. */
+int tf_map__remove(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t *value);
 
 /* ---- stun internals for the probe: messages on the caller's storage (no
  * allocation, no zeroing of the buffer) and a keyed HMAC state made once per key ---- */

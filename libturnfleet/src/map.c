@@ -1,6 +1,7 @@
 /* map: the library's one string-keyed hash table (open addressing, linear
- * probing, load at most 1/2). Keys are borrowed: the caller keeps them alive
- * as long as the table. A 64-bit scope is part of the key, so one table can
+ * probing, load at most 1/2, deletion by backward shift so no tombstones).
+ * Keys are borrowed: the caller keeps them alive as long as the table (smap.c
+ * wraps it for owned keys). A 64-bit scope is part of the key, so one table can
  * hold the keys of every mapping of a document without clearing between them. */
 #include <stdlib.h>
 #include <string.h>
@@ -90,5 +91,25 @@ int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint6
   s->hash = h;
   m->used++;
   if (found) *found = &s->value;
+  return 1;
+}
+
+int tf_map__remove(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t *value)
+{
+  if (!m || !m->slots || !key || len > UINT32_MAX) return 0;
+  tf_map__slot *s = tf_map__probe(m, tf_map__hash(scope, key, len), scope, key, len);
+  if (!s->key) return 0;
+  if (value) *value = s->value;
+  /* backward shift: pull each later entry of the run into the hole unless its home lies in (hole, entry] */
+  size_t hole = (size_t)(s - m->slots);
+  for (size_t j = (hole + 1) & m->mask; m->slots[j].key; j = (j + 1) & m->mask) {
+    size_t home = m->slots[j].hash & m->mask;
+    int stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (stays) continue;
+    m->slots[hole] = m->slots[j];
+    hole = j;
+  }
+  memset(&m->slots[hole], 0, sizeof(m->slots[hole]));
+  m->used--;
   return 1;
 }

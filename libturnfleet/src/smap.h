@@ -1,4 +1,4 @@
-/* A string-keyed hash map (chained, grows at load 1). Private; not thread-safe:
+/* A string-keyed map over map.c with owned keys. Private; not thread-safe:
  * the owner locks. Keys are copied; values are owned when free_val is set. */
 #ifndef TF_SMAP_H
 #define TF_SMAP_H
