@@ -22,25 +22,8 @@ check_only=0
 
 die() { echo "coturn-rootfs: $*" >&2; exit 1; }
 
-# The mirror: the first Debian archive URI in apt's sources (deb822 .sources
-# files or one-line sources.list), never the security archive.
-mirror() {
-  local f uri=""
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    uri=$(awk '
-      /^[Uu][Rr][Ii][Ss]:/ { u = $2 }
-      /^[Ss]uites:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) s = 1 }
-      /^$/ { if (u != "" && s && u !~ /security/) { print u; exit } u = ""; s = 0 }
-      END { if (u != "" && s && u !~ /security/) print u }' "$f" | head -n 1)
-    [ -n "$uri" ] && { echo "$uri"; return; }
-  done
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { if ($i !~ /security/ && $(i+1) !~ /security/) { print $i; exit } break } }' "$f")
-    [ -n "$uri" ] && { echo "$uri"; return; }
-  done
-}
+# shellcheck source=debian-mirror.sh
+. "$(dirname "$0")/debian-mirror.sh"
 
 key=$(printf '%s\n' "v1" "$suite" "$packages" "essential" "$(uname -m)" | sha256sum | cut -c1-16)
 root="$cache/rootfs-$suite-$key"
@@ -67,7 +50,7 @@ fi
 
 command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is not installed (tools/dev/install-deps.sh installs it)"
 [ "$(id -u)" -eq 0 ] || die "building the root filesystem needs root (mmdebstrap in root mode, chroot)"
-uri=$(mirror)
+uri=$(debian_mirror)
 [ -n "$uri" ] || die "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d"
 
 echo "coturn-rootfs: building Debian $suite with $packages into $root (about a minute)" >&2

@@ -12,7 +12,7 @@ pkgs=(
   clang iproute2
   abigail-tools
   mmdebstrap
-  python3-kubernetes openssl
+  python3-kubernetes python3-yaml openssl
 )
 
 missing=()
