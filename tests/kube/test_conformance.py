@@ -474,6 +474,70 @@ class KubectlCase(unittest.TestCase):
         self.assertTrue(any(n.startswith("configmap/gen-") for n in names), names)
         self.assertIn("unchanged", self.k("apply", "-k", d).stdout)
 
+    def test_deployments_jobs_and_cronjobs(self):
+        ns = self.ns("work")
+        tmpl = {"metadata": {"labels": {"app": "w"}},
+                "spec": {"terminationGracePeriodSeconds": 1, "nodeSelector": {RELAY_LABEL: "true"},
+                         "containers": [{"name": "c", "image": "debian:bookworm", "command": ["sleep", "600"],
+                                         "env": [{"name": "V", "value": "1"}],
+                                         "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1}}]}}
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "w"}}, "template": tmpl}}
+        self.k("apply", "-f", "-", input=json.dumps(dep), ns=ns)
+        self.k("rollout", "status", "deployment/w", "--timeout=40s", ns=ns)
+
+        def pods():
+            out = json.loads(self.k("get", "pods", "-l", "app=w", "-o", "json", ns=ns).stdout)["items"]
+            return [p for p in out if not p["metadata"].get("deletionTimestamp")]
+        first = pods()
+        self.assertEqual(len(first), 2)
+        self.assertEqual(len({p["spec"]["nodeName"] for p in first}), 2, "spread over two nodes")
+        for p in first:
+            self.assertEqual(p["metadata"]["ownerReferences"][0]["kind"], "Deployment")
+            self.assertTrue(p["metadata"]["name"].startswith("w-" + p["metadata"]["labels"]["pod-template-hash"] + "-"))
+        self.assertIn("2/2", self.k("get", "deployment", "w", ns=ns).stdout)
+        # a deleted pod is replaced
+        self.k("delete", "pod", first[0]["metadata"]["name"], "--wait=false", ns=ns)
+        wait_for("a replacement pod", lambda: len([p for p in pods() if p["metadata"]["name"] != first[0]["metadata"]["name"]]) == 2, 300)
+        # a template change replaces the pods (new pod-template-hash)
+        tmpl["spec"]["containers"][0]["env"][0]["value"] = "2"
+        self.k("apply", "-f", "-", input=json.dumps(dep), ns=ns)
+        wait_for("the new template's pods", lambda: (ps := pods()) and len(ps) == 2 and all(
+            p["metadata"]["labels"]["pod-template-hash"] != first[1]["metadata"]["labels"]["pod-template-hash"] for p in ps), 300)
+        self.k("rollout", "status", "deployment/w", "--timeout=40s", ns=ns)
+        # the garbage collector takes the pods with the deployment
+        self.k("delete", "deployment", "w", ns=ns)
+        wait_for("no pod left", lambda: not json.loads(self.k("get", "pods", "-o", "json", ns=ns).stdout)["items"], 300)
+
+        # Jobs: to completion, or Failed past the backoff limit; a CronJob's Job started by hand
+        def job(name, cmd, backoff=6):
+            return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                    "spec": {"backoffLimit": backoff, "template": {"spec": {
+                        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "c", "image": "debian:bookworm", "command": cmd}]}}}}
+        self.k("apply", "-f", "-", input=json.dumps(job("ok", ["sh", "-c", "echo done"])), ns=ns)
+        self.k("apply", "-f", "-", input=json.dumps(job("bad", ["false"], backoff=1)), ns=ns)
+        self.k("wait", "--for=condition=complete", "--timeout=40s", "job/ok", ns=ns)
+        self.k("wait", "--for=condition=failed", "--timeout=40s", "job/bad", ns=ns)
+        self.assertEqual(self.jp(ns, "job/bad", "{.status.failed}"), "2")
+        self.assertEqual(self.k("logs", "job/ok", ns=ns).stdout, "done\n")
+        cj = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj"},
+              "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": job("x", ["true"])["spec"]}}}
+        self.k("apply", "-f", "-", input=json.dumps(cj), ns=ns)
+        if self.CLIENT == "kubectl-1.20":
+            # kubectl 1.20 knows only batch/v1beta1 CronJobs: start the Job as `create job --from` does
+            j = job("cj-manual", ["true"])
+            j["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "cj",
+                                                 "uid": self.jp(ns, "cronjob/cj", "{.metadata.uid}"), "controller": True}]
+            self.k("create", "-f", "-", input=json.dumps(j), ns=ns)
+        else:
+            # the stand-in decodes no protobuf Job body: the Job kubectl builds from the CronJob goes as JSON
+            j = self.k("create", "job", "--from=cronjob/cj", "cj-manual", "--dry-run=client", "-o", "json", ns=ns).stdout
+            self.assertEqual(json.loads(j)["metadata"]["ownerReferences"][0]["kind"], "CronJob")
+            self.k("create", "-f", "-", input=j, ns=ns)
+        self.k("wait", "--for=condition=complete", "--timeout=40s", "job/cj-manual", ns=ns)
+        self.assertIn("*/5 * * * *", self.k("get", "cronjobs", ns=ns).stdout)
+
     def test_rbac_forbidden(self):
         ns = self.ns("rbac")
         self.k("create", "serviceaccount", "reader", ns=ns)

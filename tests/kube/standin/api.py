@@ -82,6 +82,9 @@ def builtin_types():
           extra_sub=[("token", "TokenRequest", "authentication.k8s.io", "v1", ["create"])]),
         T("", "v1", "services", "Service", True, ("svc",), status=True, categories=("all",)),
         T("coordination.k8s.io", "v1", "leases", "Lease", True, require_rv=True),
+        T("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, generation=True, categories=("all",)),
+        T("batch", "v1", "jobs", "Job", True, status=True, generation=True, categories=("all",)),
+        T("batch", "v1", "cronjobs", "CronJob", True, ("cj",), status=True, generation=True, categories=("all",)),
         T("events.k8s.io", "v1", "events", "Event", True, ("ev",), storage=("", "events"), fields=ev_fields),
         T("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
           ("crd", "crds"), status=True, generation=True),
@@ -399,6 +402,21 @@ class Registry:
             sp.setdefault("clusterIPs", [sp["clusterIP"]])
             sp.setdefault("sessionAffinity", "None")
             obj.setdefault("status", {"loadBalancer": {}})
+        elif k == "Job" and rt.group == "batch":
+            sp = obj.setdefault("spec", {})
+            for f, v in (("backoffLimit", 6), ("completions", 1), ("parallelism", 1)):
+                sp.setdefault(f, v)
+            if old is None and not sp.get("selector") and not sp.get("manualSelector"):
+                md = obj["metadata"]
+                labels = {"batch.kubernetes.io/controller-uid": md["uid"], "controller-uid": md["uid"],
+                          "batch.kubernetes.io/job-name": md["name"], "job-name": md["name"]}
+                tmd = sp.setdefault("template", {}).setdefault("metadata", {})
+                tmd["labels"] = dict(tmd.get("labels") or {}, **labels)
+                sp["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": md["uid"]}}
+        elif k == "Deployment" and rt.group == "apps":
+            sp = obj.setdefault("spec", {})
+            sp.setdefault("replicas", 1)
+            sp.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
         elif k == "Event" and not obj.get("type"):
             obj["type"] = "Normal"
         elif k == "CustomResourceDefinition":

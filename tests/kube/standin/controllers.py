@@ -2,7 +2,8 @@
 as the stand-in needs: CRD establishment and cleanup, namespace lifecycle,
 default service accounts and kube-root-ca.crt, the owner-reference garbage
 collector (background, foreground, orphan), the node lifecycle controller,
-the ServiceAccount admission plugin, and admission webhook calls."""
+the ServiceAccount admission plugin, and admission webhook calls; the
+workload controllers are in workloads.py."""
 import base64
 import copy
 import http.client
@@ -16,6 +17,7 @@ import uuid
 
 import api
 import tables
+import workloads
 from util import (ApiError, gen_suffix, label_match, now_time, parse_time, selector_from_labelselector)
 
 SYSTEM = dict(user="system:kube-controller-manager", groups=("system:masters",))
@@ -31,6 +33,7 @@ class Controllers:
         self.stop_ev = threading.Event()
         self.thread = None
         self.node_grace = 40.0
+        self.workloads = workloads.Workloads(si)
 
     # -- bootstrap and synchronous hooks
     def bootstrap(self):
@@ -308,6 +311,7 @@ class Controllers:
                     self._gc()
                     self._namespaces()
                     self._crd_cleanup()
+                    self.workloads.sync()
                 if time.time() - last_nodes >= 1.0:
                     last_nodes = time.time()
                     self._node_lifecycle()
