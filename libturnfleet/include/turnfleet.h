@@ -26,5 +26,6 @@
 #include "turnfleet/kube.h"
 #include "turnfleet/informer.h"
 #include "turnfleet/manifest.h"
+#include "turnfleet/admission.h"
 
 #endif
