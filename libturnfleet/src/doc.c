@@ -336,6 +336,11 @@ static tf_err tf_doc__json_check(const char *text, size_t len, size_t keys)
       break;
     }
     default:
+      /* cJSON skips every byte <= 0x20 as whitespace; RFC 8259 allows space, tab, LF and CR only */
+      if ((unsigned char)ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+        rc = tf_doc__jerror(&s, i, 0, "control character 0x%02x outside a string (only space, tab, LF and CR "
+                                      "may stand between tokens)",
+                            (unsigned char)ch);
       break;
     }
   }
