@@ -27,5 +27,6 @@
 #include "turnfleet/informer.h"
 #include "turnfleet/manifest.h"
 #include "turnfleet/admission.h"
+#include "turnfleet/vantage.h"
 
 #endif

@@ -96,6 +96,12 @@ size_t tf_doc__utf8_len(const unsigned char *s, size_t n);
  * (major << 16) | (minor << 8) | patch. Returns 0, or -1 when malformed (no error set). */
 int tf_version__parse(const char *text, uint32_t *out);
 
+/* RFC 3339 UTC seconds ("2024-05-01T12:00:00Z") of a Unix time in ms (proleptic Gregorian, no libc time zone). */
+void tf_time__format(char buf[48], int64_t ms);
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm|-hh:mm)" (metav1.Time as the API server writes it) into Unix ms
+ * (@p ms may be NULL: a check only). 0, or -1 when malformed or out of range (no error set). */
+int tf_time__parse(const char *s, int64_t *ms);
+
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);
 
