@@ -68,7 +68,7 @@ def main():
     cluster = None
     ok = False
     try:
-        cluster = harness.Cluster(tmp)
+        cluster = harness.Cluster(tmp, build=os.path.dirname(os.path.dirname(os.path.dirname(probe))))
         cluster.kubectl("create", "namespace", NS)
         uris = "turn:%s:3478?transport=udp\nturn:%s:3478?transport=tcp\n" % (ADDR, ADDR)
         cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POOL + "-turn-uris", "namespace": NS},
@@ -136,6 +136,32 @@ def main():
                            capture_output=True, text=True, timeout=60)
         expect(r.returncode == 2 and "only go with --vantage" in r.stderr, "--namespace without --vantage: exit 2",
                r.stderr)
+
+        # deploy/vantage/cronjob.yaml as shipped (pool demo in default): its ServiceAccount and Role,
+        # and the Job's pod made from the jobTemplate (the stand-in runs no CronJob controller)
+        cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo-turn-uris", "namespace": "default"},
+                       "data": {"uris": uris}})
+        cluster.kubectl("create", "secret", "generic", "turn-shared-secret", "--from-file=secret=" + p("secret"),
+                        ns="default")
+        cj_file = os.path.join(harness.SOURCE, "deploy", "vantage", "cronjob.yaml")
+        cluster.kubectl("apply", "-f", cj_file)
+        cj = json.loads(cluster.kubectl("get", "cronjob", "turnfleet-vantage-demo", "-o", "json", ns="default").stdout)
+        tmpl = cj["spec"]["jobTemplate"]["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "turnfleet-vantage-demo-1", "namespace": "default",
+                                                               "labels": tmpl["metadata"]["labels"]},
+               "spec": dict(tmpl["spec"], nodeName="n1")}
+        cluster.apply(pod)
+
+        def phase():
+            return json.loads(cluster.kubectl("get", "pod", pod["metadata"]["name"], "-o", "json",
+                                              ns="default").stdout).get("status", {}).get("phase")
+        harness.wait_for("the vantage Job's pod to finish", lambda: phase() in ("Succeeded", "Failed"), 60, 0.3)
+        logs = cluster.kubectl("logs", pod["metadata"]["name"], ns="default", check=False)
+        expect(phase() == "Succeeded", "the shipped CronJob's pod runs the runner to success", logs.stdout + logs.stderr)
+        data = json.loads(cluster.kubectl("get", "configmap", "demo-vantage", "-o", "json", ns="default").stdout)["data"]
+        expect(data["runner"] == "turnfleet-vantage-demo-1" and all(x["ok"] for x in json.loads(data["results.json"])),
+               "it wrote demo-vantage with its pod name as the runner, through the shipped Role only",
+               json.dumps(data))
         ok = True
     finally:
         harness.stop_process(ts)

@@ -82,6 +82,11 @@ def builtin_types():
           extra_sub=[("token", "TokenRequest", "authentication.k8s.io", "v1", ["create"])]),
         T("", "v1", "services", "Service", True, ("svc",), status=True, categories=("all",)),
         T("coordination.k8s.io", "v1", "leases", "Lease", True, require_rv=True),
+        # stored only: no controller runs them (tests create the pods from their templates)
+        T("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, generation=True,
+          categories=("all",)),
+        T("batch", "v1", "jobs", "Job", True, status=True, generation=True, categories=("all",)),
+        T("batch", "v1", "cronjobs", "CronJob", True, ("cj",), status=True, generation=True, categories=("all",)),
         T("events.k8s.io", "v1", "events", "Event", True, ("ev",), storage=("", "events"), fields=ev_fields),
         T("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
           ("crd", "crds"), status=True, generation=True),
