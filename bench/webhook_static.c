@@ -39,12 +39,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: bench_webhook_static ADDR:PORT CERT KEY RESPONSE_FILE THREADS\n");
     return 2;
   }
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);
-  int sfd = signalfd(-1, &stop, 0);
+  int sfd = tool_stop_signalfd();
   response = tool_read_file(argv[4], NULL, 1 << 20);
   char err[256];
   if (!response || tool_tls_start(argv[2], argv[3], 1000, err, sizeof(err)) < 0) {

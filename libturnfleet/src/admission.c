@@ -588,12 +588,11 @@ static tf_err tf_adm__write(char **out, const tf_admission *r, const tf_adm__ver
     ok = b64 && cJSON_AddStringToObject(resp, "patchType", "JSONPatch") && cJSON_AddStringToObject(resp, "patch", b64);
     free(b64);
   }
-  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  if (!text) return tf_error__nomem();
-  *out = tf_strdup__(text);
-  cJSON_free(text);
-  return *out ? TF_OK : tf_error__nomem();
+  if (!ok) {
+    cJSON_Delete(root);
+    return tf_error__nomem();
+  }
+  return tf_doc__print(out, root);
 }
 
 tf_err tf_admission_respond(char **out, int *allowed, const tf_admission *review, tf_admission_kind kind,

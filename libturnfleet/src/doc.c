@@ -699,3 +699,14 @@ static tf_err tf_doc__yaml_walk(struct cJSON **out, const char *text, size_t len
   *out = root;
   return TF_OK;
 }
+
+tf_err tf_doc__print(char **out, struct cJSON *root)
+{
+  *out = NULL;
+  char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) return tf_error__nomem();
+  *out = tf_strdup__(text);
+  cJSON_free(text);
+  return *out ? TF_OK : tf_error__nomem();
+}

@@ -83,6 +83,9 @@ struct cJSON;
  * path and positions); @p opts (NULL: the defaults) bounds size and values. */
 tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
 tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+/* @p root (taken: deleted here, NULL allowed) as compact JSON in *out, memory tf_free() releases
+ * whatever allocator cJSON uses. TF_OK, TF_ENOMEM (also for a NULL root: a build that ran out). */
+tf_err tf_doc__print(char **out, struct cJSON *root);
 /* The limits @p opts asks for, read up to its version (NULL: the defaults). */
 typedef struct tf_doc__limit {
   size_t max_bytes;

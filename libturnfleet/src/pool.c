@@ -1453,17 +1453,7 @@ tf_err tf_pool_to_json(char **out, const tf_pool *pool)
   TF_ASSERT_ARG(out);
   *out = NULL;
   TF_ASSERT_ARG(pool);
-  cJSON *root = tf_pool__json(pool);
-  if (!root) return tf_error__nomem();
-  char *text = cJSON_PrintUnformatted(root);
-  cJSON_Delete(root);
-  if (!text) return tf_error__nomem();
-  /* hand out memory tf_free() releases, whatever allocator cJSON uses */
-  char *copy = tf_strdup__(text);
-  cJSON_free(text);
-  if (!copy) return tf_error__nomem();
-  *out = copy;
-  return TF_OK;
+  return tf_doc__print(out, tf_pool__json(pool));
 }
 
 tf_err tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas)

@@ -60,12 +60,11 @@ tf_err tf_vantage_configmap(char **out, const char *pool, const char *ns, const 
            (data = cJSON_AddObjectToObject(root, "data")) && cJSON_AddStringToObject(data, "runner", runner) &&
            cJSON_AddStringToObject(data, "time", when) && cJSON_AddStringToObject(data, "results.json", list);
   tf_free(list);
-  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  if (!text) return tf_error__nomem();
-  *out = tf_strdup__(text);
-  cJSON_free(text);
-  return *out ? TF_OK : tf_error__nomem();
+  if (!ok) {
+    cJSON_Delete(root);
+    return tf_error__nomem();
+  }
+  return tf_doc__print(out, root);
 }
 
 typedef struct tf_van__verdict {

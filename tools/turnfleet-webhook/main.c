@@ -106,12 +106,7 @@ int main(int argc, char **argv)
   if (no_cluster && kubeconfig) return bad("--kubeconfig", "not with --no-cluster");
 
   /* SIGTERM/SIGINT through a descriptor, blocked before any thread exists so all inherit the mask */
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);
-  int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
+  int sfd = tool_stop_signalfd();
   char err[512];
   if (tool_tls_start(cert, key, 1000, err, sizeof(err)) < 0) {
     tool_say(PROG, "--cert/--key", "%s", err);
