@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "model.h"
 
 #define TF__ADM_API "admission.k8s.io/v1"
 #define TF__ADM_GROUP "turnfleet.hzmi.dev"
@@ -409,29 +410,23 @@ static tf_err tf_adm__defaults(tf_adm__verdict *v, const cJSON *object, const tf
   return TF_OK;
 }
 
-/* The object as the pool parser sees it: namespace filled in from the request
- * (kube-apiserver may leave it out of a CREATE's object). */
-static tf_err tf_adm__pool(tf_pool **out, tf_adm__verdict *v, const tf_admission *r, const cJSON *object,
-                           const tf_adm__limits *lim)
+/* The object through the pool parser (the same walk as tf_pool_parse(), on the tree already
+ * read); the namespace comes from the request when the object has none (kube-apiserver may leave
+ * it out of a CREATE's object). Parse problems and validation problems become denials. */
+static tf_err tf_adm__pool(tf_pool **out, tf_adm__verdict *v, const tf_admission *r, const cJSON *object)
 {
-  *out = NULL;
-  cJSON *copy = cJSON_Duplicate(object, 1);
-  if (!copy) return tf_error__nomem();
-  cJSON *meta = cJSON_GetObjectItemCaseSensitive(copy, "metadata");
-  if (cJSON_IsObject(meta) && !cJSON_GetObjectItemCaseSensitive(meta, "namespace") && *r->ns)
-    cJSON_AddStringToObject(meta, "namespace", r->ns);
-  char *text = cJSON_PrintUnformatted(copy);
-  cJSON_Delete(copy);
-  if (!text) return tf_error__nomem();
-  tf_parse_options po = TF_PARSE_OPTIONS_INIT;
-  po.max_bytes = lim->max_bytes;
-  po.max_values = lim->max_values;
-  tf_err rc = tf_pool_parse_with(out, text, strlen(text), TF_FORMAT_JSON, &po);
-  cJSON_free(text);
+  tf_err rc = tf_pool__from_tree(out, object);
   if (rc == TF_ENOMEM) return rc;
   if (rc < 0) {
     tf_adm__deny(v, "", "%s", tf_error_last()->message);
     return TF_OK;
+  }
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(object, "metadata");
+  if (*r->ns && !cJSON_GetObjectItemCaseSensitive(meta, "namespace")) {
+    char *ns = tf_strdup__(r->ns);
+    if (!ns) return tf_error__nomem();
+    free((*out)->ns);
+    (*out)->ns = ns;
   }
   tf_problems *problems = NULL;
   rc = tf_pool_validate(&problems, *out);
@@ -450,7 +445,7 @@ static tf_err tf_adm__judge_pool(tf_adm__verdict *v, const tf_admission *r, tf_a
                                  const tf_adm__limits *lim)
 {
   tf_pool *pool = NULL;
-  tf_err rc = tf_adm__pool(&pool, v, r, r->object, lim);
+  tf_err rc = tf_adm__pool(&pool, v, r, r->object);
   if (rc < 0 || !pool || tf_problems_count(v->denials) > 0) {
     tf_pool_free(pool);
     return rc;

@@ -1025,15 +1025,20 @@ tf_err tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int forma
   tf_err rc = format == TF_FORMAT_JSON ? tf_doc__parse_json(&root, text, len, opts)
                                         : tf_doc__parse_yaml(&root, text, len, opts);
   if (rc < 0) return rc;
-  if (!cJSON_IsObject(root)) {
-    cJSON_Delete(root);
+  rc = tf_pool__from_tree(out, root);
+  cJSON_Delete(root);
+  return rc;
+}
+
+tf_err tf_pool__from_tree(tf_pool **out, const cJSON *root)
+{
+  *out = NULL;
+  if (!cJSON_IsObject(root))
     return tf_error__set(TF_EPROTO, "document: must be a mapping (a TURNPool object or its spec)");
-  }
 
   tf_pool *p = calloc(1, sizeof(*p));
   if (!p || !(p->problems = tf_problems__new())) {
     free(p);
-    cJSON_Delete(root);
     return tf_error__nomem();
   }
   p->replicas = 1;
@@ -1066,7 +1071,6 @@ tf_err tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int forma
       p->bad |= TF_POOL__BAD_AUTH; /* one problem, not "realm: required" as well */
     tf_pool__pop(&c, old);
   }
-  cJSON_Delete(root);
   if (c.rc == TF_OK) tf_pool__defaults(&c);
   if (c.rc < 0) {
     tf_pool_free(p);
