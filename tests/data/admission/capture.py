@@ -11,6 +11,7 @@ reviews are written as the stand-in sent them (uids included)."""
 import http.server
 import json
 import os
+import shutil
 import ssl
 import sys
 import threading
@@ -89,6 +90,7 @@ def main():
     finally:
         cluster.stop()
         srv.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
