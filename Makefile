@@ -41,6 +41,7 @@ bench: build
 	bench/plan $(BUILD)
 	bench/probe $(BUILD)
 	bench/parse $(BUILD)
+	bench/webhook $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -16,7 +16,9 @@ port_range/: a few good and bad shapes each. fuzz/corpora/kube_config/,
 kube_watch/, kube_status/: kubeconfig files (data and file forms, refused exec and
 auth-provider users, malformed ones), watch streams (the first byte picks the chunk
 size: every event type, CRLF, a line cut short, an oversized line) and Status bodies
-(the first byte picks the HTTP code and a Retry-After header). Files are named by the
+(the first byte picks the HTTP code and a Retry-After header). fuzz/corpora/admission_review/:
+the reviews captured from the stand-in (tests/data/admission) and malformed envelopes;
+vantage_condition/: <pool>-vantage ConfigMaps (the first byte picks "now"). Files are named by the
 SHA-1 of their content, so re-running only adds files; crash reproducers added by
 hand (same naming) are kept.
 """
@@ -107,6 +109,29 @@ EXTRA_ADDRESSES = [
 ]
 EXTRA_VERSIONS = [b'4.6.1', b'4.18.0', b'4.18.0-r0', b'4.6.3-alpine', b'255.255.255', b'256.0.0', b'4.6', b'4.6.1-',
                   b'04.06.01', b'4.6.1 ', b'4.6.1-a+b~c_d.e']
+EXTRA_REVIEWS = [
+    b'{}', b'[]', b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "operation": "CREATE",'
+    b' "resource": {"group": "turnfleet.hzmi.dev", "resource": "turnpools"}, "object": {"spec": {"replicas": 1e999}}}}',
+    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "operation": "UPDATE",'
+    b' "subResource": "scale", "resource": {"group": "turnfleet.hzmi.dev", "resource": "turnpools"},'
+    b' "name": "other", "namespace": "default", "object": {"spec": {"replicas": 9}}}}',
+    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "uid": "v"}}',
+]
+def _vantage(time, results):
+    import json
+    return b'\x80' + json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p-vantage"},
+                                  "data": {"runner": "r", "time": time, "results.json": results}}).encode()
+
+
+EXTRA_VANTAGE = [
+    b'\x80{}', b'\x80{"data": {}}', b'\x00' + b'{"data": {"runner": "r", "time": "2025-12-01T11:00:00Z", "results.json": "[]"}}',
+    _vantage("2025-12-01T11:59:00Z", '[{"uri": "turn:192.0.2.1:3478", "ok": true}]'),
+    _vantage("2025-12-01T11:59:00.123+01:00", '[{"uri": "turn:192.0.2.1:3478", "ok": false, "stage": "allocate",'
+             ' "errorCode": 401, "errorReason": "Unauthorized"}, {"uri": "turn:192.0.2.2", "ok": true}]'),
+    _vantage("2025-13-01T11:59:00Z", '[]'), _vantage("2025-12-01T11:59:00Z", '[{"ok": 1}]'),
+    _vantage("2025-12-01T11:59:00Z", '[1,'),
+]
 EXTRA_RANGES = [b'49152-65535', b'1-1', b'0-10', b'10-1', b'1-65536', b'049152-49200', b'-', b'1-', b'65535-65535',
                 b'100000-1']
 
@@ -208,6 +233,9 @@ def main():
         'pool_yaml': pool_yaml, 'pool_json': pool_json, 'nodes_parse': nodes, 'fleet_parse': EXTRA_FLEET,
         'status_parse': EXTRA_STATUS, 'secret_read': EXTRA_SECRET, 'addresses_parse': EXTRA_ADDRESSES,
         'coturn_version': EXTRA_VERSIONS, 'port_range': EXTRA_RANGES,
+        'admission_review': [b for _, b in files_under(os.path.join(data, 'admission'), suffixes=('.review.json',))]
+        + EXTRA_REVIEWS,
+        'vantage_condition': EXTRA_VANTAGE,
     }
     for name, blobs in extra.items():
         added = write(os.path.join(HERE, 'corpora', name), set(blobs))

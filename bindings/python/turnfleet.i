@@ -661,7 +661,8 @@ struct tf_relay {};
 %include "turnfleet/reconcile.h"
 %apply char **TF_STR_OUT { char **out };
 /* Not wrapped (never %include'd, so nothing of them is generated): engine.h,
- * relayctl.h and manifest.h, the runtime side that the tools drive.
+ * relayctl.h, manifest.h, admission.h and vantage.h, the runtime side that the
+ * tools drive.
  * manifest.h's Secret builder returns secret material, so wrapping it needs
  * the TF_SECRET_OUT typemap like coturn.h and reconcile.h. */
 

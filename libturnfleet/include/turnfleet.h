@@ -26,5 +26,7 @@
 #include "turnfleet/kube.h"
 #include "turnfleet/informer.h"
 #include "turnfleet/manifest.h"
+#include "turnfleet/admission.h"
+#include "turnfleet/vantage.h"
 
 #endif

@@ -327,3 +327,71 @@ void tf_secret_free(char *secret)
   tf_crypto__wipe(secret, strlen(secret));
   free(secret);
 }
+
+/* ---- RFC 3339 times (civil_from_days / days_from_civil, H. Hinnant) ---- */
+
+void tf_time__format(char buf[48], int64_t ms)
+{
+  int64_t s = ms / 1000;
+  int64_t days = s / 86400, rem = s % 86400;
+  if (rem < 0) rem += 86400, days--;
+  int64_t z = days + 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t y = yoe + era * 400;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  if (m <= 2) y++;
+  snprintf(buf, 48, "%04d-%02d-%02dT%02d:%02d:%02dZ", (int)y, (int)m, (int)d, (int)(rem / 3600),
+           (int)(rem % 3600 / 60), (int)(rem % 60));
+}
+
+static int tf_time__digits(const char *s, int n)
+{
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+int tf_time__parse(const char *s, int64_t *ms)
+{
+  if (!s || strlen(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return -1;
+  int y = tf_time__digits(s, 4), mo = tf_time__digits(s + 5, 2), d = tf_time__digits(s + 8, 2);
+  int h = tf_time__digits(s + 11, 2), mi = tf_time__digits(s + 14, 2), se = tf_time__digits(s + 17, 2);
+  if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60)
+    return -1;
+  size_t i = 19;
+  int64_t frac_ms = 0;
+  if (s[i] == '.') {
+    size_t n = 0;
+    for (i++; s[i] >= '0' && s[i] <= '9'; i++, n++)
+      if (n < 3) frac_ms = frac_ms * 10 + (s[i] - '0');
+    if (n == 0 || n > 9) return -1;
+    for (; n < 3; n++) frac_ms *= 10;
+  }
+  int64_t offset_s = 0;
+  if (s[i] == 'Z') {
+    if (s[i + 1]) return -1;
+  } else if (s[i] == '+' || s[i] == '-') {
+    int oh = tf_time__digits(s + i + 1, 2), om = s[i + 3] == ':' ? tf_time__digits(s + i + 4, 2) : -1;
+    if (oh < 0 || oh > 23 || om < 0 || om > 59 || s[i + 6]) return -1;
+    offset_s = (s[i] == '+' ? 1 : -1) * (int64_t)(oh * 3600 + om * 60);
+  } else {
+    return -1;
+  }
+  /* days_from_civil */
+  int64_t yy = mo <= 2 ? y - 1 : y;
+  int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
+  int64_t yoe = yy - era * 400;
+  int64_t doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  int64_t days = era * 146097 + doe - 719468;
+  if (ms) *ms = ((days * 86400 + h * 3600 + mi * 60 + se) - offset_s) * 1000 + frac_ms;
+  return 0;
+}

@@ -336,6 +336,11 @@ static tf_err tf_doc__json_check(const char *text, size_t len, size_t keys)
       break;
     }
     default:
+      /* cJSON skips every byte <= 0x20 as whitespace; RFC 8259 allows space, tab, LF and CR only */
+      if ((unsigned char)ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+        rc = tf_doc__jerror(&s, i, 0, "control character 0x%02x outside a string (only space, tab, LF and CR "
+                                      "may stand between tokens)",
+                            (unsigned char)ch);
       break;
     }
   }
@@ -693,4 +698,15 @@ static tf_err tf_doc__yaml_walk(struct cJSON **out, const char *text, size_t len
   if (!root) return tf_error__nomem();
   *out = root;
   return TF_OK;
+}
+
+tf_err tf_doc__print(char **out, struct cJSON *root)
+{
+  *out = NULL;
+  char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) return tf_error__nomem();
+  *out = tf_strdup__(text);
+  cJSON_free(text);
+  return *out ? TF_OK : tf_error__nomem();
 }

@@ -83,6 +83,9 @@ struct cJSON;
  * path and positions); @p opts (NULL: the defaults) bounds size and values. */
 tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
 tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+/* @p root (taken: deleted here, NULL allowed) as compact JSON in *out, memory tf_free() releases
+ * whatever allocator cJSON uses. TF_OK, TF_ENOMEM (also for a NULL root: a build that ran out). */
+tf_err tf_doc__print(char **out, struct cJSON *root);
 /* The limits @p opts asks for, read up to its version (NULL: the defaults). */
 typedef struct tf_doc__limit {
   size_t max_bytes;
@@ -95,6 +98,12 @@ size_t tf_doc__utf8_len(const unsigned char *s, size_t n);
 /* Parse "MAJOR.MINOR.PATCH[-SUFFIX]" (components 0-255) into
  * (major << 16) | (minor << 8) | patch. Returns 0, or -1 when malformed (no error set). */
 int tf_version__parse(const char *text, uint32_t *out);
+
+/* RFC 3339 UTC seconds ("2024-05-01T12:00:00Z") of a Unix time in ms (proleptic Gregorian, no libc time zone). */
+void tf_time__format(char buf[48], int64_t ms);
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm|-hh:mm)" (metav1.Time as the API server writes it) into Unix ms
+ * (@p ms may be NULL: a check only). 0, or -1 when malformed or out of range (no error set). */
+int tf_time__parse(const char *s, int64_t *ms);
 
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);

@@ -111,6 +111,11 @@ const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
  * (Kubernetes object names: nodes, pools, relays). */
 int tf_inventory__valid_name(const char *s, size_t max);
 
+/* tf_pool_parse() on a document already read (@p root borrowed): what the admission
+ * module uses for the object inside a review, without printing and parsing it again. */
+struct cJSON;
+tf_err tf_pool__from_tree(tf_pool **out, const struct cJSON *root);
+
 typedef struct tf_existing_record {
   char *pool; /* NULL = the pool being planned */
   char *name;

@@ -1025,15 +1025,20 @@ tf_err tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int forma
   tf_err rc = format == TF_FORMAT_JSON ? tf_doc__parse_json(&root, text, len, opts)
                                         : tf_doc__parse_yaml(&root, text, len, opts);
   if (rc < 0) return rc;
-  if (!cJSON_IsObject(root)) {
-    cJSON_Delete(root);
+  rc = tf_pool__from_tree(out, root);
+  cJSON_Delete(root);
+  return rc;
+}
+
+tf_err tf_pool__from_tree(tf_pool **out, const cJSON *root)
+{
+  *out = NULL;
+  if (!cJSON_IsObject(root))
     return tf_error__set(TF_EPROTO, "document: must be a mapping (a TURNPool object or its spec)");
-  }
 
   tf_pool *p = calloc(1, sizeof(*p));
   if (!p || !(p->problems = tf_problems__new())) {
     free(p);
-    cJSON_Delete(root);
     return tf_error__nomem();
   }
   p->replicas = 1;
@@ -1066,7 +1071,6 @@ tf_err tf_pool_parse_with(tf_pool **out, const char *text, size_t len, int forma
       p->bad |= TF_POOL__BAD_AUTH; /* one problem, not "realm: required" as well */
     tf_pool__pop(&c, old);
   }
-  cJSON_Delete(root);
   if (c.rc == TF_OK) tf_pool__defaults(&c);
   if (c.rc < 0) {
     tf_pool_free(p);
@@ -1453,17 +1457,7 @@ tf_err tf_pool_to_json(char **out, const tf_pool *pool)
   TF_ASSERT_ARG(out);
   *out = NULL;
   TF_ASSERT_ARG(pool);
-  cJSON *root = tf_pool__json(pool);
-  if (!root) return tf_error__nomem();
-  char *text = cJSON_PrintUnformatted(root);
-  cJSON_Delete(root);
-  if (!text) return tf_error__nomem();
-  /* hand out memory tf_free() releases, whatever allocator cJSON uses */
-  char *copy = tf_strdup__(text);
-  cJSON_free(text);
-  if (!copy) return tf_error__nomem();
-  *out = copy;
-  return TF_OK;
+  return tf_doc__print(out, tf_pool__json(pool));
 }
 
 tf_err tf_pool_with_replicas(tf_pool **out, const tf_pool *pool, int64_t replicas)

@@ -276,25 +276,6 @@ tf_err tf_observed_add_claim(tf_observed *obs, const char *pool, const char *ide
   return TF_OK;
 }
 
-/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm|-hh:mm)" (metav1.Time as the API server writes it). */
-static int tf_rec__rfc3339_ok(const char *s)
-{
-  static const char shape[] = "dddd-dd-ddTdd:dd:dd";
-  size_t i = 0;
-  for (; shape[i]; i++) {
-    if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i]) return 0;
-  }
-  if (s[i] == '.') {
-    size_t d = 0;
-    for (i++; s[i] >= '0' && s[i] <= '9'; i++) d++;
-    if (!d || d > 9) return 0;
-  }
-  if (s[i] == 'Z') return s[i + 1] == '\0';
-  if (s[i] != '+' && s[i] != '-') return 0;
-  return s[i + 1] >= '0' && s[i + 1] <= '9' && s[i + 2] >= '0' && s[i + 2] <= '9' && s[i + 3] == ':' &&
-         s[i + 4] >= '0' && s[i + 4] <= '9' && s[i + 5] >= '0' && s[i + 5] <= '9' && s[i + 6] == '\0';
-}
-
 tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
 {
   TF_ASSERT_ARG(obs);
@@ -341,7 +322,7 @@ tf_err tf_observed_set_status(tf_observed *obs, const char *json, size_t len)
     else if (!cJSON_IsString(st) || (strcmp(st->valuestring, "True") != 0 && strcmp(st->valuestring, "False") != 0 &&
                                      strcmp(st->valuestring, "Unknown") != 0))
       rc = tf_error__set(TF_EINVALID, "status.conditions[%zu].status: must be True, False or Unknown", i);
-    else if (!cJSON_IsString(t) || !tf_rec__rfc3339_ok(t->valuestring))
+    else if (!cJSON_IsString(t) || tf_time__parse(t->valuestring, NULL) < 0)
       rc = tf_error__set(TF_EINVALID, "status.conditions[%zu].lastTransitionTime: must be an RFC 3339 time", i);
     else {
       int fresh = tf_map__insert(&types, 0, type->valuestring, strlen(type->valuestring), i, NULL);
@@ -599,26 +580,6 @@ static int tf_rec__probe_good(const tf_rec__relay *r)
 
 /* A planned relay served by its own process, which passed its probe. */
 static int tf_rec__ready(const tf_rec__relay *r) { return r->planned && r->member && tf_rec__probe_good(r); }
-
-/* RFC 3339 UTC seconds of a Unix time in ms (proleptic Gregorian, no libc time zone). */
-static void tf_rec__format_time(char buf[48], int64_t ms)
-{
-  int64_t s = ms / 1000;
-  int64_t days = s / 86400, rem = s % 86400;
-  /* civil_from_days (H. Hinnant) */
-  int64_t z = days + 719468;
-  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  int64_t doe = z - era * 146097;
-  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t y = yoe + era * 400;
-  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  int64_t mp = (5 * doy + 2) / 153;
-  int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  if (m <= 2) y++;
-  snprintf(buf, 48, "%04d-%02d-%02dT%02d:%02d:%02dZ", (int)y, (int)m, (int)d, (int)(rem / 3600),
-           (int)(rem % 3600 / 60), (int)(rem % 60));
-}
 
 static int64_t tf_rec__backoff(const tf_reconcile_options *o, int64_t restarts)
 {
@@ -912,7 +873,7 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
       } else {
         tf_rec__next(rec, at);
         char t[48];
-        tf_rec__format_time(t, at);
+        tf_time__format(t, at);
         if (!(r->waiting = tf_asprintf__("restart backoff until %s", t))) rc = tf_error__nomem();
       }
     } else if (!r->member) {
@@ -996,7 +957,7 @@ static tf_err tf_rec__set_cond(tf_reconcile *rec, size_t i, const char *status, 
     if (strcmp(obs->prev[k].type, tf_rec__cond_types[i]) == 0 && strcmp(obs->prev[k].status, status) == 0)
       kept = obs->prev[k].time;
   char t[48];
-  tf_rec__format_time(t, now);
+  tf_time__format(t, now);
   rec->cond_times[i] = strdup(kept ? kept : t);
   if (!c->type || !c->status || !c->reason || !c->message || !rec->cond_times[i]) return tf_error__nomem();
   return TF_OK;
@@ -1448,7 +1409,7 @@ static void tf_rec__status(tf_rec__jw *w, const char *key, const tf_reconcile *r
     tf_rec__jw_int(w, "portsTotal", r->ports_total);
     if (r->has_obs && r->obs.probe_ms > 0) {
       char t[48];
-      tf_rec__format_time(t, r->obs.probe_ms);
+      tf_time__format(t, r->obs.probe_ms);
       tf_rec__jw_open(w, "lastProbe", "{");
       tf_rec__jw_str(w, "time", t);
       tf_rec__jw_bool(w, "ok", r->obs.probe_ok);

@@ -61,7 +61,8 @@ def default_images(build):
     except OSError:
         pass
     binds = []
-    for rel in ("tools/turnfleet/turnfleet", "tools/turnfleet-probe/turnfleet-probe"):
+    for rel in ("tools/turnfleet/turnfleet", "tools/turnfleet-probe/turnfleet-probe",
+                "tools/turnfleet-webhook/turnfleet-webhook"):
         src = os.path.join(build, rel)
         if os.path.exists(src):
             binds.append((src, "/usr/local/bin/" + os.path.basename(rel)))

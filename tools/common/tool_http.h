@@ -10,6 +10,10 @@
  * cannot be bound (errno set by libmicrohttpd where it says). */
 struct MHD_Daemon *tool_http_start(const char *addr_port, MHD_AccessHandlerCallback handler, void *cls);
 
+/* Parse "ADDR:PORT" ("[v6]:PORT" too) into @p ss; *v6 is 1 for IPv6. 0, or -1 when malformed. */
+struct sockaddr_storage;
+int tool_http_sockaddr(const char *addr_port, struct sockaddr_storage *ss, int *v6);
+
 /* Queue a copy of @p body with @p code and Content-Type @p type. */
 enum MHD_Result tool_http_reply(struct MHD_Connection *conn, unsigned int code, const char *type, const char *body);
 

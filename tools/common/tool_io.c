@@ -4,6 +4,10 @@
 #endif
 #include "tool_io.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -93,4 +97,14 @@ char *tool_join(const char *dir, const char *name)
 {
   char *p = NULL;
   return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+int tool_stop_signalfd(void)
+{
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0) return -1;
+  return signalfd(-1, &stop, SFD_CLOEXEC);
 }

@@ -22,6 +22,11 @@ char *tool_read_file(const char *path, size_t *len, size_t max);
  * and a full disk leaves the old file in place. Returns 0, or -1 with errno set. */
 int tool_write_atomic(const char *dir, const char *name, const char *data, size_t len, mode_t mode);
 
+/* Block SIGTERM and SIGINT in this thread (call it before any thread starts, so every thread
+ * inherits the mask) and return a close-on-exec signalfd that becomes readable when one
+ * arrives; -1 with errno. */
+int tool_stop_signalfd(void);
+
 /* "a/b" (malloc'd), NULL when out of memory. */
 char *tool_join(const char *dir, const char *name);
 

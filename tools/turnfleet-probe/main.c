@@ -16,8 +16,9 @@
 
 #include <turnfleet.h>
 
-#include "tool_io.h"
 #include "secure.h"
+#include "tool_io.h"
+#include "vantage.h"
 
 #define PROG "turnfleet-probe"
 #define EXIT_OK 0
@@ -33,12 +34,16 @@ static const char usage_text[] =
     "         [--user NAME | --user-prefix P] [--ttl S] [--expect-address ADDR] [--expect-port-range START-END]\n"
     "         [--family ipv4|ipv6] [--peer-check] [--hold N] [--count N] [--concurrency C] [--timeout-ms N]\n"
     "         [--ca-file F | --insecure] [--json] [--quiet]\n"
+    "       turnfleet-probe --vantage POOL [--namespace NS] [--kubeconfig F] [--runner NAME]\n"
+    "         (--secret-file F | --secret-env VAR) [probe flags]\n"
     "\n"
     "Allocate on the relay at URI (turn:/turns:) with TURN REST credentials minted from the shared\n"
     "secret, check the relayed address, optionally the data path, and release. --uri may be given\n"
     "several times; --uri-file reads one URI a line (a turn-uris file). --count N runs N probes per URI.\n"
     "Exit: 0 success, 1 the relay answered wrongly, 2 usage, bad input or local resources exhausted,\n"
     "3 unreachable or timed out.\n"
+    "--vantage reads the ConfigMap <POOL>-turn-uris, probes every URI and writes the results to the\n"
+    "ConfigMap <POOL>-vantage (exit 0 once written, 1 when the API fails, 2 bad input).\n"
     "See docs/probe.md.\n";
 
 /* "turnfleet-probe: <what>: <why>" on stderr. */
@@ -55,6 +60,7 @@ typedef struct cli {
   tf_port_range range;
   char *secret;
   size_t secret_len;
+  probe_vantage vantage; /* --vantage POOL: the vantage runner */
 } cli;
 
 /* A whole non-negative decimal number within [min, max]. */
@@ -143,6 +149,11 @@ static void print_result(const cli *c, const tf_probe_result *r, int flush)
   if (*msg) printf(" (%s)", msg);
   fputc('\n', stdout);
   if (flush) fflush(stdout);
+}
+
+static void print_vantage_result(const tf_probe_result *r, void *arg)
+{
+  if (!((const cli *)arg)->quiet) print_result(arg, r, 0);
 }
 
 /* ---- modes ---- */
@@ -439,7 +450,11 @@ enum {
   OPT_USER_PREFIX,
   OPT_QUIET,
   OPT_HELP,
-  OPT_VERSION
+  OPT_VERSION,
+  OPT_VANTAGE,
+  OPT_NAMESPACE,
+  OPT_KUBECONFIG,
+  OPT_RUNNER
 };
 
 static const struct option long_options[] = {{"uri", required_argument, NULL, OPT_URI},
@@ -463,6 +478,10 @@ static const struct option long_options[] = {{"uri", required_argument, NULL, OP
                                              {"quiet", no_argument, NULL, OPT_QUIET},
                                              {"help", no_argument, NULL, OPT_HELP},
                                              {"version", no_argument, NULL, OPT_VERSION},
+                                             {"vantage", required_argument, NULL, OPT_VANTAGE},
+                                             {"namespace", required_argument, NULL, OPT_NAMESPACE},
+                                             {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+                                             {"runner", required_argument, NULL, OPT_RUNNER},
                                              {NULL, 0, NULL, 0}};
 
 /* The flag of an argument without its "=value" (which may be a secret someone typed). */
@@ -610,6 +629,10 @@ static int parse_flags(cli *c, int argc, char **argv)
     case OPT_CA_FILE: c->ca_file = optarg; break;
     case OPT_INSECURE: c->insecure = 1; break;
     case OPT_JSON: c->json = 1; break;
+    case OPT_VANTAGE: c->vantage.pool = optarg; break;
+    case OPT_NAMESPACE: c->vantage.ns = optarg; break;
+    case OPT_KUBECONFIG: c->vantage.kubeconfig = optarg; break;
+    case OPT_RUNNER: c->vantage.runner = optarg; break;
     case OPT_HELP: fputs(usage_text, stdout); return 1;
     case OPT_VERSION: printf("%s %s\n", PROG, tf_version_string()); return 1;
     case ':': complain(flag_name(argv[optind - 1], name, sizeof(name)), "needs a value"); return -1;
@@ -622,6 +645,22 @@ static int parse_flags(cli *c, int argc, char **argv)
     /* not echoed: it may be a secret typed in the wrong place */
     complain("arguments", "%d unexpected argument(s): only flags are taken (see --help)", argc - optind);
     return -1;
+  }
+  if (!c->vantage.pool && (c->vantage.ns || c->vantage.kubeconfig || c->vantage.runner)) {
+    complain("--namespace/--kubeconfig/--runner", "only go with --vantage");
+    return -1;
+  }
+  if (c->vantage.pool) {
+    if (c->nuris || c->uri_file || c->hold || c->count || c->has_concurrency || c->expect_address || c->has_range) {
+      complain("--vantage", "takes its URIs from the pool's turn-uris ConfigMap: no --uri, --uri-file, --hold, "
+                            "--count, --concurrency, --expect-address or --expect-port-range");
+      return -1;
+    }
+    if (!c->secret_file == !c->secret_env) {
+      complain("--secret-file/--secret-env", "give exactly one (the secret is never taken from the command line)");
+      return -1;
+    }
+    return 0;
   }
   if (c->uri_file && read_uri_file(c) < 0) return -1;
   if (c->nuris == 0) {
@@ -680,7 +719,7 @@ int main(int argc, char **argv)
 
   tf_probe_options o;
   tf_probe_options_init(&o, TF_PROBE_OPTIONS_VERSION);
-  o.uri = c.uris[0];
+  o.uri = c.nuris ? c.uris[0] : NULL;
   o.secret = c.secret;
   if (c.user) o.user = c.user;
   if (c.user_prefix) {
@@ -700,7 +739,8 @@ int main(int argc, char **argv)
   o.insecure = c.insecure;
 
   int code;
-  if (c.hold) code = probe_hold(&c, &o);
+  if (c.vantage.pool) code = vantage_run(&c.vantage, &o, print_vantage_result, &c);
+  else if (c.hold) code = probe_hold(&c, &o);
   else if (c.count || c.nuris > 1 || c.quiet) code = probe_many(&c, &o);
   else code = probe_once(&c, &o);
   wipe_secret(&c);

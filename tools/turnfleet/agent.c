@@ -252,12 +252,7 @@ static int agent_serve(const agent_args *args)
   pthread_mutex_init(&a.lock, NULL);
 
   /* SIGTERM/SIGINT through a descriptor, blocked before the HTTP thread exists so it inherits the mask */
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);
-  int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
+  int sfd = tool_stop_signalfd();
   struct MHD_Daemon *mhd = sfd >= 0 ? tool_http_start(args->listen, agent_http, &a) : NULL;
   int st = 0;
   if (!mhd) {

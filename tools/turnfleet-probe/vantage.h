@@ -1,0 +1,21 @@
+/* turnfleet-probe --vantage POOL: read <pool>-turn-uris, probe every URI, write
+ * <pool>-vantage (library: turnfleet/vantage.h). */
+#ifndef TURNFLEET_PROBE_VANTAGE_H
+#define TURNFLEET_PROBE_VANTAGE_H
+
+#include <turnfleet.h>
+
+typedef struct probe_vantage {
+  const char *pool;       /* --vantage */
+  const char *ns;         /* --namespace, or NULL: the configuration's */
+  const char *kubeconfig; /* --kubeconfig, or NULL: in-cluster */
+  const char *runner;     /* --runner, or NULL: the host name */
+} probe_vantage;
+
+typedef void (*vantage_print_fn)(const tf_probe_result *r, void *arg);
+
+/* Exit status: 0 the results were written (whatever the relays answered: the
+ * condition carries that), 1 the API refused or failed, 2 bad input. */
+int vantage_run(const probe_vantage *v, const tf_probe_options *base, vantage_print_fn print, void *arg);
+
+#endif
