@@ -215,12 +215,14 @@ class Controllers:
             port = int(s.get("port", 443))
             path = s.get("path") or "/"
             url = "https://%s:%d%s" % (host, port, path)
-            connect = ((svc or {}).get("spec") or {}).get("clusterIP")
+            connect, port = self._service_endpoint(svc, port)
         else:
             connect = None
             url = ""
         full = "%s?timeout=%ds" % (url, timeout)
         try:
+            if not connect and cc.get("service") and ((svc or {}).get("spec") or {}).get("selector"):
+                raise OSError('no endpoints available for service "%s"' % cc["service"].get("name"))
             if not connect:
                 raise OSError("dial tcp: lookup %s: no such host" % url)
             sctx = ssl.create_default_context()
@@ -281,6 +283,35 @@ class Controllers:
                 raise ApiError(500, "InternalError", 'Internal error occurred: JSON Patch: %s' % e)
             return api.from_view(rt, patched)
         return obj
+
+    def _service_endpoint(self, svc, port):
+        """Where a Service's port leads, as kube-proxy would route it: with a selector, a Ready pod's podIP
+        and the port's targetPort (a name is looked up in the pod's container ports); without one, the
+        clusterIP itself (a test that gives the Service an address it serves on)."""
+        spec = (svc or {}).get("spec") or {}
+        sel = spec.get("selector")
+        if not sel:
+            return spec.get("clusterIP"), port
+        sp = next((p for p in spec.get("ports") or [] if int(p.get("port", 0)) == port), None)
+        if sp is None:
+            return None, port
+        target = sp.get("targetPort", port)
+        pods, _ = self.si.store.list(("", "pods"), svc["metadata"]["namespace"])
+        for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            st = pod.get("status") or {}
+            labels = pod["metadata"].get("labels") or {}
+            if pod["metadata"].get("deletionTimestamp") or not st.get("podIP") or any(labels.get(k) != v for k, v in sel.items()):
+                continue
+            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or []):
+                continue
+            if isinstance(target, str) and not target.isdigit():
+                named = [cp.get("containerPort") for c in (pod.get("spec") or {}).get("containers") or []
+                         for cp in c.get("ports") or [] if cp.get("name") == target]
+                if not named:
+                    continue
+                return st["podIP"], int(named[0])
+            return st["podIP"], int(target)
+        return None, port
 
     # -- the background loop
     def start(self):

@@ -373,15 +373,22 @@ class PodWorker(threading.Thread):
         if "exec" in pr:
             return self.exec_in(c, pr["exec"].get("command") or [], timeout) == 0
         host = self.pod_ip()
+
+        def port(p):
+            """A number, or the name of one of the container's ports."""
+            if isinstance(p, int) or str(p).isdigit():
+                return int(p)
+            named = [cp.get("containerPort") for cp in c.spec.get("ports") or [] if cp.get("name") == p]
+            return int(named[0]) if named else 0
         if "tcpSocket" in pr:
             try:
-                with socket.create_connection((pr["tcpSocket"].get("host") or host, int(pr["tcpSocket"]["port"])), timeout):
+                with socket.create_connection((pr["tcpSocket"].get("host") or host, port(pr["tcpSocket"]["port"])), timeout):
                     return True
             except OSError:
                 return False
         if "httpGet" in pr:
             g = pr["httpGet"]
-            url = "%s://%s:%s%s" % (g.get("scheme", "HTTP").lower(), g.get("host") or host, g["port"], g.get("path", "/"))
+            url = "%s://%s:%d%s" % (g.get("scheme", "HTTP").lower(), g.get("host") or host, port(g["port"]), g.get("path", "/"))
             try:
                 import ssl
                 with urllib.request.urlopen(url, timeout=timeout, context=ssl._create_unverified_context()) as r:
