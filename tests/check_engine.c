@@ -528,6 +528,102 @@ START_TEST(test_engine__rejects_bad_input)
 }
 END_TEST
 
+/* A plan of the local nodes: the relays' addresses, sorted, as "a b c". */
+static void local_relays(char *out, size_t size, const char *pool_extra, int replicas, const char *list)
+{
+  tf_addr addrs[16];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(addrs, 16, &n, list));
+  tf_pool *pool = mk_pool(replicas, "4.6.1", pool_extra);
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, addrs, n));
+  tf_plan *plan = NULL;
+  TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, NULL));
+  out[0] = 0;
+  for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    for (size_t a = 0; a < tf_relay_address_count(r); a++) {
+      tf_addr addr;
+      char text[TF_ADDR_STRLEN];
+      TF_OK_OR_FAIL(tf_relay_address(&addr, r, a));
+      tf_addr_format(text, sizeof(text), &addr);
+      snprintf(out + strlen(out), size - strlen(out), "%s%s%s", *out ? " " : "", a ? "+" : "", text);
+    }
+  }
+  tf_plan_free(plan);
+  tf_nodes_free(nodes);
+  tf_pool_free(pool);
+}
+
+START_TEST(test_engine__local_nodes_serve_every_mode_and_family)
+{
+  char got[512];
+  local_relays(got, sizeof(got), NULL, 2, "127.0.0.11-12");
+  ck_assert_str_eq(got, "127.0.0.11 127.0.0.12");
+  /* ExternalIPPool: the addresses inside the pool's CIDR only */
+  local_relays(got, sizeof(got), "  addressing: {mode: ExternalIPPool, externalIPPool: {addresses: [127.0.0.84/30]}}\n", 3,
+               "127.0.0.84-86,127.0.0.90");
+  ck_assert_str_eq(got, "127.0.0.84 127.0.0.85 127.0.0.86");
+  local_relays(got, sizeof(got), "  addressing: {mode: HostNetwork, family: IPv6}\n", 1, "::1,127.0.0.1");
+  ck_assert_str_eq(got, "::1");
+  /* DualStack: one address of each family per relay */
+  local_relays(got, sizeof(got), "  addressing: {mode: HostNetwork, family: DualStack}\n", 2, "127.0.0.11-12,fd00::1-2");
+  ck_assert_str_eq(got, "127.0.0.11 +fd00::1 127.0.0.12 +fd00::2");
+  /* the nodeSelector is on every node */
+  tf_addr a[1];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 1, &n, "127.0.0.11"));
+  tf_pool *pool = mk_pool(1, "4.6.1", "  nodeSelector: {role: relay}\n");
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  ck_assert_uint_eq(tf_nodes_count(nodes), 1);
+  ck_assert_int_eq(tf_nodes_eligible(nodes, 0, pool), 1);
+  tf_nodes_free(nodes);
+  ck_assert_int_eq(tf_engine_local_nodes(&nodes, NULL, a, n), TF_EINVALID);
+  ck_assert_ptr_null(nodes);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_engine__start_checks_name_what_cannot_work)
+{
+  tf_addr a[4];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 4, &n, "127.0.0.84"));
+  tf_pool *pool = mk_pool(3, "4.6.1", NULL);
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  ck_assert_int_eq(tf_engine_check_placement(pool, nodes), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "1 of 3 replicas can be placed (HostNetwork IPv4)"));
+  tf_nodes_free(nodes);
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, 0)); /* no address at all */
+  ck_assert_int_eq(tf_engine_check_placement(pool, nodes), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "0 of 3 replicas"));
+  tf_nodes_free(nodes);
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 4, &n, "127.0.0.84-86"));
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  TF_OK_OR_FAIL(tf_engine_check_placement(pool, nodes));
+  tf_nodes_free(nodes);
+
+  uint32_t v461 = 0, v418 = 0;
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v461, "4.6.1"));
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v418, "4.18.0"));
+  TF_OK_OR_FAIL(tf_engine_check_runtime(pool, v461, 0));
+  ck_assert_int_eq(tf_engine_check_runtime(pool, v418, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "spec.dataplane.coturnVersion: \"4.6.1\" contradicts the turnserver this runs: it is coturn 4.18.0");
+  tf_pool_free(pool);
+  pool = mk_pool(1, "4.6.1", "  listeners:\n    - {name: turn, protocol: udp, port: 3478}\n"
+                             "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: certs}}\n");
+  ck_assert_int_eq(tf_engine_check_runtime(pool, v461, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "spec.listeners[1]: tls listener \"turns\" needs the relays' certificate and key");
+  TF_OK_OR_FAIL(tf_engine_check_runtime(pool, v461, 1));
+  ck_assert_int_eq(tf_engine_check_runtime(NULL, v461, 1), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_check_placement(pool, NULL), TF_EINVALID);
+  tf_pool_free(pool);
+}
+END_TEST
+
 Suite *tf_test_engine_suite(void)
 {
   Suite *s = suite_create("engine");
@@ -542,6 +638,8 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__rejects_bad_input);
+  tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
+  tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -357,6 +357,37 @@ TF_EXTERN(tf_err) tf_engine_status_json(char **out, const tf_engine *engine);
 /** The pool the engine manages (the last accepted one). Borrowed from @p engine. */
 TF_EXTERN(const tf_pool *) tf_engine_pool(const tf_engine *engine);
 
+/* ---- what a driver refuses at start (pure checks on its inputs) ---- */
+
+/**
+ * The inventory of one host for a local runtime, from the addresses it may
+ * relay on: HostNetwork and PartitionedIP get one Ready node per address (in
+ * DualStack, the i-th IPv4 address paired with the i-th IPv6 one); ExternalIPPool
+ * and PodIP get one node offering every address (the planner keeps those inside
+ * the pool's CIDRs). Every node carries the pool's nodeSelector labels.
+ * @param[out] out release with tf_nodes_free(); no node when @p count is 0
+ * @param addrs the host's addresses (tf_addr_list_parse()), borrowed
+ * @return 0, TF_EINVALID for NULL arguments, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_local_nodes(tf_nodes **out, const tf_pool *pool, const tf_addr *addrs, size_t count);
+
+/**
+ * Whether every replica of @p pool can be placed on @p nodes.
+ * @return 0; TF_EINVALID with the shortfall and the planner's reason
+ *         ("1 of 3 replicas can be placed (HostNetwork IPv4): ..."), or what
+ *         tf_plan_new() refuses
+ */
+TF_EXTERN(tf_err) tf_engine_check_placement(const tf_pool *pool, const tf_nodes *nodes);
+
+/**
+ * Whether the relays of @p pool can run on the coturn a driver has.
+ * @param coturn_version what the driver's turnserver is (tf_coturn_version_parse())
+ * @param have_tls 1 when the driver has a certificate and key for TLS and DTLS listeners
+ * @return 0; TF_EINVALID naming the field (`spec.dataplane.coturnVersion: "4.18.0" contradicts
+ *         the turnserver this runs: it is coturn 4.6.1`, `spec.listeners[1]: tls listener ...`)
+ */
+TF_EXTERN(tf_err) tf_engine_check_runtime(const tf_pool *pool, uint32_t coturn_version, int have_tls);
+
 TF_END_DECL
 
 #endif
