@@ -450,6 +450,38 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
 }
 END_TEST
 
+START_TEST(test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown)
+{
+  tf_engine *e = ready_fleet(1, "4.6.1");
+  /* a pool the engine cannot render with new nodes: neither is taken */
+  tf_pool *tls = mk_pool(2, "4.6.1", "  listeners: [{name: tls, protocol: tls, port: 5349, tlsSecretRef: {name: t}}]\n");
+  ck_assert_int_eq(tf_engine_set_inputs(e, tls, mk_nodes(2)), TF_EINVALID);
+  ck_assert_int_eq(tf_pool_replicas(tf_engine_pool(e)), 1);
+  step(e, T0 + 600);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  /* both at once */
+  TF_OK_OR_FAIL(tf_engine_set_inputs(e, mk_pool(2, "4.6.1", NULL), mk_nodes(2)));
+  step(e, T0 + 700);
+  ck_assert_int_eq(tf_pool_replicas(tf_engine_pool(e)), 2);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 1);
+  /* a refusal of the driver's own is in the status until a change is accepted */
+  TF_OK_OR_FAIL(tf_engine_refuse(e, "3 of 5 replicas can be placed"));
+  step(e, T0 + 800);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\t\"3 of 5 replicas can be placed\""));
+  tf_free(status);
+  ck_assert_int_eq(tf_engine_refuse(e, ""), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_set_inputs(e, NULL, mk_nodes(1)), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_engine_set_pool(e, mk_pool(2, "4.6.1", NULL)));
+  step(e, T0 + 900);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\tnull"));
+  tf_free(status);
+  tf_engine_free(e);
+}
+END_TEST
+
 START_TEST(test_engine__an_operator_restart_adopts_running_pods)
 {
   /* a first engine starts the fleet; a second one learns it from facts only */
@@ -638,6 +670,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__rejects_bad_input);
+  tcase_add_test(tc, test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown);
   tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
   tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
   suite_add_tcase(s, tc);

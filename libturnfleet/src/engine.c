@@ -1221,3 +1221,31 @@ tf_err tf_engine_check_runtime(const tf_pool *pool, uint32_t coturn_version, int
   }
   return TF_OK;
 }
+
+tf_err tf_engine_set_inputs(tf_engine *e, tf_pool *pool, tf_nodes *nodes)
+{
+  tf_err rc = e && pool && nodes ? tf_eng__try(e, pool, nodes, &e->coturn) : tf_error__set(TF_EINVALID, "invalid argument");
+  if (rc < 0) {
+    tf_pool_free(pool);
+    tf_nodes_free(nodes);
+    return rc;
+  }
+  tf_pool_free(e->pool);
+  tf_nodes_free(e->nodes);
+  e->pool = pool;
+  e->nodes = nodes;
+  e->features = tf_eng__features(pool, &e->coturn);
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_refuse(tf_engine *e, const char *why)
+{
+  TF_ASSERT_ARG(e && why && *why);
+  char *copy = tf_strdup__(why);
+  if (!copy) return tf_error__nomem();
+  free(e->refusal);
+  e->refusal = copy;
+  e->dirty = 1;
+  return TF_OK;
+}

@@ -124,6 +124,24 @@ TF_EXTERN(tf_err) tf_engine_set_pool(tf_engine *engine, tf_pool *pool);
 TF_EXTERN(tf_err) tf_engine_set_nodes(tf_engine *engine, tf_nodes *nodes);
 
 /**
+ * Replace the pool and the inventory together (a local runtime whose nodes
+ * follow from the pool), tried and refused as a whole like tf_engine_set_pool():
+ * on failure neither changes.
+ * @param pool, nodes taken over (freed by the engine, also on failure)
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_set_inputs(tf_engine *engine, tf_pool *pool, tf_nodes *nodes);
+
+/**
+ * Record an input change the driver refused itself (a pool edit whose replicas
+ * cannot all be placed, a turnserver it cannot run): the status's
+ * `refusedChange` says @p why until a change is accepted. Nothing else changes.
+ * @param why copied; never a secret
+ * @return 0, TF_EINVALID (NULL or empty), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_refuse(tf_engine *engine, const char *why);
+
+/**
  * Replace the render options (a secret rotation): relays whose config changes
  * are restarted one at a time by the next steps.
  * @param coturn copied as in tf_engine_new(); the old copy is wiped
