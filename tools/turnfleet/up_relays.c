@@ -1,0 +1,195 @@
+/* Carrying out the engine's actions: turnserver children (config 0600, start,
+ * stop, reap), the coturn CLI through relayctl workers (counts and drains, on
+ * their own threads, so a relay that does not answer stalls no other), and one
+ * round of probes on one poll loop. Every outcome goes back to the engine. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "secure.h"
+#include "up.h"
+
+static up_child *find_child(up *u, const char *name)
+{
+  for (size_t i = 0; i < u->nchildren; i++)
+    if (!strcmp(u->children[i].name, name)) return &u->children[i];
+  return NULL;
+}
+
+static void stop_child(up *u, const char *name)
+{
+  up_child *c = find_child(u, name);
+  if (!c) return;
+  if (c->pid > 0) up_stop(c->pid, u->grace_ms);
+  free(c->name);
+  *c = u->children[--u->nchildren];
+}
+
+void up_stop_all(up *u)
+{
+  while (u->nchildren) stop_child(u, u->children[0].name);
+  free(u->children);
+  u->children = NULL;
+}
+
+/* START (or the second half of RESTART): config 0600, then turnserver -c. @return the pid or -1. */
+static pid_t start_relay(up *u, const tf_engine_action *a)
+{
+  char dir[4096], conf[4200], out[4200];
+  snprintf(dir, sizeof(dir), "%s/%s", u->state_dir, a->relay);
+  snprintf(conf, sizeof(conf), "%s/turnserver.conf", dir);
+  snprintf(out, sizeof(out), "%s/%s.out", u->log_dir, a->relay);
+  /* the only copy of the secret on disk: 0600, atomic, never through a symbolic link */
+  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || secure_write_file(conf, a->config, strlen(a->config)) < 0) {
+    up_say(a->relay, "cannot write its config: %s", strerror(errno));
+    up_log(u, "%s: cannot write its config: %s", a->relay, strerror(errno));
+    return -1;
+  }
+  pid_t pid = up_spawn(u->turnserver, conf, out);
+  up_child *grown = pid > 0 ? realloc(u->children, (u->nchildren + 1) * sizeof(up_child)) : NULL;
+  if (pid > 0 && grown) {
+    u->children = grown;
+    u->children[u->nchildren++] = (up_child){strdup(a->relay), pid};
+  }
+  if (pid < 0) up_say(a->relay, "cannot start %s: %s", u->turnserver, strerror(errno));
+  return pid;
+}
+
+/* DRAIN or COUNT through a relayctl worker; the result comes back in up_take_results(). */
+static void submit_cli(up *u, const tf_engine_action *a, int64_t now)
+{
+  tf_relayctl_request req = TF_RELAYCTL_REQUEST_INIT;
+  req.op = a->kind == TF_ENGINE_COUNT ? (a->count == TF_ENGINE_COUNT_METRICS ? TF_RELAYCTL_COUNT_METRICS : TF_RELAYCTL_COUNT)
+           : a->drain == TF_ENGINE_DRAIN_MODE ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE;
+  req.address = a->address;
+  req.port = req.op == TF_RELAYCTL_COUNT_METRICS ? a->metrics_port : a->cli_port;
+  req.password = a->cli_password; /* the relay's own, and only to a listener of its process */
+  req.owner_pid = a->relay_id ? atoi(a->relay_id) : 0;
+  req.timeout_ms = (int)a->timeout_ms;
+  if (tf_relayctl_workers_submit(u->ctl, &req, a->id) < 0) {
+    if (a->kind == TF_ENGINE_COUNT) (void)tf_engine_count_done(u->engine, a->id, -1, now);
+    else (void)tf_engine_done(u->engine, a->id, 0, NULL, now);
+  }
+}
+
+/* PROBE: one probe per URI into the round's set. */
+static void add_probes(up *u, const tf_engine_action *a, tf_probe_set *set, uint64_t *ids, size_t *n)
+{
+  for (size_t j = 0; j < a->probe_count; j++) {
+    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+    tf_addr addr;
+    po.uri = a->probe_uris[j];
+    po.secret = u->previous ? u->previous : u->secret; /* every relay, restarted or not, takes it */
+    po.expect_address = a->probe_addresses[j];
+    po.family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
+    po.expect_port_start = a->ports.start;
+    po.expect_port_end = a->ports.end;
+    po.timeout_ms = (int)a->timeout_ms;
+    po.rto_ms = 200;
+    po.peer_check = u->peer_check;
+    po.ca_file = u->ca_file;
+    if (tf_probe_set_add(set, &po) == 0) ids[(*n)++] = a->id;
+  }
+}
+
+/* Run the round's probes on one poll loop (bounded by one timeout); a relay passes when all its URIs do. */
+static void run_probes(up *u, tf_probe_set *set, const uint64_t *ids, size_t n)
+{
+  if (!n) return;
+  (void)tf_probe_set_run(set, NULL, NULL);
+  int64_t now = up_now_ms();
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    const tf_probe_result *bad = NULL;
+    for (; j < n && ids[j] == ids[i]; j++)
+      if (!tf_probe_result_ok(tf_probe_set_result(set, j)) && !bad) bad = tf_probe_set_result(set, j);
+    const tf_probe_result *r = bad ? bad : tf_probe_set_result(set, i);
+    (void)tf_engine_probe_done(u->engine, ids[i], !bad, tf_probe_result_error_code(r),
+                               tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, tf_probe_result_message(r), now);
+    i = j;
+  }
+}
+
+void up_carry_out(up *u, int64_t now)
+{
+  for (size_t i = 0; i < u->nacts; i++) free(u->acts[i]);
+  free(u->acts);
+  size_t n = tf_engine_action_count(u->engine), nprobes = 0;
+  u->acts = calloc(n + 1, sizeof(char *));
+  u->nacts = 0;
+  uint64_t *probe_ids = NULL;
+  size_t nuris = 0;
+  for (size_t i = 0; i < n; i++) nuris += tf_engine_action_at(u->engine, i)->probe_count;
+  probe_ids = calloc(nuris + 1, sizeof(uint64_t));
+  tf_probe_set *set = NULL;
+  if (!u->acts || !probe_ids || tf_probe_set_new(&set, 16) < 0) n = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tf_engine_action *a = tf_engine_action_at(u->engine, i);
+    char id[24] = "", path[4200];
+    if (a->kind <= TF_ENGINE_STOP &&
+        asprintf(&u->acts[u->nacts], "%s %s (%s)", tf_engine_action_name(a->kind), a->relay, a->reason) > 0)
+      u->nacts++;
+    switch (a->kind) {
+    case TF_ENGINE_RESTART:
+    case TF_ENGINE_START: {
+      if (a->kind == TF_ENGINE_RESTART) stop_child(u, a->relay);
+      pid_t pid = start_relay(u, a);
+      if (pid > 0) snprintf(id, sizeof(id), "%d", (int)pid);
+      (void)tf_engine_done(u->engine, a->id, pid > 0, id, now);
+      break;
+    }
+    case TF_ENGINE_STOP:
+      stop_child(u, a->relay);
+      snprintf(path, sizeof(path), "%s/%s/turnserver.conf", u->state_dir, a->relay);
+      unlink(path); /* the only copy of the secret on disk goes with the relay */
+      (void)tf_engine_done(u->engine, a->id, 1, NULL, now);
+      break;
+    case TF_ENGINE_DRAIN:
+    case TF_ENGINE_COUNT: submit_cli(u, a, now); break;
+    case TF_ENGINE_PROBE: add_probes(u, a, set, probe_ids, &nprobes); break;
+    }
+  }
+  run_probes(u, set, probe_ids, nprobes);
+  tf_probe_set_free(set);
+  free(probe_ids);
+  u->event_due = u->nacts || nprobes;
+}
+
+void up_take_results(up *u)
+{
+  uint64_t id;
+  tf_err rc;
+  int64_t count;
+  while (tf_relayctl_workers_next(u->ctl, &id, &rc, &count) == 1)
+    if (tf_engine_count_done(u->engine, id, rc == 0 ? count : -1, up_now_ms()) == TF_ENOTFOUND)
+      (void)tf_engine_done(u->engine, id, rc == 0, NULL, up_now_ms());
+}
+
+/* The one reaper: every child that exited is collected here; a relay's is a fact for the engine,
+ * which restarts it after its backoff. */
+void up_reap_children(up *u)
+{
+  int status;
+  pid_t pid;
+  while ((pid = up_reap(&status)) > 0)
+    for (size_t i = 0; i < u->nchildren; i++) {
+      if (u->children[i].pid != pid) continue;
+      up_child gone = u->children[i];
+      u->children[i] = u->children[--u->nchildren]; /* a restart adds it again */
+      tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+      f.name = gone.name;
+      f.running = 0;
+      (void)tf_engine_observe(u->engine, &f, up_now_ms());
+      up_log(u, "%s: turnserver %d exited (%s %d)", f.name, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      free(gone.name);
+      break;
+    }
+}
