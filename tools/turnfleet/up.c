@@ -33,7 +33,8 @@ static int start_inputs(up *u, tf_pool **pool, tf_nodes **nodes)
 {
   if (up_detect_turnserver(u) < 0) return -1;
   if (tf_cred_secret_read(&u->secret, u->secret_file) < 0) return up_say("--secret-file", "%s", tf_error_last()->message), -1;
-  if (!(*pool = up_load_pool(u)) || !(*nodes = up_load_nodes(u, *pool))) return -1;
+  char why[1024];
+  if (!(*pool = up_load_pool(u)) || !(*nodes = up_load_nodes(u, *pool, why, sizeof(why)))) return -1;
   if (tf_engine_check_runtime(*pool, u->ts_version, u->cert != NULL) < 0) {
     const char *m = tf_error_last()->message;
     if (strstr(m, "coturnVersion"))

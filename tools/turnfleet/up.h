@@ -83,10 +83,12 @@ int up_parse_flags(up *u, int argc, char **argv);
 int up_detect_turnserver(up *u);
 /* The pool file, parsed, validated and checked against the turnserver; NULL with every problem reported. */
 tf_pool *up_load_pool(up *u);
-/* The inventory from --addresses or --nodes for @p pool; NULL reported. */
-tf_nodes *up_load_nodes(up *u, const tf_pool *pool);
+/* The inventory from --addresses or --nodes for @p pool; NULL reported, the reason in @p why. */
+tf_nodes *up_load_nodes(up *u, const tf_pool *pool, char *why, size_t size);
 /* 0 when every relay's listeners can be bound now; -1 with the bind error reported. */
 int up_check_listeners(const tf_pool *pool, const tf_nodes *nodes);
+/* 0 when relay @p r's listeners can be bound now; -1 with the bind error in @p why. */
+int up_relay_bind_problem(const tf_pool *pool, const tf_relay *r, char *why, size_t size);
 /* The render options: the current secret, and the one before it while relays may still run with it. */
 tf_coturn_options up_coturn_options(up *u, const char *secrets[2]);
 /* 1 (and *seen updated) when @p path's mtime changed. */

@@ -94,29 +94,33 @@ tf_pool *up_load_pool(up *u)
   return pool;
 }
 
-tf_nodes *up_load_nodes(up *u, const tf_pool *pool)
+tf_nodes *up_load_nodes(up *u, const tf_pool *pool, char *why, size_t size)
 {
   tf_nodes *nodes = NULL;
+  const char *what = u->addresses ? "--addresses" : u->nodes_file;
   if (u->addresses) {
     enum { MAX = 1024 };
     tf_addr *addrs = calloc(MAX, sizeof(tf_addr));
     size_t n = 0;
     if (!addrs || tf_addr_list_parse(addrs, MAX, &n, u->addresses) < 0)
-      up_say("--addresses", "%s (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", tf_error_last()->message);
+      snprintf(why, size, "%s (want e.g. 127.0.0.11-13,127.0.0.20, fd00::1-3 or 127.0.0.80/30)", tf_error_last()->message);
     else if (tf_engine_local_nodes(&nodes, pool, addrs, n) < 0)
-      up_say("--addresses", "%s", tf_error_last()->message);
+      snprintf(why, size, "%s", tf_error_last()->message);
     free(addrs);
-    return nodes;
+  } else {
+    size_t len;
+    char *text = tool_read_file(u->nodes_file, &len, TOOL_READ_MAX);
+    if (!text) snprintf(why, size, "cannot open: %s", strerror(errno));
+    else if (tf_nodes_parse(&nodes, text, len) < 0) snprintf(why, size, "%s", tf_error_last()->message);
+    free(text);
   }
-  size_t len;
-  char *text = tool_read_file(u->nodes_file, &len, TOOL_READ_MAX);
-  if (!text) up_say(u->nodes_file, "cannot open: %s", strerror(errno));
-  else if (tf_nodes_parse(&nodes, text, len) < 0) up_say(u->nodes_file, "%s", tf_error_last()->message);
-  free(text);
+  if (!nodes) up_say(what, "%s", why);
   return nodes;
 }
 
-/* 0 when (addr, port) can be bound for @p type now; else the errno (EADDRINUSE: someone has it). */
+/* 0 when (addr, port) can be bound for @p type now; else the errno (EADDRINUSE: someone has it).
+ * TCP with SO_REUSEADDR (as coturn binds: a closed relay's TIME_WAIT is no owner); UDP without,
+ * so that another coturn's socket counts. */
 static int bind_error(const tf_addr *addr, uint16_t port, int type)
 {
   struct sockaddr_storage ss;
@@ -135,10 +139,29 @@ static int bind_error(const tf_addr *addr, uint16_t port, int type)
     memcpy(&v6->sin6_addr, addr->bytes, 16);
     len = sizeof(*v6);
   }
-  int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), err = 0;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0) err = errno;
+  int fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0), err = 0, one = 1;
+  if (fd >= 0 && type == SOCK_STREAM) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0 || (type == SOCK_STREAM && listen(fd, 1) < 0)) err = errno;
   if (fd >= 0) close(fd);
   return err;
+}
+
+int up_relay_bind_problem(const tf_pool *pool, const tf_relay *r, char *why, size_t size)
+{
+  for (size_t a = 0; a < tf_relay_address_count(r); a++)
+    for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
+      tf_addr addr;
+      char text[TF_ADDR_STRLEN];
+      int proto = tf_pool_listener_protocol(pool, l), err;
+      int type = proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_DTLS ? SOCK_DGRAM : SOCK_STREAM;
+      uint16_t port = tf_relay_listener_port(r, l);
+      if (tf_relay_address(&addr, r, a) < 0 || !(err = bind_error(&addr, port, type))) continue;
+      tf_addr_format(text, sizeof(text), &addr);
+      snprintf(why, size, "cannot listen on %s port %u (%s): %s%s", text, port, tf_protocol_name(proto), strerror(err),
+               err == EADDRINUSE ? " (another turnfleet up, or another process, holds it)" : "");
+      return -1;
+    }
+  return 0;
 }
 
 int up_check_listeners(const tf_pool *pool, const tf_nodes *nodes)
@@ -146,22 +169,10 @@ int up_check_listeners(const tf_pool *pool, const tf_nodes *nodes)
   tf_plan *plan = NULL;
   if (tf_plan_new(&plan, pool, nodes, NULL) < 0) return up_say("plan", "%s", tf_error_last()->message), -1;
   int bad = 0;
-  for (size_t i = 0; !bad && i < tf_plan_relay_count(plan); i++) {
-    const tf_relay *r = tf_plan_relay(plan, i);
-    for (size_t a = 0; a < tf_relay_address_count(r); a++)
-      for (size_t l = 0; l < tf_pool_listener_count(pool); l++) {
-        tf_addr addr;
-        char text[TF_ADDR_STRLEN];
-        int proto = tf_pool_listener_protocol(pool, l), err;
-        int type = proto == TF_PROTOCOL_UDP || proto == TF_PROTOCOL_DTLS ? SOCK_DGRAM : SOCK_STREAM;
-        uint16_t port = tf_relay_listener_port(r, l);
-        if (tf_relay_address(&addr, r, a) < 0 || !(err = bind_error(&addr, port, type))) continue;
-        tf_addr_format(text, sizeof(text), &addr);
-        up_say(tf_relay_name(r), "cannot listen on %s port %u (%s): %s%s", text, port, tf_protocol_name(proto),
-               strerror(err), err == EADDRINUSE ? " (another turnfleet up, or another process, holds it)" : "");
-        bad = 1;
-      }
-  }
+  char why[512];
+  for (size_t i = 0; !bad && i < tf_plan_relay_count(plan); i++)
+    if ((bad = up_relay_bind_problem(pool, tf_plan_relay(plan, i), why, sizeof(why)) < 0))
+      up_say(tf_relay_name(tf_plan_relay(plan, i)), "%s", why);
   tf_plan_free(plan);
   return bad ? -1 : 0;
 }
@@ -214,11 +225,17 @@ static void watch_pool(up *u, int pool_changed)
     return;
   const char *file = pool_changed ? u->pool_file : u->nodes_file;
   int source = pool_changed ? UP_H_POOL : UP_H_NODES;
-  tf_nodes *nodes = up_load_nodes(u, pool);
+  char why[1024];
+  tf_nodes *nodes = up_load_nodes(u, pool, why, sizeof(why));
   if (!nodes) {
-    up_say(file, "not applied: the running fleet is left as it is");
-    up_set_unhealthy(u, source, pool_changed ? "the last pool edit was refused" : "the last nodes edit was refused");
     tf_pool_free(pool);
+    up_say(file, "not applied: the running fleet is left as it is");
+    up_log(u, "%s: %s", u->addresses ? "--addresses" : u->nodes_file, why);
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "file", u->addresses ? "--addresses" : u->nodes_file);
+    cJSON_AddStringToObject(ev, "message", why);
+    up_event(u, pool_changed ? "poolRefused" : "nodesInvalid", ev);
+    up_set_unhealthy(u, source, pool_changed ? "the last pool edit was refused" : "the last nodes edit was invalid");
     return;
   }
   int checked = tf_engine_check_runtime(pool, u->ts_version, u->cert != NULL) == 0 &&

@@ -46,6 +46,20 @@ static pid_t start_relay(up *u, const tf_engine_action *a)
   snprintf(dir, sizeof(dir), "%s/%s", u->state_dir, a->relay);
   snprintf(conf, sizeof(conf), "%s/turnserver.conf", dir);
   snprintf(out, sizeof(out), "%s/%s.out", u->log_dir, a->relay);
+  /* a listener another process holds: the bind error, not a relay that never answers */
+  const tf_plan *plan = tf_reconcile_plan(tf_engine_reconcile(u->engine));
+  char why[512];
+  for (size_t i = 0; plan && i < tf_plan_relay_count(plan); i++)
+    if (!strcmp(tf_relay_name(tf_plan_relay(plan, i)), a->relay) &&
+        up_relay_bind_problem(tf_engine_pool(u->engine), tf_plan_relay(plan, i), why, sizeof(why)) < 0) {
+      up_say(a->relay, "not started: %s", why);
+      up_log(u, "%s: not started: %s", a->relay, why);
+      cJSON *ev = cJSON_CreateObject();
+      cJSON_AddStringToObject(ev, "relay", a->relay);
+      cJSON_AddStringToObject(ev, "message", why);
+      up_event(u, "relayStartFailed", ev);
+      return -1;
+    }
   /* the only copy of the secret on disk: 0600, atomic, never through a symbolic link */
   if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || secure_write_file(conf, a->config, strlen(a->config)) < 0) {
     up_say(a->relay, "cannot write its config: %s", strerror(errno));
