@@ -20,7 +20,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from uphelpers import alive, wait_for
+from uphelpers import alive, stop_all, wait_for, write_watched
 
 TURNFLEET = TURNFLEET_PROBE = None
 TURNSERVER = os.environ.get("TF_TEST_TURNSERVER") or "turnserver"
@@ -70,11 +70,7 @@ class TestUp(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for h in cls.holds:
-            if h.poll() is None:
-                h.kill()
-                h.wait()
-            h.stdout.close()
+        stop_all(cls.holds)
         if cls.proc.poll() is None:
             cls.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)
             cls.proc.wait()
@@ -90,13 +86,7 @@ class TestUp(unittest.TestCase):
 
     @classmethod
     def write_pool(cls, replicas, drain="5s", text=None):
-        tmp = cls.pool + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text if text is not None else POOL.format(replicas=replicas, drain=drain, version=VERSION))
-        os.replace(tmp, cls.pool)
-        # a new mtime even within the same clock tick
-        st = os.stat(cls.pool)
-        os.utime(cls.pool, ns=(st.st_atime_ns, st.st_mtime_ns + 1000000))
+        write_watched(cls.pool, text if text is not None else POOL.format(replicas=replicas, drain=drain, version=VERSION))
 
     def status(self):
         try:

@@ -22,7 +22,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from uphelpers import wait_for
+from uphelpers import stop_all, wait_for, write_watched
 
 TURNFLEET = TURNFLEET_PROBE = None
 SECRET = "runtime-secret-4b81d0"
@@ -65,25 +65,14 @@ class TestUpRuntime(unittest.TestCase):
         self.holds = []
 
     def tearDown(self):
-        for h in self.holds:
-            if h.poll() is None:
-                h.kill()
-                h.wait()
-            h.stdout.close()
+        self.release()
         if self.proc and self.proc.poll() is None:
             self.proc.kill()  # its turnserver children die with it (PR_SET_PDEATHSIG)
             self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def write(self, path, text):
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
-        st = os.stat(path)  # a new mtime even within the same clock tick
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1000000))
-
     def write_pool(self, replicas, start, port):
-        self.write(self.pool, POOL.format(replicas=replicas, start=start, end=start + 7, port=port))
+        write_watched(self.pool, POOL.format(replicas=replicas, start=start, end=start + 7, port=port))
 
     def argv(self, inputs, cli, metrics, *extra):
         return [TURNFLEET, "up", "-f", self.pool, "--secret-file", self.secret, *inputs, "--state-dir", self.state,
@@ -137,11 +126,7 @@ class TestUpRuntime(unittest.TestCase):
         self.fail("could not hold %d allocations on %s" % (n, addr))
 
     def release(self):
-        for h in self.holds:
-            if h.poll() is None:
-                h.kill()
-                h.wait()
-            h.stdout.close()
+        stop_all(self.holds)
         self.holds = []
 
     def drain_order(self, since, names):
@@ -306,16 +291,16 @@ class TestUpRuntime(unittest.TestCase):
                 "metadata": {"name": "n1", "labels": {"turnfleet.hzmi.dev/relay-node": "true"}}, "status": {
                     "addresses": [{"type": "InternalIP", "address": addr}],
                     "conditions": [{"type": "Ready", "status": "True"}]}}]})
-        self.write(nodes, node_list("127.0.0.96"))
+        write_watched(nodes, node_list("127.0.0.96"))
         self.write_pool(1, 62560, 62604)
         self.start(self.argv(["--nodes", nodes, "--json"], 62650, 62694))
         self.assertEqual(self.ready(1)["relays"][0]["relayAddress"], "127.0.0.96")
-        self.write(nodes, "{not json")
+        write_watched(nodes, "{not json")
         ev = wait_for("the bad nodes file reported", lambda: self.events("nodesInvalid"), 10)
         self.assertIn(nodes, ev[0]["file"])
         self.assertEqual(healthz(62694), (503, "the last nodes edit was invalid\n"))
         self.assertEqual(self.status()["readyRelays"], 1)
-        self.write(nodes, node_list("127.0.0.97"))  # the node's address changed: the relay follows it
+        write_watched(nodes, node_list("127.0.0.97"))  # the node's address changed: the relay follows it
         wait_for("the nodes reloaded", lambda: self.events("nodesReloaded"), 10)
         st = wait_for("the relay on the new address", lambda: (s := self.status()) and len(s["relays"]) == 1 and
                       s["relays"][0]["relayAddress"] == "127.0.0.97" and s["readyRelays"] == 1 and s, 20)
