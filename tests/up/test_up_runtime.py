@@ -232,7 +232,9 @@ class TestUpRuntime(unittest.TestCase):
         os.close(w)
         try:
             wait_for("serving", lambda: self.proc.poll() is not None or healthz(62692), 10)
-            self.assertIsNone(self.proc.poll(), open(self.err).read())
+            if self.proc.poll() is not None:
+                with open(self.err) as f:
+                    self.fail("turnfleet up exited: " + f.read())
             code, body = wait_for("/healthz saying stalled", lambda: (h := healthz(62692)) and h[0] == 503 and h, 40)
             self.assertEqual(body, "the runtime loop is stalled\n")
             def drain():
