@@ -656,6 +656,52 @@ START_TEST(test_engine__start_checks_name_what_cannot_work)
 }
 END_TEST
 
+START_TEST(test_engine__probe_options_and_results_for_a_driver)
+{
+  tf_engine *e = mk_engine(1, "4.6.1");
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  step(e, T0 + 200);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  ck_assert_uint_ge(a->probe_count, 1);
+  tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+  po.peer_check = 1;
+  TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &po));
+  ck_assert_str_eq(po.uri, a->probe_uris[0]);
+  ck_assert_str_eq(po.expect_address, a->probe_addresses[0]);
+  ck_assert_str_eq(po.secret, "s3cr3t");
+  ck_assert_int_eq(po.family, TF_AF_INET);
+  ck_assert_uint_eq(po.expect_port_start, 49152);
+  ck_assert_uint_eq(po.expect_port_end, 49159);
+  ck_assert_int_eq(po.timeout_ms, (int)a->timeout_ms);
+  ck_assert_int_eq(po.peer_check, 1); /* the driver's own fields are kept */
+  ck_assert_int_eq(tf_engine_probe_options(e, a, a->probe_count, &po), TF_EINVALID);
+  po.version = 99;
+  ck_assert_int_eq(tf_engine_probe_options(e, a, 0, &po), TF_EINVALID);
+  /* a probe that did not run fails the relay */
+  const tf_probe_result *none[1] = {NULL};
+  TF_OK_OR_FAIL(tf_engine_probe_results_done(e, a->id, none, 1, T0 + 300));
+  step(e, T0 + 300);
+  ck_assert_uint_eq(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_FAILING);
+  ck_assert_str_eq(tf_engine_relay_at(e, 0)->probe_message, "a probe did not run");
+  ck_assert_int_eq(tf_engine_probe_results_done(e, a->id, none, 1, T0 + 300), TF_ENOTFOUND); /* reported already */
+  /* while a secret rotates, probes use the previous one: relays not restarted yet have only it */
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 1400);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
+  ack_all(e, T0 + 1400, 1, 0);
+  step(e, T0 + 1600);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  tf_probe_options p2 = TF_PROBE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &p2));
+  ck_assert_str_eq(p2.secret, "s3cr3t");
+  tf_engine_free(e);
+}
+END_TEST
+
 Suite *tf_test_engine_suite(void)
 {
   Suite *s = suite_create("engine");
@@ -670,6 +716,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__rejects_bad_input);
+  tcase_add_test(tc, test_engine__probe_options_and_results_for_a_driver);
   tcase_add_test(tc, test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown);
   tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
   tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);

@@ -1249,3 +1249,39 @@ tf_err tf_engine_refuse(tf_engine *e, const char *why)
   e->dirty = 1;
   return TF_OK;
 }
+
+/* ---- probes for a driver ---- */
+
+tf_err tf_engine_probe_options(const tf_engine *e, const tf_engine_action *a, size_t j, tf_probe_options *po)
+{
+  TF_ASSERT_ARG(e && a && po);
+  if (a->kind != TF_ENGINE_PROBE || j >= a->probe_count)
+    return tf_error__set(TF_EINVALID, "action: not a probe, or no URI %zu", j);
+  if (po->version < 1 || po->version > TF_PROBE_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "po.version: %u is not a known TF_PROBE_OPTIONS_VERSION", po->version);
+  tf_addr addr;
+  po->uri = a->probe_uris[j];
+  /* the secret every relay takes: the previous one while it is rendered (relays not restarted yet have only it) */
+  po->secret = e->coturn.secrets[e->coturn.secrets_count - 1];
+  po->expect_address = a->probe_addresses[j];
+  po->family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
+  po->expect_port_start = a->ports.start;
+  po->expect_port_end = a->ports.end;
+  po->timeout_ms = (int)a->timeout_ms;
+  return TF_OK;
+}
+
+tf_err tf_engine_probe_results_done(tf_engine *e, uint64_t id, const tf_probe_result *const *results, size_t count,
+                                    int64_t now_ms)
+{
+  TF_ASSERT_ARG(e && (results || !count));
+  for (size_t i = 0; i < count; i++) {
+    const tf_probe_result *r = results[i];
+    if (!r) return tf_engine_probe_done(e, id, 0, 0, 0, "a probe did not run", now_ms);
+    if (!tf_probe_result_ok(r)) /* the first that failed tells why */
+      return tf_engine_probe_done(e, id, 0, tf_probe_result_error_code(r), tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE,
+                                  tf_probe_result_message(r), now_ms);
+  }
+  if (!count) return tf_engine_probe_done(e, id, 0, 0, 0, "no probe ran", now_ms);
+  return tf_engine_probe_done(e, id, 1, 0, 0, tf_probe_result_message(results[0]), now_ms);
+}

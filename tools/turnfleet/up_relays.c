@@ -93,42 +93,33 @@ static void submit_cli(up *u, const tf_engine_action *a, int64_t now)
   }
 }
 
-/* PROBE: one probe per URI into the round's set. */
+/* PROBE: one probe per URI into the round's set, as the engine says. */
 static void add_probes(up *u, const tf_engine_action *a, tf_probe_set *set, uint64_t *ids, size_t *n)
 {
   for (size_t j = 0; j < a->probe_count; j++) {
     tf_probe_options po = TF_PROBE_OPTIONS_INIT;
-    tf_addr addr;
-    po.uri = a->probe_uris[j];
-    po.secret = u->previous ? u->previous : u->secret; /* every relay, restarted or not, takes it */
-    po.expect_address = a->probe_addresses[j];
-    po.family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
-    po.expect_port_start = a->ports.start;
-    po.expect_port_end = a->ports.end;
-    po.timeout_ms = (int)a->timeout_ms;
     po.rto_ms = 200;
     po.peer_check = u->peer_check;
     po.ca_file = u->ca_file;
-    if (tf_probe_set_add(set, &po) == 0) ids[(*n)++] = a->id;
+    if (tf_engine_probe_options(u->engine, a, j, &po) == 0 && tf_probe_set_add(set, &po) == 0) ids[(*n)++] = a->id;
   }
 }
 
-/* Run the round's probes on one poll loop (bounded by one timeout); a relay passes when all its URIs do. */
+/* Run the round's probes on one poll loop (bounded by one timeout); each relay's results go back together. */
 static void run_probes(up *u, tf_probe_set *set, const uint64_t *ids, size_t n)
 {
   if (!n) return;
   (void)tf_probe_set_run(set, NULL, NULL);
+  const tf_probe_result **results = calloc(n, sizeof(*results));
   int64_t now = up_now_ms();
   for (size_t i = 0; i < n;) {
     size_t j = i;
-    const tf_probe_result *bad = NULL;
     for (; j < n && ids[j] == ids[i]; j++)
-      if (!tf_probe_result_ok(tf_probe_set_result(set, j)) && !bad) bad = tf_probe_set_result(set, j);
-    const tf_probe_result *r = bad ? bad : tf_probe_set_result(set, i);
-    (void)tf_engine_probe_done(u->engine, ids[i], !bad, tf_probe_result_error_code(r),
-                               tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, tf_probe_result_message(r), now);
+      if (results) results[j] = tf_probe_set_result(set, j);
+    (void)tf_engine_probe_results_done(u->engine, ids[i], results ? results + i : NULL, results ? j - i : 0, now);
     i = j;
   }
+  free(results);
 }
 
 void up_carry_out(up *u, int64_t now)

@@ -54,6 +54,7 @@
 #include "inventory.h"
 #include "metrics.h"
 #include "pool.h"
+#include "probe.h"
 #include "reconcile.h"
 
 TF_BEGIN_DECL
@@ -312,6 +313,29 @@ TF_EXTERN(tf_err) tf_engine_shutdown(tf_engine *engine, int64_t now_ms, int imme
 
 /** 1 when shutting down and every relay has been stopped; 0 otherwise. */
 TF_EXTERN(int) tf_engine_finished(const tf_engine *engine);
+
+/**
+ * Fill the options of the probe of URI @p j of a TF_ENGINE_PROBE action: `uri`,
+ * `secret` (the one every relay takes: the previous secret while one is
+ * rendered, as relays not restarted yet have only it; borrowed from the engine
+ * until its render options change), `expect_address`, `family` (the relay
+ * address's: IPv6 pools are probed over IPv6, both halves of DualStack), the
+ * relay port range and `timeout_ms`. Every other field of @p po is left as the
+ * driver set it (peer_check, ca_file, rto_ms, ...); only version 1 fields are written.
+ * @return 0; TF_EINVALID for an action that is not a probe, @p j out of range, an unknown po->version
+ */
+TF_EXTERN(tf_err) tf_engine_probe_options(const tf_engine *engine, const tf_engine_action *action, size_t j,
+                                          tf_probe_options *po);
+
+/**
+ * Report a PROBE action from the results of its URIs' probes: it passed when
+ * every one did; else the first that failed gives the error code, whether it
+ * failed on the Allocate and the message (a NULL result: a probe that did not run).
+ * @param results borrowed for the call
+ * @return what tf_engine_probe_done() returns
+ */
+TF_EXTERN(tf_err) tf_engine_probe_results_done(tf_engine *engine, uint64_t id, const tf_probe_result *const *results,
+                                               size_t count, int64_t now_ms);
 
 /* ---- what the last step says ---- */
 
