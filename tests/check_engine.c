@@ -450,6 +450,38 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
 }
 END_TEST
 
+START_TEST(test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown)
+{
+  tf_engine *e = ready_fleet(1, "4.6.1");
+  /* a pool the engine cannot render with new nodes: neither is taken */
+  tf_pool *tls = mk_pool(2, "4.6.1", "  listeners: [{name: tls, protocol: tls, port: 5349, tlsSecretRef: {name: t}}]\n");
+  ck_assert_int_eq(tf_engine_set_inputs(e, tls, mk_nodes(2)), TF_EINVALID);
+  ck_assert_int_eq(tf_pool_replicas(tf_engine_pool(e)), 1);
+  step(e, T0 + 600);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  /* both at once */
+  TF_OK_OR_FAIL(tf_engine_set_inputs(e, mk_pool(2, "4.6.1", NULL), mk_nodes(2)));
+  step(e, T0 + 700);
+  ck_assert_int_eq(tf_pool_replicas(tf_engine_pool(e)), 2);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 1);
+  /* a refusal of the driver's own is in the status until a change is accepted */
+  TF_OK_OR_FAIL(tf_engine_refuse(e, "3 of 5 replicas can be placed"));
+  step(e, T0 + 800);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\t\"3 of 5 replicas can be placed\""));
+  tf_free(status);
+  ck_assert_int_eq(tf_engine_refuse(e, ""), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_set_inputs(e, NULL, mk_nodes(1)), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_engine_set_pool(e, mk_pool(2, "4.6.1", NULL)));
+  step(e, T0 + 900);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\tnull"));
+  tf_free(status);
+  tf_engine_free(e);
+}
+END_TEST
+
 START_TEST(test_engine__an_operator_restart_adopts_running_pods)
 {
   /* a first engine starts the fleet; a second one learns it from facts only */
@@ -528,6 +560,148 @@ START_TEST(test_engine__rejects_bad_input)
 }
 END_TEST
 
+/* A plan of the local nodes: the relays' addresses, sorted, as "a b c". */
+static void local_relays(char *out, size_t size, const char *pool_extra, int replicas, const char *list)
+{
+  tf_addr addrs[16];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(addrs, 16, &n, list));
+  tf_pool *pool = mk_pool(replicas, "4.6.1", pool_extra);
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, addrs, n));
+  tf_plan *plan = NULL;
+  TF_OK_OR_FAIL(tf_plan_new(&plan, pool, nodes, NULL));
+  out[0] = 0;
+  for (size_t i = 0; i < tf_plan_relay_count(plan); i++) {
+    const tf_relay *r = tf_plan_relay(plan, i);
+    for (size_t a = 0; a < tf_relay_address_count(r); a++) {
+      tf_addr addr;
+      char text[TF_ADDR_STRLEN];
+      TF_OK_OR_FAIL(tf_relay_address(&addr, r, a));
+      tf_addr_format(text, sizeof(text), &addr);
+      snprintf(out + strlen(out), size - strlen(out), "%s%s%s", *out ? " " : "", a ? "+" : "", text);
+    }
+  }
+  tf_plan_free(plan);
+  tf_nodes_free(nodes);
+  tf_pool_free(pool);
+}
+
+START_TEST(test_engine__local_nodes_serve_every_mode_and_family)
+{
+  char got[512];
+  local_relays(got, sizeof(got), NULL, 2, "127.0.0.11-12");
+  ck_assert_str_eq(got, "127.0.0.11 127.0.0.12");
+  /* ExternalIPPool: the addresses inside the pool's CIDR only */
+  local_relays(got, sizeof(got), "  addressing: {mode: ExternalIPPool, externalIPPool: {addresses: [127.0.0.84/30]}}\n", 3,
+               "127.0.0.84-86,127.0.0.90");
+  ck_assert_str_eq(got, "127.0.0.84 127.0.0.85 127.0.0.86");
+  local_relays(got, sizeof(got), "  addressing: {mode: HostNetwork, family: IPv6}\n", 1, "::1,127.0.0.1");
+  ck_assert_str_eq(got, "::1");
+  /* DualStack: one address of each family per relay */
+  local_relays(got, sizeof(got), "  addressing: {mode: HostNetwork, family: DualStack}\n", 2, "127.0.0.11-12,fd00::1-2");
+  ck_assert_str_eq(got, "127.0.0.11 +fd00::1 127.0.0.12 +fd00::2");
+  /* the nodeSelector is on every node */
+  tf_addr a[1];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 1, &n, "127.0.0.11"));
+  tf_pool *pool = mk_pool(1, "4.6.1", "  nodeSelector: {role: relay}\n");
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  ck_assert_uint_eq(tf_nodes_count(nodes), 1);
+  ck_assert_int_eq(tf_nodes_eligible(nodes, 0, pool), 1);
+  tf_nodes_free(nodes);
+  ck_assert_int_eq(tf_engine_local_nodes(&nodes, NULL, a, n), TF_EINVALID);
+  ck_assert_ptr_null(nodes);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_engine__start_checks_name_what_cannot_work)
+{
+  tf_addr a[4];
+  size_t n = 0;
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 4, &n, "127.0.0.84"));
+  tf_pool *pool = mk_pool(3, "4.6.1", NULL);
+  tf_nodes *nodes = NULL;
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  ck_assert_int_eq(tf_engine_check_placement(pool, nodes), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "1 of 3 replicas can be placed (HostNetwork IPv4)"));
+  tf_nodes_free(nodes);
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, 0)); /* no address at all */
+  ck_assert_int_eq(tf_engine_check_placement(pool, nodes), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "0 of 3 replicas"));
+  tf_nodes_free(nodes);
+  TF_OK_OR_FAIL(tf_addr_list_parse(a, 4, &n, "127.0.0.84-86"));
+  TF_OK_OR_FAIL(tf_engine_local_nodes(&nodes, pool, a, n));
+  TF_OK_OR_FAIL(tf_engine_check_placement(pool, nodes));
+  tf_nodes_free(nodes);
+
+  uint32_t v461 = 0, v418 = 0;
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v461, "4.6.1"));
+  TF_OK_OR_FAIL(tf_coturn_version_parse(&v418, "4.18.0"));
+  TF_OK_OR_FAIL(tf_engine_check_runtime(pool, v461, 0));
+  ck_assert_int_eq(tf_engine_check_runtime(pool, v418, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "spec.dataplane.coturnVersion: \"4.6.1\" contradicts the turnserver this runs: it is coturn 4.18.0");
+  tf_pool_free(pool);
+  pool = mk_pool(1, "4.6.1", "  listeners:\n    - {name: turn, protocol: udp, port: 3478}\n"
+                             "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: certs}}\n");
+  ck_assert_int_eq(tf_engine_check_runtime(pool, v461, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "spec.listeners[1]: tls listener \"turns\" needs the relays' certificate and key");
+  TF_OK_OR_FAIL(tf_engine_check_runtime(pool, v461, 1));
+  ck_assert_int_eq(tf_engine_check_runtime(NULL, v461, 1), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_check_placement(pool, NULL), TF_EINVALID);
+  tf_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_engine__probe_options_and_results_for_a_driver)
+{
+  tf_engine *e = mk_engine(1, "4.6.1");
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  step(e, T0 + 200);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  ck_assert_uint_ge(a->probe_count, 1);
+  tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+  po.peer_check = 1;
+  TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &po));
+  ck_assert_str_eq(po.uri, a->probe_uris[0]);
+  ck_assert_str_eq(po.expect_address, a->probe_addresses[0]);
+  ck_assert_str_eq(po.secret, "s3cr3t");
+  ck_assert_int_eq(po.family, TF_AF_INET);
+  ck_assert_uint_eq(po.expect_port_start, 49152);
+  ck_assert_uint_eq(po.expect_port_end, 49159);
+  ck_assert_int_eq(po.timeout_ms, (int)a->timeout_ms);
+  ck_assert_int_eq(po.peer_check, 1); /* the driver's own fields are kept */
+  ck_assert_int_eq(tf_engine_probe_options(e, a, a->probe_count, &po), TF_EINVALID);
+  po.version = 99;
+  ck_assert_int_eq(tf_engine_probe_options(e, a, 0, &po), TF_EINVALID);
+  /* a probe that did not run fails the relay */
+  const tf_probe_result *none[1] = {NULL};
+  TF_OK_OR_FAIL(tf_engine_probe_results_done(e, a->id, none, 1, T0 + 300));
+  step(e, T0 + 300);
+  ck_assert_uint_eq(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_FAILING);
+  ck_assert_str_eq(tf_engine_relay_at(e, 0)->probe_message, "a probe did not run");
+  ck_assert_int_eq(tf_engine_probe_results_done(e, a->id, none, 1, T0 + 300), TF_ENOTFOUND); /* reported already */
+  /* while a secret rotates, probes use the previous one: relays not restarted yet have only it */
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 1400);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
+  ack_all(e, T0 + 1400, 1, 0);
+  step(e, T0 + 1600);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  tf_probe_options p2 = TF_PROBE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &p2));
+  ck_assert_str_eq(p2.secret, "s3cr3t");
+  tf_engine_free(e);
+}
+END_TEST
+
 Suite *tf_test_engine_suite(void)
 {
   Suite *s = suite_create("engine");
@@ -542,6 +716,10 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__rejects_bad_input);
+  tcase_add_test(tc, test_engine__probe_options_and_results_for_a_driver);
+  tcase_add_test(tc, test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown);
+  tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
+  tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -142,6 +142,16 @@ static const scenario scenarios[] = {
     {"scale down 3 -> 2 drains the fewest allocations; its URI goes at once", 2, 4, 0,
      {R(1, .allocs = 5), R(2, .allocs = 1), R(3, .allocs = 3)}, NULL, "drain r2 ScaleDown", "r1 r3", 2, 2, ALL_FINE,
      0},
+    {"scale down 3 -> 1: one drain at a time, the fewest allocations first", 1, 4, 0,
+     {R(1, .allocs = 5), R(2, .allocs = 3), R(3, .allocs = 1)}, NULL, "drain r3 ScaleDown", "r1", 1, 2,
+     ALL_FINE, 0},
+    {"scale down 3 -> 1: the next drains only once the first is gone", 1, 4, 0,
+     {R(1, .allocs = 5), R(2, .allocs = 3), R(3, .allocs = 1, .draining = 1, .since = -5)}, NULL, "", "r1", 1, 2,
+     ALL_FINE, S(25)},
+    {"config change: the relay with the fewest allocations restarts first", 3, 4, 0,
+     {R(1, .hash = 0, .allocs = 4), R(2, .hash = 0, .allocs = 0), R(3, .hash = 0, .allocs = 2)}, NULL,
+     "restart r2 ConfigChanged", "r1 r3", 2, 3,
+     "False/RelaysNotReady True/ProbesSucceeded False/NoPressure False/NoConflict", 0},
     {"draining with allocations: wait for them (until drainTimeout)", 2, 4, 0,
      {R(1, .allocs = 5), R(2, .allocs = 1, .draining = 1, .since = -10), R(3, .allocs = 3)}, NULL, "", "r1 r3", 2,
      2, ALL_FINE, S(20)},
@@ -428,13 +438,13 @@ START_TEST(test_reconcile__range_change_replaces_one_relay_at_a_time)
   tf_reconcile *rec = run(pool, nodes, o, T0);
   char got[256];
   actions_text(got, sizeof(got), rec);
-  /* the lower address goes first; the other keeps serving */
-  ck_assert_str_eq(got, "drain r1 Replaced");
+  /* the one with the fewest allocations goes first; the other keeps serving */
+  ck_assert_str_eq(got, "drain r2 Replaced");
   ck_assert_uint_eq(tf_reconcile_uri_count(rec), 2); /* the other one, udp + tcp */
   tf_reconcile_free(rec);
   tf_observed_free(o);
   /* while the first one drains, the second waits */
-  ob step[2] = {R(1, .allocs = 3, .draining = 1, .since = -2), R(2, .allocs = 1)};
+  ob step[2] = {R(1, .allocs = 3), R(2, .allocs = 1, .draining = 1, .since = -2)};
   o = observe(step, 2, pool, 0);
   rec = run(pool, nodes, o, T0);
   actions_text(got, sizeof(got), rec);

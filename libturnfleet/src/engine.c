@@ -1135,3 +1135,153 @@ tf_err tf_engine_status_json(char **out, const tf_engine *e)
   *out = copy;
   return TF_OK;
 }
+
+/* ---- what a driver refuses at start ---- */
+
+tf_err tf_engine_local_nodes(tf_nodes **out, const tf_pool *pool, const tf_addr *addrs, size_t count)
+{
+  if (out) *out = NULL;
+  TF_ASSERT_ARG(out && pool && (addrs || !count));
+  tf_addr *v4 = calloc(count + 1, sizeof(tf_addr)), *v6 = calloc(count + 1, sizeof(tf_addr));
+  size_t n4 = 0, n6 = 0, nl = tf_pool_node_selector_count(pool);
+  const char **keys = calloc(nl + 1, sizeof(char *)), **values = calloc(nl + 1, sizeof(char *));
+  tf_nodes *nodes = NULL;
+  tf_err rc = v4 && v6 && keys && values ? tf_nodes_new(&nodes) : tf_error__nomem();
+  for (size_t i = 0; i < nl; i++)
+    keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
+  for (size_t i = 0; rc == TF_OK && i < count; i++) {
+    if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
+    else v6[n6++] = addrs[i];
+  }
+  tf_mode mode = tf_pool_mode(pool);
+  int listed = mode == TF_MODE_EXTERNAL_IP_POOL || mode == TF_MODE_POD_IP;
+  int dual = tf_pool_family(pool) == TF_FAMILY_DUAL_STACK;
+  size_t wanted = !count ? 0 : listed ? 1 : dual ? (n4 < n6 ? n4 : n6) : count;
+  for (size_t i = 0; rc == TF_OK && i < wanted; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), listed ? "local" : "local-%03zu", i + 1);
+    tf_addr pair[2] = {v4[i < n4 ? i : 0], v6[i < n6 ? i : 0]};
+    tf_node_info info = TF_NODE_INFO_INIT;
+    info.name = name;
+    info.label_keys = keys;
+    info.label_values = values;
+    info.label_count = nl;
+    info.ready = 1;
+    info.internal_ips = listed ? addrs : dual ? pair : &addrs[i];
+    info.internal_ip_count = listed ? count : dual ? 2 : 1;
+    if (mode == TF_MODE_EXTERNAL_IP_POOL) info.external_addresses = addrs, info.external_address_count = count;
+    if (mode == TF_MODE_POD_IP) info.pod_addresses = addrs, info.pod_address_count = count;
+    rc = tf_nodes_add(nodes, &info);
+  }
+  free(v4);
+  free(v6);
+  free(keys);
+  free(values);
+  if (rc < 0) {
+    tf_nodes_free(nodes);
+    return rc;
+  }
+  *out = nodes;
+  return TF_OK;
+}
+
+tf_err tf_engine_check_placement(const tf_pool *pool, const tf_nodes *nodes)
+{
+  TF_ASSERT_ARG(pool && nodes);
+  tf_plan *plan = NULL;
+  tf_err rc = tf_plan_new(&plan, pool, nodes, NULL);
+  if (rc < 0) return rc;
+  int64_t placed = (int64_t)tf_plan_relay_count(plan), want = tf_pool_replicas(pool);
+  const char *why = "no eligible node offers an address";
+  for (size_t k = 0; placed < want && k < tf_plan_condition_count(plan); k++) {
+    const char *type, *message;
+    if (tf_plan_condition(plan, k, &type, NULL, NULL, &message) == 0 && strcmp(type, "Placed") == 0) why = message;
+  }
+  if (placed < want)
+    rc = tf_error__set(TF_EINVALID, "%lld of %lld replicas can be placed (%s %s): %s", (long long)placed,
+                       (long long)want, tf_mode_name(tf_pool_mode(pool)), tf_family_name(tf_pool_family(pool)), why);
+  tf_plan_free(plan);
+  return rc;
+}
+
+tf_err tf_engine_check_runtime(const tf_pool *pool, uint32_t coturn_version, int have_tls)
+{
+  TF_ASSERT_ARG(pool);
+  uint32_t want = 0;
+  const char *text = tf_pool_coturn_version(pool);
+  if (!text || tf_coturn_version_parse(&want, text) < 0 || want != coturn_version)
+    return tf_error__set(TF_EINVALID, "spec.dataplane.coturnVersion: \"%s\" contradicts the turnserver this runs: it is coturn %u.%u.%u",
+                         text ? text : "", (unsigned)(coturn_version >> 16), (unsigned)((coturn_version >> 8) & 0xff),
+                         (unsigned)(coturn_version & 0xff));
+  for (size_t l = 0; l < tf_pool_listener_count(pool) && !have_tls; l++) {
+    tf_protocol p = tf_pool_listener_protocol(pool, l);
+    if (p == TF_PROTOCOL_TLS || p == TF_PROTOCOL_DTLS)
+      return tf_error__set(TF_EINVALID, "spec.listeners[%zu]: %s listener \"%s\" needs the relays' certificate and key", l,
+                           tf_protocol_name(p), tf_pool_listener_name(pool, l));
+  }
+  return TF_OK;
+}
+
+tf_err tf_engine_set_inputs(tf_engine *e, tf_pool *pool, tf_nodes *nodes)
+{
+  tf_err rc = e && pool && nodes ? tf_eng__try(e, pool, nodes, &e->coturn) : tf_error__set(TF_EINVALID, "invalid argument");
+  if (rc < 0) {
+    tf_pool_free(pool);
+    tf_nodes_free(nodes);
+    return rc;
+  }
+  tf_pool_free(e->pool);
+  tf_nodes_free(e->nodes);
+  e->pool = pool;
+  e->nodes = nodes;
+  e->features = tf_eng__features(pool, &e->coturn);
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_refuse(tf_engine *e, const char *why)
+{
+  TF_ASSERT_ARG(e && why && *why);
+  char *copy = tf_strdup__(why);
+  if (!copy) return tf_error__nomem();
+  free(e->refusal);
+  e->refusal = copy;
+  e->dirty = 1;
+  return TF_OK;
+}
+
+/* ---- probes for a driver ---- */
+
+tf_err tf_engine_probe_options(const tf_engine *e, const tf_engine_action *a, size_t j, tf_probe_options *po)
+{
+  TF_ASSERT_ARG(e && a && po);
+  if (a->kind != TF_ENGINE_PROBE || j >= a->probe_count)
+    return tf_error__set(TF_EINVALID, "action: not a probe, or no URI %zu", j);
+  if (po->version < 1 || po->version > TF_PROBE_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "po.version: %u is not a known TF_PROBE_OPTIONS_VERSION", po->version);
+  tf_addr addr;
+  po->uri = a->probe_uris[j];
+  /* the secret every relay takes: the previous one while it is rendered (relays not restarted yet have only it) */
+  po->secret = e->coturn.secrets[e->coturn.secrets_count - 1];
+  po->expect_address = a->probe_addresses[j];
+  po->family = tf_addr_parse(&addr, a->probe_addresses[j]) == 0 ? addr.family : 0; /* the pool's family */
+  po->expect_port_start = a->ports.start;
+  po->expect_port_end = a->ports.end;
+  po->timeout_ms = (int)a->timeout_ms;
+  return TF_OK;
+}
+
+tf_err tf_engine_probe_results_done(tf_engine *e, uint64_t id, const tf_probe_result *const *results, size_t count,
+                                    int64_t now_ms)
+{
+  TF_ASSERT_ARG(e && (results || !count));
+  for (size_t i = 0; i < count; i++) {
+    const tf_probe_result *r = results[i];
+    if (!r) return tf_engine_probe_done(e, id, 0, 0, 0, "a probe did not run", now_ms);
+    if (!tf_probe_result_ok(r)) /* the first that failed tells why */
+      return tf_engine_probe_done(e, id, 0, tf_probe_result_error_code(r), tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE,
+                                  tf_probe_result_message(r), now_ms);
+  }
+  if (!count) return tf_engine_probe_done(e, id, 0, 0, 0, "no probe ran", now_ms);
+  return tf_engine_probe_done(e, id, 1, 0, 0, tf_probe_result_message(results[0]), now_ms);
+}

@@ -578,6 +578,13 @@ static int tf_rec__probe_good(const tf_rec__relay *r)
   return r->has_obs && r->obs.running && r->current_probe && r->obs.probe_ok;
 }
 
+/* 1 when @p a holds fewer allocations than @p b (an unknown count is more than any known one). */
+static int tf_rec__fewer(const tf_rec__relay *a, const tf_rec__relay *b)
+{
+  int64_t x = a->obs.allocations, y = b->obs.allocations;
+  return x >= 0 && (y < 0 || x < y);
+}
+
 /* A planned relay served by its own process, which passed its probe. */
 static int tf_rec__ready(const tf_rec__relay *r) { return r->planned && r->member && tf_rec__probe_good(r); }
 
@@ -842,8 +849,15 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
     }
   }
 
-  /* DRAIN: running leavers at once, except those replaced in place (a planned relay waits for
-   * their address): they go one at a time, below */
+  /* DRAIN: running leavers, except those replaced in place (a planned relay waits for their
+   * address): they go one at a time, below. A scale-down drains one relay at a time, the one
+   * with the fewest allocations first, while no other leaver drains; with no replicas left at
+   * all (a pool scaled to zero, a shutdown) every leaver drains at once. */
+  int one_at_a_time = tf_plan_relay_count(rec->plan) > 0, leaver_draining = 0;
+  long fewest = -1;
+  for (size_t i = 0; i < n; i++)
+    leaver_draining |= rec->relays[i].has_obs && !rec->relays[i].member && rec->relays[i].obs.draining &&
+                       !stopping[i] && rec->relays[i].obs.running;
   for (size_t x = 0; x < n && rc == TF_OK; x++) {
     size_t i = order[x];
     const tf_rec__relay *r = &rec->relays[i];
@@ -855,8 +869,17 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
         in_place[i] = 1;
     }
     if (in_place[i]) continue;
+    if (one_at_a_time && r->obs.running) {
+      if (fewest < 0 || tf_rec__fewer(r, &rec->relays[fewest])) fewest = (long)i;
+      continue;
+    }
     draining_now[i] = 1;
     rc = tf_rec__push_action(rec, &cap, TF_ACTION_DRAIN, i,
+                             active_observed > tf_plan_relay_count(rec->plan) ? "ScaleDown" : "Replaced");
+  }
+  if (fewest >= 0 && !leaver_draining && rc == TF_OK) {
+    draining_now[fewest] = 1;
+    rc = tf_rec__push_action(rec, &cap, TF_ACTION_DRAIN, (size_t)fewest,
                              active_observed > tf_plan_relay_count(rec->plan) ? "ScaleDown" : "Replaced");
   }
 
@@ -902,7 +925,11 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
     int outdated = r->planned && r->member && r->obs.running &&
                    (!r->obs.config_hash || strcmp(r->obs.config_hash, r->config_hash) != 0);
     if (!outdated && !in_place[i]) continue;
-    if (pick < 0 || (tf_rec__probe_good(&rec->relays[pick]) && !tf_rec__probe_good(r))) pick = (long)i;
+    /* a relay that is not ready anyway first, then the one with the fewest allocations */
+    const tf_rec__relay *p = pick >= 0 ? &rec->relays[pick] : NULL;
+    if (!p || (tf_rec__probe_good(p) && !tf_rec__probe_good(r)) ||
+        (tf_rec__probe_good(p) == tf_rec__probe_good(r) && tf_rec__fewer(r, p)))
+      pick = (long)i;
   }
   if (pick >= 0 && rc == TF_OK && (!tf_rec__probe_good(&rec->relays[pick]) || unavailable == 0)) {
     if (rec->relays[pick].planned) {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Install the library into a scratch prefix, then build examples/c against the
 # INSTALLED copy twice: with pkg-config (examples/c/Makefile) and with
-# find_package(Turnfleet) (examples/c/CMakeLists.txt); run both.
+# find_package(Turnfleet) (examples/c/CMakeLists.txt); run both. The installed tools
+# run from the prefix with no LD_LIBRARY_PATH (RUNPATH $ORIGIN/../<libdir>).
 # usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1 src=$2
@@ -9,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
-# the library only: component python goes to the interpreter's site-packages (python_install tests it)
+# the library and the tools (component python: python_install tests it)
 cmake --install "$build" --prefix "$prefix" --component Unspecified > "$tmp/install.log"
 libdir=$(dirname "$(find "$prefix" -name 'libturnfleet.so' | head -n 1)")
 test -f "$libdir/libturnfleet.a" || { echo "static library not installed"; exit 1; }
@@ -19,6 +20,19 @@ test -f "$prefix/include/turnfleet.h" || { echo "turnfleet.h not installed"; exi
 if find "$prefix/include" -name 'internal.h' -o -name 'model.h' | grep -q .; then
   echo "private headers were installed"; exit 1
 fi
+
+# the installed tools run from the prefix alone, the library found through a relative RUNPATH
+for tool in turnfleet turnfleet-probe; do
+  test -x "$prefix/bin/$tool" || { echo "$tool not installed"; exit 1; }
+  readelf -d "$prefix/bin/$tool" | grep -q 'RUNPATH.*\$ORIGIN/\.\./' || { echo "$tool: no RUNPATH \$ORIGIN/../"; readelf -d "$prefix/bin/$tool"; exit 1; }
+  (unset LD_LIBRARY_PATH; "$prefix/bin/$tool" --version) > "$tmp/$tool.version" 2>&1 || { echo "$tool does not run:"; cat "$tmp/$tool.version"; exit 1; }
+  grep -q "^$tool 0\.2\.0$" "$tmp/$tool.version" || { echo "$tool --version printed:"; cat "$tmp/$tool.version"; exit 1; }
+  (unset LD_LIBRARY_PATH; ldd "$prefix/bin/$tool") | grep -q "libturnfleet.so.0.2 => $prefix/" || { echo "$tool does not load the installed library"; exit 1; }
+done
+# and the prefix can move: the RUNPATH is relative
+mv "$prefix" "$tmp/moved"
+(unset LD_LIBRARY_PATH; "$tmp/moved/bin/turnfleet" --version) | grep -q '^turnfleet 0\.2\.0$' || { echo "a moved prefix does not run"; exit 1; }
+mv "$tmp/moved" "$prefix"
 
 pool=$src/examples/pools/loopback.yaml
 nodes=$src/examples/nodes/loopback.json

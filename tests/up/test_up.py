@@ -20,7 +20,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from uphelpers import alive, wait_for
+from uphelpers import alive, stop_all, wait_for, write_watched
 
 TURNFLEET = TURNFLEET_PROBE = None
 TURNSERVER = os.environ.get("TF_TEST_TURNSERVER") or "turnserver"
@@ -70,11 +70,7 @@ class TestUp(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for h in cls.holds:
-            if h.poll() is None:
-                h.kill()
-                h.wait()
-            h.stdout.close()
+        stop_all(cls.holds)
         if cls.proc.poll() is None:
             cls.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)
             cls.proc.wait()
@@ -90,13 +86,7 @@ class TestUp(unittest.TestCase):
 
     @classmethod
     def write_pool(cls, replicas, drain="5s", text=None):
-        tmp = cls.pool + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text if text is not None else POOL.format(replicas=replicas, drain=drain, version=VERSION))
-        os.replace(tmp, cls.pool)
-        # a new mtime even within the same clock tick
-        st = os.stat(cls.pool)
-        os.utime(cls.pool, ns=(st.st_atime_ns, st.st_mtime_ns + 1000000))
+        write_watched(cls.pool, text if text is not None else POOL.format(replicas=replicas, drain=drain, version=VERSION))
 
     def status(self):
         try:
@@ -169,9 +159,11 @@ class TestUp(unittest.TestCase):
             self.assertTrue(r["ready"])
             self.assertTrue(r["lastProbe"]["ok"], r)
             self.assertEqual(r["portsTotal"], 8)
-        # before any probe passed, no relay was ready
+        # before any probe passed, no relay was ready: each one Starting, in the events and status.json
         first = self.lines()[0]
         self.assertEqual(first["readyRelays"], 0)
+        self.assertEqual({r["state"] for r in first["relays"]}, {"Starting"})
+        self.assertEqual({r["state"] for r in st["relays"]}, {"Ready"})
         uris = self.uris()
         want = sorted("turn:%s:3701?transport=%s" % (a, t) for a in addrs for t in ("udp", "tcp"))
         self.assertEqual(sorted(uris), want)
@@ -222,6 +214,24 @@ class TestUp(unittest.TestCase):
             self.assertIn(b"refused", e.read())
         self.write_pool(3)  # valid again, unchanged fleet
         wait_for("the refusal cleared", lambda: (s := self.status()) and s.get("refusedChange") is None, 10)
+        # valid, but 5 replicas cannot be placed on 3 addresses: refused whole, the 3 relays kept
+        refusals = len([e for e in self.lines() if e["event"] == "poolRefused"])
+        self.write_pool(5)
+        ev = wait_for("the unplaceable pool refused", lambda: [
+            e for e in self.lines() if e["event"] == "poolRefused"][refusals:], 10)
+        self.assertIn("3 of 5 replicas can be placed", ev[-1]["message"])
+        st = wait_for("the refusal in status.json", lambda: (s := self.status()) and s.get("refusedChange") and s, 10)
+        self.assertIn("3 of 5 replicas", st["refusedChange"])
+        self.assertEqual((st["desiredReplicas"], st["readyRelays"]), (3, 3))
+        try:
+            urllib.request.urlopen(METRICS + "/healthz", timeout=5)
+            self.fail("/healthz should fail after a refused pool edit")
+        except urllib.error.HTTPError as e:
+            self.assertEqual(e.code, 503)
+        wait_for("an event saying why unhealthy",
+                 lambda: (e := self.last()) and e["unhealthy"] == "the last pool edit was refused", 10)
+        self.write_pool(3)
+        wait_for("the refusal cleared", lambda: (s := self.status()) and s.get("refusedChange") is None, 10)
         # every event says desired vs placed replicas and every condition with reason and message
         last = self.last()
         self.assertEqual((last["desiredReplicas"], last["placedReplicas"]), (3, 3))
@@ -242,7 +252,21 @@ class TestUp(unittest.TestCase):
 
         r = wait_for("the relay restarted and ready", restarted, 20)
         self.assertEqual(r["restarts"], 1)
-        self.assertFalse(alive(victim["pid"]))
+        self.assertFalse(alive(victim["pid"]))  # reaped: no zombie
+        states = [x["state"] for e in self.lines() if e["event"] == "reconcile" for x in e["relays"]
+                  if x["name"] == victim["name"] and x["pid"] in (0, victim["pid"])]
+        self.assertIn("Failing", states)  # its process gone: Failing until it runs again
+        # one reaper: no child of `up` (relays, the turnserver --version/-h runs) is left a zombie
+        zombies = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == self.proc.pid:
+                zombies.append(pid)
+        self.assertEqual(zombies, [])
 
     def test_4_held_allocations_counted(self):
         wait_for("3 ready relays", lambda: (s := self.status()) and s["readyRelays"] == 3 and s, 20)
@@ -298,6 +322,16 @@ class TestUp(unittest.TestCase):
         r = [r for r in s["relays"] if r["relayAddress"] == "127.0.0.81"][0]
         self.assertEqual(r["portsTotal"], 8)
         self.assertGreaterEqual(len(fillers), 1)
+
+        # every port held: the probe gets 508, the relay is Full (it answers: healthy, not Failing)
+        def full():
+            top_up_and_check()
+            r = [r for r in self.status()["relays"] if r["relayAddress"] == "127.0.0.81"][0]
+            return r["state"] == "Full" and r
+
+        r = wait_for("the full relay shown Full", full, 20)
+        self.assertEqual(r["lastProbe"]["errorCode"], 508, r)
+        self.assertIn("Full", [x["state"] for e in self.lines() if e["event"] == "reconcile" for x in e["relays"]])
         # released: the pressure clears and every relay is ready again
         for p in fillers:
             p.send_signal(signal.SIGTERM)
@@ -394,6 +428,31 @@ class TestUp(unittest.TestCase):
         evs = [e for e in self.lines() if e["event"] == "reconcile"]
         stop = max(i for i, e in enumerate(evs) if any(a.startswith("stop %s" % gone) for a in e["actions"]))
         self.assertEqual([a for e in evs[stop + 1:] for a in e["actions"]], [], "the drained relay left no restart behind")
+
+    def test_5b_a_relay_that_does_not_answer_stalls_no_other(self):
+        # 127.0.0.82's turnserver stopped: its CLI and TURN ports take connections and answer
+        # nothing. The loop goes on: 127.0.0.81 keeps being probed and counted.
+        ev = wait_for("2 ready relays", lambda: (e := self.last()) and e["readyRelays"] == 2 and e, 10)
+        names = {r["name"]: r["pid"] for r in ev["relays"]}
+        st = self.status()
+        addr_of = {r["name"]: r["relayAddress"] for r in st["relays"]}
+        stopped = [n for n in names if addr_of[n] == "127.0.0.82"][0]
+        other = [n for n in names if n != stopped][0]
+        os.kill(names[stopped], signal.SIGSTOP)
+        try:
+            wait_for("the stopped relay Failing", lambda: [r for r in self.last()["relays"] if r["name"] == stopped
+                                                          and r["state"] == "Failing"], 15)
+            before = [r for r in self.status()["relays"] if r["name"] == other][0]
+            self.hold("turn:%s:3701?transport=udp" % addr_of[other], 1, tries=5)
+
+            def counted():
+                r = [r for r in self.status()["relays"] if r["name"] == other][0]
+                return (r["allocations"] or 0) > (before["allocations"] or 0) and \
+                    r["lastProbe"]["time"] != before["lastProbe"]["time"] and r["state"] == "Ready" and r
+            wait_for("the other relay probed and counted while one does not answer", counted, 10)
+        finally:
+            os.kill(names[stopped], signal.SIGCONT)
+        wait_for("both ready again", lambda: (e := self.last()) and e["readyRelays"] == 2, 15)
 
     def test_6_no_secret_in_argv_output_or_files(self):
         for pid in os.listdir("/proc"):

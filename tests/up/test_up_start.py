@@ -210,6 +210,16 @@ class TestUpStart(unittest.TestCase):
                           s["relays"][0]["lastProbe"]["time"] != probe_time and s, 20)
             self.assertEqual(st["readyRelays"], 1)
             self.assertTrue(st["relays"][0]["lastProbe"]["ok"])
+
+            # the server closes idle connections (a per-connection timeout) and holds few at once
+            # (a connection limit): the first ones it closes are one batch, not all 600
+            def closed(c):
+                try:
+                    return c.recv(1) == b""
+                except OSError:  # BlockingIOError: open and idle; not connected yet: in the backlog
+                    return False
+            first = wait_for("idle connections closed by the server", lambda: sum(map(closed, idle)), 30)
+            self.assertLess(first, 300, "%d of 600 idle connections closed at once: no connection limit" % first)
         finally:
             for c in idle:
                 c.close()

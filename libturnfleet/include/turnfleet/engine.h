@@ -54,6 +54,7 @@
 #include "inventory.h"
 #include "metrics.h"
 #include "pool.h"
+#include "probe.h"
 #include "reconcile.h"
 
 TF_BEGIN_DECL
@@ -122,6 +123,24 @@ TF_EXTERN(tf_err) tf_engine_set_pool(tf_engine *engine, tf_pool *pool);
  * @return 0, TF_EINVALID, TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_engine_set_nodes(tf_engine *engine, tf_nodes *nodes);
+
+/**
+ * Replace the pool and the inventory together (a local runtime whose nodes
+ * follow from the pool), tried and refused as a whole like tf_engine_set_pool():
+ * on failure neither changes.
+ * @param pool, nodes taken over (freed by the engine, also on failure)
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_set_inputs(tf_engine *engine, tf_pool *pool, tf_nodes *nodes);
+
+/**
+ * Record an input change the driver refused itself (a pool edit whose replicas
+ * cannot all be placed, a turnserver it cannot run): the status's
+ * `refusedChange` says @p why until a change is accepted. Nothing else changes.
+ * @param why copied; never a secret
+ * @return 0, TF_EINVALID (NULL or empty), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_refuse(tf_engine *engine, const char *why);
 
 /**
  * Replace the render options (a secret rotation): relays whose config changes
@@ -295,6 +314,29 @@ TF_EXTERN(tf_err) tf_engine_shutdown(tf_engine *engine, int64_t now_ms, int imme
 /** 1 when shutting down and every relay has been stopped; 0 otherwise. */
 TF_EXTERN(int) tf_engine_finished(const tf_engine *engine);
 
+/**
+ * Fill the options of the probe of URI @p j of a TF_ENGINE_PROBE action: `uri`,
+ * `secret` (the one every relay takes: the previous secret while one is
+ * rendered, as relays not restarted yet have only it; borrowed from the engine
+ * until its render options change), `expect_address`, `family` (the relay
+ * address's: IPv6 pools are probed over IPv6, both halves of DualStack), the
+ * relay port range and `timeout_ms`. Every other field of @p po is left as the
+ * driver set it (peer_check, ca_file, rto_ms, ...); only version 1 fields are written.
+ * @return 0; TF_EINVALID for an action that is not a probe, @p j out of range, an unknown po->version
+ */
+TF_EXTERN(tf_err) tf_engine_probe_options(const tf_engine *engine, const tf_engine_action *action, size_t j,
+                                          tf_probe_options *po);
+
+/**
+ * Report a PROBE action from the results of its URIs' probes: it passed when
+ * every one did; else the first that failed gives the error code, whether it
+ * failed on the Allocate and the message (a NULL result: a probe that did not run).
+ * @param results borrowed for the call
+ * @return what tf_engine_probe_done() returns
+ */
+TF_EXTERN(tf_err) tf_engine_probe_results_done(tf_engine *engine, uint64_t id, const tf_probe_result *const *results,
+                                               size_t count, int64_t now_ms);
+
 /* ---- what the last step says ---- */
 
 /** A relay's state for people (status, tables, events). */
@@ -356,6 +398,37 @@ TF_EXTERN(tf_err) tf_engine_status_json(char **out, const tf_engine *engine);
 
 /** The pool the engine manages (the last accepted one). Borrowed from @p engine. */
 TF_EXTERN(const tf_pool *) tf_engine_pool(const tf_engine *engine);
+
+/* ---- what a driver refuses at start (pure checks on its inputs) ---- */
+
+/**
+ * The inventory of one host for a local runtime, from the addresses it may
+ * relay on: HostNetwork and PartitionedIP get one Ready node per address (in
+ * DualStack, the i-th IPv4 address paired with the i-th IPv6 one); ExternalIPPool
+ * and PodIP get one node offering every address (the planner keeps those inside
+ * the pool's CIDRs). Every node carries the pool's nodeSelector labels.
+ * @param[out] out release with tf_nodes_free(); no node when @p count is 0
+ * @param addrs the host's addresses (tf_addr_list_parse()), borrowed
+ * @return 0, TF_EINVALID for NULL arguments, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_local_nodes(tf_nodes **out, const tf_pool *pool, const tf_addr *addrs, size_t count);
+
+/**
+ * Whether every replica of @p pool can be placed on @p nodes.
+ * @return 0; TF_EINVALID with the shortfall and the planner's reason
+ *         ("1 of 3 replicas can be placed (HostNetwork IPv4): ..."), or what
+ *         tf_plan_new() refuses
+ */
+TF_EXTERN(tf_err) tf_engine_check_placement(const tf_pool *pool, const tf_nodes *nodes);
+
+/**
+ * Whether the relays of @p pool can run on the coturn a driver has.
+ * @param coturn_version what the driver's turnserver is (tf_coturn_version_parse())
+ * @param have_tls 1 when the driver has a certificate and key for TLS and DTLS listeners
+ * @return 0; TF_EINVALID naming the field (`spec.dataplane.coturnVersion: "4.18.0" contradicts
+ *         the turnserver this runs: it is coturn 4.6.1`, `spec.listeners[1]: tls listener ...`)
+ */
+TF_EXTERN(tf_err) tf_engine_check_runtime(const tf_pool *pool, uint32_t coturn_version, int have_tls);
 
 TF_END_DECL
 
