@@ -443,8 +443,8 @@ static void probe_verify(probe *p)
   leg *a = &p->legs[0];
   tf_probe__stage_begin(p, TF_PROBE_STAGE_VERIFY);
   char got[TF_ADDR_STRLEN] = "?", want[TF_ADDR_STRLEN] = "?";
-  tf_addr_format(got, sizeof(got), &a->relayed);
   if (c->has_expect && tf_addr_compare(&a->relayed, &c->expect) != 0) {
+    tf_addr_format(got, sizeof(got), &a->relayed); /* text only for the message: the check compares addresses */
     tf_addr_format(want, sizeof(want), &c->expect);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "relayed address %s is not the expected %s", got, want);
     return;
@@ -456,6 +456,7 @@ static void probe_verify(probe *p)
     return;
   }
   if (c->o.family && a->relayed.family != c->o.family) {
+    tf_addr_format(got, sizeof(got), &a->relayed);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "relayed address %s is not %s as requested", got,
                c->o.family == TF_AF_INET6 ? "IPv6" : "IPv4");
     return;
