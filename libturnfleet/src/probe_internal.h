@@ -190,6 +190,7 @@ typedef struct probe {
   size_t entry;       /* the set's entry it came from */
   size_t slot;        /* in the loop */
   struct ploop *loop; /* the loop that runs it */
+  int listed;         /* on the loop's done list */
   tf_err fatal;       /* TF_ENOMEM met while running */
 } probe;
 
@@ -200,6 +201,13 @@ typedef struct ploop {
   EVP_MAC *hmac; /* fetched once per loop */
   probe **slots;
   size_t nslots;
+  /* no timer of any probe fires before this (a lower bound: lowered whenever a timer is set,
+   * recomputed when the probes' timers run), so a round touches only the probes with events */
+  double due;
+  /* sets: slots free for the next probe, and finished probes not yet handed over (in order) */
+  size_t *free_slots, nfree;
+  size_t *done, ndone;
+  int fatal; /* a probe met TF_ENOMEM */
   uint32_t gen;
   /* UDP source ports: the loop hands them out in turn and keeps, for each, when its
    * socket closed, so no port comes back while the relay may remember its 5-tuple */
@@ -258,5 +266,7 @@ int tf_probe__tls_wants_write(const leg *l);
 const uint8_t *tf_probe__tid(probe *p);
 /* Watch @p l's socket (new) or change what it waits for. 0, or -1 after failing the probe. */
 int tf_probe__loop_watch(leg *l);
+/* A timer of @p p fires at @p t (ms): the loop looks again by then. */
+void tf_probe__loop_due(probe *p, double t);
 
 #endif

@@ -112,18 +112,43 @@ int tf_probe__loop_watch(leg *l)
   return -1;
 }
 
-/* One epoll_wait() round: events, then timers. */
+void tf_probe__loop_due(probe *p, double t)
+{
+  if (p->loop && t < p->loop->due) p->loop->due = t;
+}
+
+/* A finished probe of a set goes on the done list once, to be handed over in order. */
+static void loop_check_done(ploop *L, probe *p)
+{
+  if (!p->finished || p->listed || !L->done) return;
+  p->listed = 1;
+  L->done[L->ndone++] = p->slot;
+}
+
+/* Run every probe's timers and find when the next one fires (at most a poll interval away). */
+static void loop_timers(ploop *L, double now)
+{
+  double due = now + PROBE_POLL_MAX_MS;
+  for (size_t i = 0; i < L->nslots; i++) {
+    probe *p = L->slots[i];
+    if (!p) continue;
+    tf_probe__timers(p, now);
+    loop_check_done(L, p);
+    if (p->fatal) L->fatal = 1;
+    if (p->finished) continue;
+    double t = tf_probe__next_timer(p);
+    if (t < due) due = t;
+  }
+  L->due = due;
+}
+
+/* One epoll_wait() round: events, then the timers that are due. Only the probes with events
+ * are touched, and all of them only when a timer may fire. */
 static tf_err loop_once(ploop *L)
 {
   double now = tf_probe__now_ms();
-  double next = now + PROBE_POLL_MAX_MS;
-  for (size_t i = 0; i < L->nslots; i++) {
-    probe *p = L->slots[i];
-    if (!p || p->finished) continue;
-    double t = tf_probe__next_timer(p);
-    if (t < next) next = t;
-  }
-  double wait = next - now;
+  if (now >= L->due) loop_timers(L, now);
+  double wait = L->due - now;
   int timeout = wait <= 0 ? 0 : (int)ceil(wait);
   struct epoll_event ev[LOOP_EVENTS];
   int n = 0;
@@ -137,12 +162,12 @@ static tf_err loop_once(ploop *L)
     leg *l = &p->legs[d & 1];
     if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
     tf_probe__leg_event(l, ev[i].events, tf_probe__now_ms());
+    loop_check_done(L, p);
+    if (p->fatal) L->fatal = 1;
   }
   now = tf_probe__now_ms();
-  for (size_t i = 0; i < L->nslots; i++)
-    if (L->slots[i]) tf_probe__timers(L->slots[i], now);
-  for (size_t i = 0; i < L->nslots; i++)
-    if (L->slots[i] && L->slots[i]->fatal) return tf_error__nomem();
+  if (now >= L->due) loop_timers(L, now);
+  if (L->fatal) return tf_error__nomem();
   return TF_OK;
 }
 
@@ -150,6 +175,7 @@ static tf_err loop_once(ploop *L)
 static tf_err loop_drive(ploop *L, probe *p)
 {
   tf_err rc = TF_OK;
+  L->fatal = 0;
   while (!p->finished && rc == TF_OK) rc = loop_once(L);
   if (rc == TF_OK && p->fatal) rc = tf_error__nomem();
   return rc;
@@ -317,26 +343,34 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
     free(L);
     return rc;
   }
+  L->free_slots = malloc(nslots * sizeof(*L->free_slots));
+  L->done = malloc(nslots * sizeof(*L->done));
+  if (!L->free_slots || !L->done) rc = tf_error__nomem();
+  for (size_t s = 0; rc == TF_OK && s < nslots; s++) L->free_slots[L->nfree++] = nslots - 1 - s; /* slot 0 first */
   int stop = 0, drained = 0;
   size_t active = 0;
   while (rc == TF_OK && !stop) {
     int again = 1;
     while (again && !stop && rc == TF_OK) {
       again = 0;
-      for (size_t s = 0; s < nslots && !drained; s++) {
-        if (L->slots[s]) continue;
+      while (!drained && L->nfree > 0) {
+        size_t s = L->free_slots[L->nfree - 1];
         int st = set_start_next(set, L, s);
         if (st < 0) rc = st;
         if (st != 0) {
           drained = 1;
           break;
         }
+        L->nfree--;
         active++;
+        loop_check_done(L, L->slots[s]); /* it may finish at once (unresolvable, refused) */
       }
-      /* hand over the finished ones, then fill their slots */
-      for (size_t s = 0; s < nslots && rc == TF_OK; s++) {
+      /* hand over the finished ones in the order they finished, then fill their slots */
+      size_t ndone = L->ndone;
+      L->ndone = 0;
+      for (size_t i = 0; i < ndone && rc == TF_OK; i++) {
+        size_t s = L->done[i];
         probe *p = L->slots[s];
-        if (!p || !p->finished) continue;
         if (p->fatal) rc = tf_error__nomem();
         pentry *e = &set->e[p->entry];
         const tf_probe_result *r = p->res;
@@ -347,6 +381,7 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
         if (!stop && cb && cb(p->index, r, payload) != 0) stop = 1;
         tf_probe__free(p);
         L->slots[s] = NULL;
+        L->free_slots[L->nfree++] = s;
         active--;
         again = !drained;
       }
@@ -360,6 +395,8 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
     tf_probe__release_all(L->slots[s]);
     tf_probe__free(L->slots[s]);
   }
+  free(L->free_slots);
+  free(L->done);
   loop_free(L);
   free(L);
   return rc;
@@ -469,6 +506,7 @@ static tf_err allocation_op(tf_allocation *alloc, int phase, uint32_t lifetime, 
   p->finished = 0;
   p->fatal = TF_OK;
   p->deadline = now + p->opts->o.timeout_ms;
+  tf_probe__loop_due(p, p->deadline);
   p->stage = stage;
   p->stage_t0 = now;
   tf_probe__stage_begin(p, stage);

@@ -357,6 +357,7 @@ static void leg_send_request(leg *l, double now)
   l->next_send = now + l->rto;
   l->give_up = 0;
   l->malformed[0] = '\0';
+  tf_probe__loop_due(p, l->next_send);
   tf_probe__leg_write(l, l->msg, l->msg_len);
 }
 
@@ -380,6 +381,7 @@ static void leg_send_data(leg *l, const uint8_t *data, size_t len, double now)
   l->rto = l->p->opts->o.rto_ms;
   l->next_send = now + l->rto;
   l->give_up = 0;
+  tf_probe__loop_due(l->p, l->next_send);
   tf_probe__leg_write(l, l->msg, l->msg_len);
 }
 
@@ -1109,6 +1111,7 @@ void tf_probe__start(probe *p)
 {
   double now = tf_probe__now_ms();
   p->deadline = now + p->opts->o.timeout_ms;
+  tf_probe__loop_due(p, p->deadline);
   p->stage = TF_PROBE_STAGE_RESOLVE;
   p->stage_t0 = now;
   tf_probe__stage_begin(p, TF_PROBE_STAGE_RESOLVE);
