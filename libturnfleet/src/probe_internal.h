@@ -73,9 +73,21 @@ typedef struct pmac {
 pmac *tf_probe__mac_ref(pmac *m);
 void tf_probe__mac_unref(pmac *m);
 
+/* A minted username and password in one block, shared by the legs that use them. */
+typedef struct puser {
+  unsigned refs;
+  char *username, *password; /* after the struct; the password is wiped on release */
+} puser;
+
+/* A copy of @p username and @p password with one reference, or NULL when out of memory. */
+puser *tf_probe__user_new(const char *username, const char *password);
+puser *tf_probe__user_ref(puser *u);
+void tf_probe__user_unref(puser *u);
+
 typedef struct pcred {
   int64_t expiry;
-  char *username, *password, *realm;
+  puser *user;
+  char *realm;
   pmac *mac; /* the key for realm, shared with the legs that use it */
 } pcred;
 
@@ -155,7 +167,9 @@ typedef struct leg {
   tf_addr peer;
   uint16_t peer_port;
   /* credentials (the password and key are secret) */
-  char *username, *password, *realm, *nonce;
+  puser *user;               /* holds username and password */
+  const char *username, *password;
+  char *realm, *nonce;
   int have_key;
   pmac *mac; /* the long-term key and its keyed HMAC context */
   int sockets;      /* sockets opened for this Allocate (437 handling) */
@@ -184,6 +198,7 @@ typedef struct probe {
   double stage_t0;
   tf_probe_result *res;
   uint8_t payload[2][PROBE_PAYLOAD];
+  int payload_used; /* payload holds random bytes (wiped at the end) */
   int keep;           /* tf_allocation: leave A allocated at the end */
   uint64_t number;    /* the probe's index in its set (user_numbered) */
   size_t index;       /* in the set */
@@ -207,6 +222,8 @@ typedef struct ploop {
   /* sets: slots free for the next probe, and finished probes not yet handed over (in order) */
   size_t *free_slots, nfree;
   size_t *done, ndone;
+  probe **spare; /* disposed probes of the set, their memory kept for the next ones */
+  size_t nspare;
   int fatal; /* a probe met TF_ENOMEM */
   uint32_t gen;
   /* UDP source ports: the loop hands them out in turn and keeps, for each, when its
@@ -226,8 +243,11 @@ void tf_probe__log(probe *p, tf_log_level level, const char *fmt, ...) TF__PRINT
 void tf_probe__fmt_addr(char *buf, size_t size, const tf_addr *a, uint16_t port);
 
 /* probe_turn.c */
-/* A probe of @p c, taking one reference to it (even on failure). */
-tf_err tf_probe__new(probe **out, popts *c);
+/* A probe of @p c, taking one reference to it (even on failure), in @p reuse (a disposed
+ * probe's memory) or newly allocated when NULL. */
+tf_err tf_probe__new(probe **out, popts *c, probe *reuse);
+/* Close, wipe and release what @p p holds, but not its memory; tf_probe__free() both. */
+void tf_probe__dispose(probe *p);
 void tf_probe__free(probe *p);
 void tf_probe__start(probe *p);
 void tf_probe__stage_begin(probe *p, tf_probe_stage st);

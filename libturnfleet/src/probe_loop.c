@@ -195,7 +195,7 @@ tf_err tf_probe_run(tf_probe_result **out, const tf_probe_options *opts)
     return rc;
   }
   probe *p = NULL;
-  rc = tf_probe__new(&p, c);
+  rc = tf_probe__new(&p, c, NULL);
   if (rc == TF_OK) {
     p->loop = &L;
     L.slots[0] = p;
@@ -316,7 +316,8 @@ static int set_start_next(tf_probe_set *set, ploop *L, size_t slot)
   pentry *e = &set->e[set->cursor];
   e->c->refs++;
   probe *p = NULL;
-  tf_err rc = tf_probe__new(&p, e->c); /* takes the reference, even on failure */
+  probe *reuse = L->nspare ? L->spare[--L->nspare] : NULL;
+  tf_err rc = tf_probe__new(&p, e->c, reuse); /* takes the reference, even on failure */
   if (rc < 0) return rc;
   p->number = e->first + e->started; /* distinct across the set's entries */
   p->index = (size_t)p->number;
@@ -345,7 +346,8 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
   }
   L->free_slots = malloc(nslots * sizeof(*L->free_slots));
   L->done = malloc(nslots * sizeof(*L->done));
-  if (!L->free_slots || !L->done) rc = tf_error__nomem();
+  L->spare = malloc(nslots * sizeof(*L->spare));
+  if (!L->free_slots || !L->done || !L->spare) rc = tf_error__nomem();
   for (size_t s = 0; rc == TF_OK && s < nslots; s++) L->free_slots[L->nfree++] = nslots - 1 - s; /* slot 0 first */
   int stop = 0, drained = 0;
   size_t active = 0;
@@ -379,7 +381,8 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
           p->res = NULL;
         }
         if (!stop && cb && cb(p->index, r, payload) != 0) stop = 1;
-        tf_probe__free(p);
+        tf_probe__dispose(p);
+        L->spare[L->nspare++] = p; /* a probe is over 1 KiB: malloc's slow path, every probe */
         L->slots[s] = NULL;
         L->free_slots[L->nfree++] = s;
         active--;
@@ -395,6 +398,8 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
     tf_probe__release_all(L->slots[s]);
     tf_probe__free(L->slots[s]);
   }
+  for (size_t i = 0; i < L->nspare; i++) free(L->spare[i]);
+  free(L->spare);
   free(L->free_slots);
   free(L->done);
   loop_free(L);
@@ -446,7 +451,7 @@ tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf
     return rc;
   }
   a->loop = L;
-  rc = tf_probe__new(&a->p, c);
+  rc = tf_probe__new(&a->p, c, NULL);
   if (rc == TF_OK) {
     probe *p = a->p;
     p->loop = L;

@@ -143,7 +143,7 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
 /* ---- JSON, written straight into one block sized for the worst case: --count prints one
  * object per probe, so no printf, no regrowth, no second pass ---- */
 
-#define JSON_FIXED 1024 /* every part but the three strings, with room to spare */
+#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most */
 #define put_lit(o, lit) put_bytes(o, lit, sizeof(lit) - 1)
 
 static char *put_bytes(char *o, const char *s, size_t n)

@@ -107,14 +107,12 @@ static void leg_forget_key(leg *l)
 
 static void leg_wipe(leg *l)
 {
-  if (l->password) {
-    tf_crypto__wipe(l->password, strlen(l->password));
-    free(l->password);
-  }
-  free(l->username);
+  tf_probe__user_unref(l->user);
   free(l->realm);
   free(l->nonce);
-  l->username = l->password = l->realm = l->nonce = NULL;
+  l->user = NULL;
+  l->username = l->password = NULL;
+  l->realm = l->nonce = NULL;
   leg_forget_key(l);
   /* the sent messages carry the key's MAC only, but tidy up */
   if (l->msg) tf_crypto__wipe(l->msg, l->msg_len);
@@ -124,9 +122,8 @@ static void leg_wipe(leg *l)
   l->msg = l->rx = l->tx = NULL;
 }
 
-void tf_probe__free(probe *p)
+void tf_probe__dispose(probe *p)
 {
-  if (!p) return;
   for (int i = 0; i < 2; i++) {
     tf_probe__leg_close(&p->legs[i]);
     leg_wipe(&p->legs[i]);
@@ -134,7 +131,13 @@ void tf_probe__free(probe *p)
   if (p->ctx) SSL_CTX_free(p->ctx);
   tf_probe__opts_unref(p->opts);
   tf_probe_result_free(p->res);
-  tf_crypto__wipe(p->payload, sizeof(p->payload));
+  if (p->payload_used) tf_crypto__wipe(p->payload, sizeof(p->payload));
+}
+
+void tf_probe__free(probe *p)
+{
+  if (!p) return;
+  tf_probe__dispose(p);
   free(p);
 }
 
@@ -197,40 +200,44 @@ void tf_probe__unusable(leg *l, const char *fmt, ...)
 static int leg_mint(leg *l)
 {
   probe *p = l->p;
-  if (l->username) return 0;
+  if (l->user) return 0;
   popts *c = p->opts;
   const tf_probe_options *o = &c->o;
   int b = l == &p->legs[1];
   int64_t expiry = (o->now ? o->now : (int64_t)time(NULL)) + o->ttl_s;
   pcred *k = o->user_numbered ? NULL : &c->cred[b];
-  if (k && k->username && k->expiry == expiry) {
-    l->username = tf_strdup__(k->username);
-    l->password = tf_strdup__(k->password);
-    if (!l->username || !l->password) {
+  if (k && k->user && k->expiry == expiry) {
+    l->user = tf_probe__user_ref(k->user);
+  } else {
+    char user[PROBE_NUMBER_MAX + 512];
+    /* the peer allocation uses its own user, so a per-user quota of 1 does not refuse it */
+    if (o->user_numbered)
+      snprintf(user, sizeof(user), "%s%llu%s", o->user, (unsigned long long)p->number, b ? PROBE_PEER_SUFFIX : "");
+    else snprintf(user, sizeof(user), "%s%s", o->user, b ? PROBE_PEER_SUFFIX : "");
+    char *username = NULL, *password = NULL;
+    tf_err rc = tf_cred_mint(&username, &password, o->secret, user, expiry, o->separator);
+    if (rc < 0) {
+      if (rc == TF_ENOMEM) p->fatal = TF_ENOMEM;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot mint the credential: %s", l->who, tf_error_last()->message);
+      return -1;
+    }
+    l->user = tf_probe__user_new(username, password);
+    tf_crypto__wipe(password, strlen(password));
+    free(password);
+    free(username);
+    if (!l->user) {
       p->fatal = TF_ENOMEM;
       tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
       return -1;
     }
-    return 0;
+    if (k) {
+      tf_probe__cred_clear(k);
+      k->expiry = expiry;
+      k->user = tf_probe__user_ref(l->user);
+    }
   }
-  char user[PROBE_NUMBER_MAX + 512];
-  /* the peer allocation uses its own user, so a per-user quota of 1 does not refuse it */
-  if (o->user_numbered)
-    snprintf(user, sizeof(user), "%s%llu%s", o->user, (unsigned long long)p->number, b ? PROBE_PEER_SUFFIX : "");
-  else snprintf(user, sizeof(user), "%s%s", o->user, b ? PROBE_PEER_SUFFIX : "");
-  tf_err rc = tf_cred_mint(&l->username, &l->password, o->secret, user, expiry, o->separator);
-  if (rc < 0) {
-    if (rc == TF_ENOMEM) p->fatal = TF_ENOMEM;
-    tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot mint the credential: %s", l->who, tf_error_last()->message);
-    return -1;
-  }
-  if (k) {
-    tf_probe__cred_clear(k);
-    k->expiry = expiry;
-    k->username = tf_strdup__(l->username);
-    k->password = tf_strdup__(l->password);
-    if (!k->username || !k->password) tf_probe__cred_clear(k); /* a cache, not a must */
-  }
+  l->username = l->user->username;
+  l->password = l->user->password;
   return 0;
 }
 
@@ -241,7 +248,8 @@ static int leg_key(leg *l)
   probe *p = l->p;
   leg_forget_key(l);
   pcred *k = p->opts->o.user_numbered ? NULL : &p->opts->cred[l == &p->legs[1]];
-  if (k && k->mac && k->realm && !strcmp(k->username, l->username) && !strcmp(k->realm, l->realm)) {
+  if (k && k->mac && k->realm && k->user && (k->user == l->user || !strcmp(k->user->username, l->username)) &&
+      !strcmp(k->realm, l->realm)) {
     l->mac = tf_probe__mac_ref(k->mac);
     l->have_key = 1;
     return 0;
@@ -262,7 +270,7 @@ static int leg_key(leg *l)
   }
   l->mac = m;
   l->have_key = 1;
-  if (k && k->username && !strcmp(k->username, l->username)) {
+  if (k && k->user && (k->user == l->user || !strcmp(k->user->username, l->username))) {
     char *realm = tf_strdup__(l->realm);
     if (realm) {
       tf_probe__mac_unref(k->mac);
@@ -528,6 +536,7 @@ static void probe_next(probe *p, double now)
   case PH_A_CHAN: {
     p->phase = PH_DATA_AB;
     tf_probe__stage_begin(p, TF_PROBE_STAGE_DATA);
+    p->payload_used = 1;
     if (RAND_bytes(p->payload[0], PROBE_PAYLOAD) != 1 || RAND_bytes(p->payload[1], PROBE_PAYLOAD) != 1) {
       tf_probe__fail(p, TF_ERROR, 0, NULL, "no random bytes for the data check");
       return;
@@ -1009,9 +1018,9 @@ double tf_probe__next_timer(const probe *p)
 
 /* ---- creating and starting probes ---- */
 
-tf_err tf_probe__new(probe **out, popts *c)
+tf_err tf_probe__new(probe **out, popts *c, probe *reuse)
 {
-  probe *p = calloc(1, sizeof(*p));
+  probe *p = reuse ? memset(reuse, 0, sizeof(*reuse)) : calloc(1, sizeof(*p));
   if (!p) {
     tf_probe__opts_unref(c);
     return tf_error__nomem();
