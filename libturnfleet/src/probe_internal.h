@@ -282,6 +282,8 @@ void tf_probe__tls_pending(leg *l);
 int tf_probe__tls_wants_write(const leg *l);
 
 /* probe_loop.c */
+/* @p n random bytes from a CSPRNG (the kernel's; OpenSSL's if that fails). 0, or -1. */
+int tf_probe__random(void *buf, size_t n);
 /* A fresh transaction id (from the CSPRNG), or NULL when it failed (the probe failed). */
 const uint8_t *tf_probe__tid(probe *p);
 /* Watch @p l's socket (new) or change what it waits for. 0, or -1 after failing the probe. */

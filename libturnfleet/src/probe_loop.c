@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "probe_internal.h"
@@ -19,6 +20,21 @@
 #define LOOP_EVENTS 128
 #define PORT_LO_DEFAULT 32768
 #define PORT_HI_DEFAULT 60999
+
+int tf_probe__random(void *buf, size_t n)
+{
+  /* the kernel's CSPRNG (what OpenSSL seeds from): a load test that never needs OpenSSL's own
+   * generator does not pay for instantiating it; OpenSSL's when getrandom() is unavailable */
+  uint8_t *p = buf;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = getrandom(p + got, n - got, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return RAND_bytes(p + got, (int)(n - got)) == 1 ? 0 : -1;
+    got += (size_t)k;
+  }
+  return 0;
+}
 
 /* The kernel's ephemeral range, where the loop hands out UDP source ports. */
 static void loop_port_range(ploop *L)
@@ -34,7 +50,7 @@ static void loop_port_range(ploop *L)
     fclose(f);
   }
   uint16_t r = 0;
-  if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) r = (uint16_t)getpid();
+  if (tf_probe__random(&r, sizeof(r)) < 0) r = (uint16_t)getpid();
   L->port_lo = (uint16_t)lo;
   L->port_hi = (uint16_t)hi;
   L->port_next = (uint16_t)(lo + r % (hi - lo + 1)); /* another run starts elsewhere */
@@ -78,9 +94,9 @@ const uint8_t *tf_probe__tid(probe *p)
 {
   ploop *L = p->loop;
   if (L->tids_used == 0 || L->tids_used >= PROBE_TIDS) {
-    if (RAND_bytes(L->tids, sizeof(L->tids)) != 1) {
+    if (tf_probe__random(L->tids, sizeof(L->tids)) < 0) {
       L->tids_used = 0;
-      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (getrandom and OpenSSL RAND_bytes)");
       return NULL;
     }
     L->tids_used = 0;

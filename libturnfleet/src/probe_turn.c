@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,7 +536,7 @@ static void probe_next(probe *p, double now)
     p->phase = PH_DATA_AB;
     tf_probe__stage_begin(p, TF_PROBE_STAGE_DATA);
     p->payload_used = 1;
-    if (RAND_bytes(p->payload[0], PROBE_PAYLOAD) != 1 || RAND_bytes(p->payload[1], PROBE_PAYLOAD) != 1) {
+    if (tf_probe__random(p->payload, sizeof(p->payload)) < 0) {
       tf_probe__fail(p, TF_ERROR, 0, NULL, "no random bytes for the data check");
       return;
     }
@@ -555,7 +554,9 @@ static void probe_next(probe *p, double now)
     p->phase = PH_DATA_BA;
     a->req = REQ_NONE; /* stop resending the ChannelData */
     tf_stun_msg msg, *m = &msg;
-    tf_err rc = tf_stun__msg_begin(m, TF_STUN_SEND, TF_STUN_INDICATION, NULL);
+    const uint8_t *tid = tf_probe__tid(p);
+    if (!tid) return;
+    tf_err rc = tf_stun__msg_begin(m, TF_STUN_SEND, TF_STUN_INDICATION, tid);
     if (rc == TF_OK) rc = tf_stun_msg_add_xor_address(m, TF_STUN_ATTR_XOR_PEER_ADDRESS, &a->relayed, a->relayed_port);
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_DATA, p->payload[1], PROBE_PAYLOAD);
     if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
