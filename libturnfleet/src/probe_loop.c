@@ -170,6 +170,7 @@ static tf_err loop_once(ploop *L)
   int n = 0;
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
+  now = tf_probe__now_ms(); /* one clock for the batch: it drives timers only (stages read their own) */
   for (int i = 0; i < n; i++) {
     uint64_t d = ev[i].data.u64;
     size_t slot = (size_t)((d & 0xFFFFFFFFu) >> 1);
@@ -177,11 +178,11 @@ static tf_err loop_once(ploop *L)
     if (!p || p->finished) continue;
     leg *l = &p->legs[d & 1];
     if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
-    tf_probe__leg_event(l, ev[i].events, tf_probe__now_ms());
+    tf_probe__leg_event(l, ev[i].events, now);
     loop_check_done(L, p);
     if (p->fatal) L->fatal = 1;
   }
-  now = tf_probe__now_ms();
+  if (n > 0) now = tf_probe__now_ms();
   if (now >= L->due) loop_timers(L, now);
   if (L->fatal) return tf_error__nomem();
   return TF_OK;

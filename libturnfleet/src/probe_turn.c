@@ -113,9 +113,7 @@ static void leg_wipe(leg *l)
   l->username = l->password = NULL;
   l->realm = l->nonce = NULL;
   leg_forget_key(l);
-  /* the sent messages carry the key's MAC only, but tidy up */
-  if (l->msg) tf_crypto__wipe(l->msg, l->msg_len);
-  free(l->msg);
+  free(l->msg); /* what was sent: no secret, only the key's MAC */
   free(l->rx);
   free(l->tx);
   l->msg = l->rx = l->tx = NULL;
@@ -886,8 +884,6 @@ static void leg_on_indication(leg *l, const tf_stun_msg *m, double now)
 void tf_probe__on_packet(leg *l, const uint8_t *data, size_t len, double now)
 {
   probe *p = l->p;
-  /* several frames may come in one read, with our answers sent in between: a fresh clock for each */
-  now = tf_probe__now_ms();
   if (len >= 4 && (data[0] & 0xC0) == 0x40) {
     leg_on_channel_data(l, data, len, now);
     return;
@@ -941,6 +937,8 @@ void tf_probe__frames(leg *l, double now)
       return;
     }
     if (fl > l->rx_len - off) break;
+    /* several frames may come in one read, with our answers sent in between: a fresh clock for each */
+    now = tf_probe__now_ms();
     tf_probe__on_packet(l, l->rx + off, fl, now);
     off += fl;
   }
