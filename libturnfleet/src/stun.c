@@ -502,12 +502,12 @@ tf_err tf_stun__mac_new(EVP_MAC_CTX **out, EVP_MAC *hmac, const uint8_t *key, si
  * key: EVP_MAC_init() without a key starts over with it. */
 static tf_err tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, EVP_MAC_CTX *ctx)
 {
-  uint8_t head[TF_STUN__HEADER];
-  memcpy(head, buf, TF_STUN__HEADER);
-  tf_stun__put16(head + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
+  /* a patched copy hashed in one update: cheaper than two through OpenSSL's layers */
+  uint8_t copy[TF_STUN_MAX_MESSAGE];
+  memcpy(copy, buf, mi_off);
+  tf_stun__put16(copy + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
   size_t outl = 0;
-  if (!EVP_MAC_init(ctx, NULL, 0, NULL) || !EVP_MAC_update(ctx, head, sizeof(head)) ||
-      !EVP_MAC_update(ctx, buf + TF_STUN__HEADER, mi_off - TF_STUN__HEADER) ||
+  if (!EVP_MAC_init(ctx, NULL, 0, NULL) || !EVP_MAC_update(ctx, copy, mi_off) ||
       !EVP_MAC_final(ctx, mac, &outl, TF_STUN__MI_SIZE) || outl != TF_STUN__MI_SIZE)
     return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
   return TF_OK;
