@@ -20,8 +20,7 @@
 /* zlib CRC-32 (ISO-HDLC, reflected polynomial 0xEDB88320), four bytes a step
  * ("slicing by 4"): table k maps a byte to its CRC shifted through k more zero
  * bytes. Every message sent and received is fingerprinted: the probe's hot path.
- * Where the CPU multiplies carry-less (x86-64 PCLMULQDQ), whole 16-byte blocks go
- * that way and only the last 0-15 bytes through the table. */
+ * Where the CPU multiplies carry-less (x86-64 PCLMULQDQ), no table is used. */
 static const uint32_t tf_stun__crc_table[4][256] = {
   {
     0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu, 0xe963a535u, 0x9e6495a3u, 0x0edb8832u,
@@ -164,20 +163,40 @@ static uint32_t tf_stun__crc_table_step(uint32_t c, const uint8_t *p, size_t n)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TF_STUN__CRC_CLMUL 1
-/* The same CRC register after @p n bytes (a multiple of 16, at least 16) by carry-less
+/* The register that, run through 16 - r zero bytes, becomes 0xFFFFFFFF (r = 1..15): a message
+ * of 16k + r bytes is taken as 16 - r zero bytes and the message, started from this register,
+ * so every block is whole (the zero-byte step of the register is linear and invertible). */
+static const uint32_t tf_stun__crc_pre[16] = {
+    0x00000000u, 0x358d0ff4u, 0xbae5bb0au, 0xe06f0ca5u, 0xa65c386bu, 0xdac6e4e8u, 0xae0bacaeu, 0x31c08543u,
+    0xefe4d0afu, 0x46865aa9u, 0xaf4c9d16u, 0xf47bf9ccu, 0x9226f562u, 0xa32e2681u, 0x9a1c9d90u, 0xf0958fd9u};
+
+/* The CRC register after @p n bytes (at least 1) from the initial 0xFFFFFFFF, by carry-less
  * multiplication (PCLMULQDQ), no table: each 16-byte block is folded into the next, the last
  * 128 bits reduced to 32 (Gopal et al., "Fast CRC Computation for Generic Polynomials Using
  * PCLMULQDQ Instruction", Intel 2009; the bit-reflected constants for 0xEDB88320 given there).
  * Messages are checked after the kernel has run in between, when a table is out of the cache:
  * this touches no data but the message. */
-__attribute__((target("pclmul,sse2"))) static uint32_t tf_stun__crc_clmul(uint32_t c, const uint8_t *p, size_t n)
+__attribute__((target("pclmul,sse2"))) static uint32_t tf_stun__crc_clmul(const uint8_t *p, size_t n)
 {
   const __m128i fold = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL); /* x^(128-32), x^(128+32) mod P */
   const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);                /* x^64 mod P */
   const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL); /* Barrett: u', P' */
   const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
-  __m128i x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)p), _mm_cvtsi32_si128((int)c));
-  for (p += 16, n -= 16; n >= 16; p += 16, n -= 16) {
+  size_t r = n % 16;
+  __m128i x;
+  if (r) {
+    uint8_t first[16] = {0};
+    memcpy(first + 16 - r, p, r);
+    x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)first),
+                      _mm_cvtsi32_si128((int)tf_stun__crc_pre[r]));
+    p += r;
+    n -= r;
+  } else {
+    x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)p), _mm_cvtsi32_si128(-1));
+    p += 16;
+    n -= 16;
+  }
+  for (; n >= 16; p += 16, n -= 16) {
     __m128i lo = _mm_clmulepi64_si128(x, fold, 0x00);
     __m128i hi = _mm_clmulepi64_si128(x, fold, 0x11);
     x = _mm_xor_si128(_mm_xor_si128(lo, hi), _mm_loadu_si128((const __m128i *)(const void *)p));
@@ -198,16 +217,10 @@ __attribute__((target("pclmul,sse2"))) static uint32_t tf_stun__crc_clmul(uint32
 
 static uint32_t tf_stun__crc32(const uint8_t *p, size_t n)
 {
-  uint32_t c = 0xFFFFFFFFu;
 #ifdef TF_STUN__CRC_CLMUL
-  if (n >= 16 && __builtin_cpu_supports("pclmul")) {
-    size_t blocks = n & ~(size_t)15;
-    c = tf_stun__crc_clmul(c, p, blocks);
-    p += blocks;
-    n -= blocks;
-  }
+  if (n > 0 && __builtin_cpu_supports("pclmul")) return tf_stun__crc_clmul(p, n) ^ 0xFFFFFFFFu;
 #endif
-  return tf_stun__crc_table_step(c, p, n) ^ 0xFFFFFFFFu;
+  return tf_stun__crc_table_step(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
 }
 
 static uint16_t tf_stun__get16(const uint8_t *p) { return (uint16_t)(((unsigned)p[0] << 8) | p[1]); }
