@@ -293,7 +293,7 @@ static tf_err tf_stun__cache_reason(tf_stun_msg *m, const struct tf_stun__attr *
   const uint8_t *v = tf_stun__value(m, a);
   size_t n = (size_t)a->len - 4;
   while (n > 0 && v[4 + n - 1] == 0) n--;
-  char *r = malloc(n + 1);
+  char *r = n < sizeof(m->reason_buf) ? m->reason_buf : malloc(n + 1); /* decoded ones always fit */
   if (!r) return tf_error__nomem();
   if (n) memcpy(r, v + 4, n);
   r[n] = '\0';
@@ -470,9 +470,15 @@ static tf_err tf_stun__decode_into(tf_stun_msg *m, const uint8_t *p, size_t len,
   return TF_OK;
 }
 
+static void tf_stun__free_reason(tf_stun_msg *m)
+{
+  if (m->reason != m->reason_buf) free(m->reason);
+  m->reason = NULL;
+}
+
 static void tf_stun__release(tf_stun_msg *m)
 {
-  free(m->reason);
+  tf_stun__free_reason(m);
   free(m);
 }
 
@@ -656,11 +662,7 @@ void tf_stun__msg_clear(tf_stun_msg *m)
   m->reason = NULL;
 }
 
-void tf_stun__msg_dispose(tf_stun_msg *m)
-{
-  free(m->reason);
-  m->reason = NULL;
-}
+void tf_stun__msg_dispose(tf_stun_msg *m) { tf_stun__free_reason(m); }
 
 tf_err tf_stun__msg_begin(tf_stun_msg *m, int method, int cls, const uint8_t *tid)
 {
