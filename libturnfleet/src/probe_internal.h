@@ -155,8 +155,9 @@ typedef struct leg {
   int req;
   uint8_t tid[TF_STUN_TID_SIZE];
   uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
-  uint8_t *msg; /* what is (re)sent, grown as needed */
+  uint8_t *msg; /* what is (re)sent: msg_small, or a block when it does not fit */
   size_t msg_len, msg_cap;
+  uint8_t msg_small[256];
   int authed;
   int sends;
   int rto;

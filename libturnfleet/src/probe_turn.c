@@ -113,7 +113,8 @@ static void leg_wipe(leg *l)
   l->username = l->password = NULL;
   l->realm = l->nonce = NULL;
   leg_forget_key(l);
-  free(l->msg); /* what was sent: no secret, only the key's MAC */
+  if (l->msg != l->msg_small) free(l->msg); /* what was sent: no secret, only the key's MAC */
+  l->msg_cap = 0;
   free(l->rx);
   free(l->tx);
   l->msg = l->rx = l->tx = NULL;
@@ -282,6 +283,10 @@ static int leg_key(leg *l)
 /* The buffer a leg (re)sends from, room for @p need bytes. */
 static uint8_t *leg_msg(leg *l, size_t need)
 {
+  if (!l->msg) {
+    l->msg = l->msg_small;
+    l->msg_cap = sizeof(l->msg_small);
+  }
   if (need > l->msg_cap) {
     size_t cap = need < 512 ? 512 : need;
     uint8_t *m = malloc(cap);
@@ -290,10 +295,7 @@ static uint8_t *leg_msg(leg *l, size_t need)
       tf_probe__fail(l->p, TF_ERROR, 0, NULL, "out of memory");
       return NULL;
     }
-    if (l->msg) {
-      tf_crypto__wipe(l->msg, l->msg_len);
-      free(l->msg);
-    }
+    if (l->msg != l->msg_small) free(l->msg);
     l->msg = m;
     l->msg_cap = cap;
   }
