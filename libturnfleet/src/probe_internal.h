@@ -137,77 +137,80 @@ enum phase {
 struct probe;
 struct ploop;
 
+/* Fields in the order a datagram's handling reads them: a probe's memory is cold when its answer
+ * comes (the kernel ran in between), and each cache line touched is a miss. */
 typedef struct leg {
+  /* the socket and the outstanding transaction (or data send, REQ_DATA) */
   struct probe *p;
-  const char *who; /* "" for A, "peer " for B: prefixes messages */
   int fd;
   uint32_t gen;    /* new on every socket, so stale events are ignored */
   uint32_t events; /* epoll interest registered for fd */
-  uint16_t port;   /* local UDP port when the loop chose it (0: the kernel did) */
   int conn;
+  int req;
+  int authed;
+  int sends;
+  int rto;
+  int stale;
+  uint32_t req_lifetime;
+  double next_send, give_up;
+  uint8_t tid[TF_STUN_TID_SIZE];
+  uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
+  pmac *mac;    /* the long-term key and its keyed HMAC context */
+  uint8_t *msg; /* what is (re)sent: msg_small, or a block when it does not fit */
+  size_t msg_len, msg_cap;
+  int have_key;
+  int allocated, released;
+  int has_mapped;
+  uint32_t lifetime;
+  uint16_t port; /* local UDP port when the loop chose it (0: the kernel did) */
+  uint16_t relayed_port, mapped_port;
+  tf_addr relayed, mapped;
+  /* credentials (the password and key are secret) */
+  puser *user; /* holds username and password */
+  const char *username, *password;
+  char *realm, *nonce;
+  int sockets;     /* sockets opened for this Allocate (437 handling) */
+  const char *who; /* "" for A, "peer " for B: prefixes messages */
+  tf_addr peer;
+  uint16_t peer_port;
+  /* streams */
   SSL *ssl;
   BIO *rbio, *wbio; /* memory BIOs owned by ssl: we do the socket I/O ourselves */
   uint8_t *rx;      /* streams only (PROBE_RX_CAP); datagrams land in the loop's buffer */
   size_t rx_len;
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
-  /* the outstanding transaction (or data send, REQ_DATA) */
-  int req;
-  uint8_t tid[TF_STUN_TID_SIZE];
-  uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
-  uint8_t *msg; /* what is (re)sent: msg_small, or a block when it does not fit */
-  size_t msg_len, msg_cap;
-  uint8_t msg_small[256];
-  int authed;
-  int sends;
-  int rto;
-  double next_send, give_up;
-  int stale;
   char malformed[200]; /* the last unusable answer to this transaction */
-  uint32_t req_lifetime;
-  tf_addr peer;
-  uint16_t peer_port;
-  /* credentials (the password and key are secret) */
-  puser *user;               /* holds username and password */
-  const char *username, *password;
-  char *realm, *nonce;
-  int have_key;
-  pmac *mac; /* the long-term key and its keyed HMAC context */
-  int sockets;      /* sockets opened for this Allocate (437 handling) */
-  /* the allocation */
-  int allocated, released;
-  tf_addr relayed, mapped;
-  uint16_t relayed_port, mapped_port;
-  int has_mapped;
-  uint32_t lifetime;
+  uint8_t msg_small[256];
 } leg;
 
 typedef struct probe {
+  /* what every event reads first */
+  int finished;
+  int mode; /* TF_URI_MODE_UDP, _TCP, _TLS */
+  int phase;
+  int nlegs;
+  tf_probe_stage stage;
+  int keep;    /* tf_allocation: leave A allocated at the end */
+  int listed;  /* on the loop's done list */
+  tf_err fatal; /* TF_ENOMEM met while running */
+  double stage_t0;
+  double deadline;
+  tf_probe_result *res;
   popts *opts;
+  struct ploop *loop; /* the loop that runs it */
+  size_t slot;        /* in the loop */
+  leg legs[2];
   tf_uri *uri; /* borrowed from opts */
-  int mode;    /* TF_URI_MODE_UDP, _TCP, _TLS */
+  uint64_t number; /* the probe's index in its set (user_numbered) */
+  size_t index;    /* in the set */
+  size_t entry;    /* the set's entry it came from */
+  SSL_CTX *ctx;
   struct sockaddr_storage sa;
   socklen_t salen;
   char server[TF_ADDR_STRLEN + 16]; /* "addr:port" for messages */
-  SSL_CTX *ctx;
-  leg legs[2];
-  int nlegs;
-  int phase;
-  int finished;
-  double deadline;
-  tf_probe_stage stage;
-  double stage_t0;
-  tf_probe_result *res;
-  uint8_t payload[2][PROBE_PAYLOAD];
   int payload_used; /* payload holds random bytes (wiped at the end) */
-  int keep;           /* tf_allocation: leave A allocated at the end */
-  uint64_t number;    /* the probe's index in its set (user_numbered) */
-  size_t index;       /* in the set */
-  size_t entry;       /* the set's entry it came from */
-  size_t slot;        /* in the loop */
-  struct ploop *loop; /* the loop that runs it */
-  int listed;         /* on the loop's done list */
-  tf_err fatal;       /* TF_ENOMEM met while running */
+  uint8_t payload[2][PROBE_PAYLOAD];
 } probe;
 
 /* The loop: one epoll instance and the probes it runs, one per slot. */
