@@ -946,6 +946,46 @@ START_TEST(test_stun__decoder_bounds_truncated_and_flipped)
 }
 END_TEST
 
+/* FINGERPRINT over every message size from the header alone to 4 KiB (the 16-byte-block path,
+ * where the CPU has one, and the table path for the rest) against a bit-at-a-time CRC-32, and a
+ * flipped byte in any position is caught. */
+static uint32_t crc32_bitwise(const uint8_t *p, size_t n)
+{
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+START_TEST(test_stun__fingerprint_every_size)
+{
+  static uint8_t value[TF_STUN_MAX_MESSAGE];
+  for (size_t i = 0; i < sizeof(value); i++) value[i] = (uint8_t)(i * 131u + 7u);
+  for (size_t len = 0; len + 20 + 4 + 8 <= TF_STUN_MAX_MESSAGE; len += len < 300 ? 1 : 61) {
+    tf_stun_msg *m = NULL;
+    TF_OK_OR_FAIL(tf_stun_msg_new(&m, TF_STUN_BINDING, TF_STUN_REQUEST, NULL));
+    if (len) TF_OK_OR_FAIL(tf_stun_msg_add(m, TF_STUN_ATTR_SOFTWARE, value, len));
+    TF_OK_OR_FAIL(tf_stun_msg_add_fingerprint(m));
+    size_t n = 0;
+    const uint8_t *b = tf_stun_msg_bytes(m, &n);
+    uint32_t got = (uint32_t)b[n - 4] << 24 | (uint32_t)b[n - 3] << 16 | (uint32_t)b[n - 2] << 8 | b[n - 1];
+    ck_assert_msg(got == (crc32_bitwise(b, n - 8) ^ 0x5354554Eu), "FINGERPRINT of a %zu-byte message", n);
+    tf_stun_msg *d = NULL;
+    TF_OK_OR_FAIL(tf_stun_decode(&d, b, n));
+    tf_stun_msg_free(d);
+    uint8_t copy[TF_STUN_MAX_MESSAGE];
+    memcpy(copy, b, n);
+    size_t at = len ? 24 + (len * 7) % len : 12; /* in SOFTWARE's value or the transaction id */
+    copy[at] ^= 0x01;
+    ck_assert_int_eq(tf_stun_decode(&d, copy, n), TF_EPROTO);
+    ck_assert_str_eq(last_reason(n), "FINGERPRINT_MISMATCH");
+    tf_stun_msg_free(m);
+  }
+}
+END_TEST
+
 Suite *tf_test_stun_suite(void)
 {
   Suite *s = suite_create("stun");
@@ -958,6 +998,7 @@ Suite *tf_test_stun_suite(void)
   tcase_add_test(tc, test_stun__malformed_vectors);
   tcase_add_test(tc, test_stun__validate_checks_tid_and_errors);
   tcase_add_test(tc, test_stun__encode_round_trip);
+  tcase_add_test(tc, test_stun__fingerprint_every_size);
   tcase_add_test(tc, test_stun__encoder_limits);
   tcase_add_test(tc, test_stun__decoder_rejects_oversize_and_args);
   tcase_add_test(tc, test_stun__channel_data_and_framing);

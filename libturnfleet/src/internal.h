@@ -153,7 +153,8 @@ struct tf_stun_msg {
   struct tf_stun__attr attrs[TF_STUN_MAX_ATTRIBUTES];
   int has_mi;   /* only FINGERPRINT may follow */
   int has_fp;   /* complete */
-  char *reason; /* ERROR-CODE reason, NUL-terminated, trailing NULs stripped */
+  char *reason; /* ERROR-CODE reason, NUL-terminated, trailing NULs stripped: in reason_buf when it fits */
+  char reason_buf[764]; /* RFC 8489: a reason of up to 763 bytes, and the NUL */
 };
 
 /* An HMAC-SHA1 context keyed with @p key; @p hmac from EVP_MAC_fetch() (NULL: fetched here).

@@ -73,9 +73,21 @@ typedef struct pmac {
 pmac *tf_probe__mac_ref(pmac *m);
 void tf_probe__mac_unref(pmac *m);
 
+/* A minted username and password in one block, shared by the legs that use them. */
+typedef struct puser {
+  unsigned refs;
+  char *username, *password; /* after the struct; the password is wiped on release */
+} puser;
+
+/* A copy of @p username and @p password with one reference, or NULL when out of memory. */
+puser *tf_probe__user_new(const char *username, const char *password);
+puser *tf_probe__user_ref(puser *u);
+void tf_probe__user_unref(puser *u);
+
 typedef struct pcred {
   int64_t expiry;
-  char *username, *password, *realm;
+  puser *user;
+  char *realm;
   pmac *mac; /* the key for realm, shared with the legs that use it */
 } pcred;
 
@@ -125,72 +137,80 @@ enum phase {
 struct probe;
 struct ploop;
 
+/* Fields in the order a datagram's handling reads them: a probe's memory is cold when its answer
+ * comes (the kernel ran in between), and each cache line touched is a miss. */
 typedef struct leg {
+  /* the socket and the outstanding transaction (or data send, REQ_DATA) */
   struct probe *p;
-  const char *who; /* "" for A, "peer " for B: prefixes messages */
   int fd;
   uint32_t gen;    /* new on every socket, so stale events are ignored */
   uint32_t events; /* epoll interest registered for fd */
-  uint16_t port;   /* local UDP port when the loop chose it (0: the kernel did) */
   int conn;
+  int req;
+  int authed;
+  int sends;
+  int rto;
+  int stale;
+  uint32_t req_lifetime;
+  double next_send, give_up;
+  uint8_t tid[TF_STUN_TID_SIZE];
+  uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
+  pmac *mac;    /* the long-term key and its keyed HMAC context */
+  uint8_t *msg; /* what is (re)sent: msg_small, or a block when it does not fit */
+  size_t msg_len, msg_cap;
+  int have_key;
+  int allocated, released;
+  int has_mapped;
+  uint32_t lifetime;
+  uint16_t port; /* local UDP port when the loop chose it (0: the kernel did) */
+  uint16_t relayed_port, mapped_port;
+  tf_addr relayed, mapped;
+  /* credentials (the password and key are secret) */
+  puser *user; /* holds username and password */
+  const char *username, *password;
+  char *realm, *nonce;
+  int sockets;     /* sockets opened for this Allocate (437 handling) */
+  const char *who; /* "" for A, "peer " for B: prefixes messages */
+  tf_addr peer;
+  uint16_t peer_port;
+  /* streams */
   SSL *ssl;
   BIO *rbio, *wbio; /* memory BIOs owned by ssl: we do the socket I/O ourselves */
   uint8_t *rx;      /* streams only (PROBE_RX_CAP); datagrams land in the loop's buffer */
   size_t rx_len;
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
-  /* the outstanding transaction (or data send, REQ_DATA) */
-  int req;
-  uint8_t tid[TF_STUN_TID_SIZE];
-  uint8_t prev_tid[TF_STUN_TID_SIZE]; /* the transaction before: late duplicates of its answers are not news */
-  uint8_t *msg; /* what is (re)sent, grown as needed */
-  size_t msg_len, msg_cap;
-  int authed;
-  int sends;
-  int rto;
-  double next_send, give_up;
-  int stale;
   char malformed[200]; /* the last unusable answer to this transaction */
-  uint32_t req_lifetime;
-  tf_addr peer;
-  uint16_t peer_port;
-  /* credentials (the password and key are secret) */
-  char *username, *password, *realm, *nonce;
-  int have_key;
-  pmac *mac; /* the long-term key and its keyed HMAC context */
-  int sockets;      /* sockets opened for this Allocate (437 handling) */
-  /* the allocation */
-  int allocated, released;
-  tf_addr relayed, mapped;
-  uint16_t relayed_port, mapped_port;
-  int has_mapped;
-  uint32_t lifetime;
+  uint8_t msg_small[256];
 } leg;
 
 typedef struct probe {
+  /* what every event reads first */
+  int finished;
+  int mode; /* TF_URI_MODE_UDP, _TCP, _TLS */
+  int phase;
+  int nlegs;
+  tf_probe_stage stage;
+  int keep;    /* tf_allocation: leave A allocated at the end */
+  int listed;  /* on the loop's done list */
+  tf_err fatal; /* TF_ENOMEM met while running */
+  double stage_t0;
+  double deadline;
+  tf_probe_result *res;
   popts *opts;
+  struct ploop *loop; /* the loop that runs it */
+  size_t slot;        /* in the loop */
+  leg legs[2];
   tf_uri *uri; /* borrowed from opts */
-  int mode;    /* TF_URI_MODE_UDP, _TCP, _TLS */
+  uint64_t number; /* the probe's index in its set (user_numbered) */
+  size_t index;    /* in the set */
+  size_t entry;    /* the set's entry it came from */
+  SSL_CTX *ctx;
   struct sockaddr_storage sa;
   socklen_t salen;
   char server[TF_ADDR_STRLEN + 16]; /* "addr:port" for messages */
-  SSL_CTX *ctx;
-  leg legs[2];
-  int nlegs;
-  int phase;
-  int finished;
-  double deadline;
-  tf_probe_stage stage;
-  double stage_t0;
-  tf_probe_result *res;
+  int payload_used; /* payload holds random bytes (wiped at the end) */
   uint8_t payload[2][PROBE_PAYLOAD];
-  int keep;           /* tf_allocation: leave A allocated at the end */
-  uint64_t number;    /* the probe's index in its set (user_numbered) */
-  size_t index;       /* in the set */
-  size_t entry;       /* the set's entry it came from */
-  size_t slot;        /* in the loop */
-  struct ploop *loop; /* the loop that runs it */
-  tf_err fatal;       /* TF_ENOMEM met while running */
 } probe;
 
 /* The loop: one epoll instance and the probes it runs, one per slot. */
@@ -200,6 +220,15 @@ typedef struct ploop {
   EVP_MAC *hmac; /* fetched once per loop */
   probe **slots;
   size_t nslots;
+  /* no timer of any probe fires before this (a lower bound: lowered whenever a timer is set,
+   * recomputed when the probes' timers run), so a round touches only the probes with events */
+  double due;
+  /* sets: slots free for the next probe, and finished probes not yet handed over (in order) */
+  size_t *free_slots, nfree;
+  size_t *done, ndone;
+  probe **spare; /* disposed probes of the set, their memory kept for the next ones */
+  size_t nspare;
+  int fatal; /* a probe met TF_ENOMEM */
   uint32_t gen;
   /* UDP source ports: the loop hands them out in turn and keeps, for each, when its
    * socket closed, so no port comes back while the relay may remember its 5-tuple */
@@ -218,8 +247,11 @@ void tf_probe__log(probe *p, tf_log_level level, const char *fmt, ...) TF__PRINT
 void tf_probe__fmt_addr(char *buf, size_t size, const tf_addr *a, uint16_t port);
 
 /* probe_turn.c */
-/* A probe of @p c, taking one reference to it (even on failure). */
-tf_err tf_probe__new(probe **out, popts *c);
+/* A probe of @p c, taking one reference to it (even on failure), in @p reuse (a disposed
+ * probe's memory) or newly allocated when NULL. */
+tf_err tf_probe__new(probe **out, popts *c, probe *reuse);
+/* Close, wipe and release what @p p holds, but not its memory; tf_probe__free() both. */
+void tf_probe__dispose(probe *p);
 void tf_probe__free(probe *p);
 void tf_probe__start(probe *p);
 void tf_probe__stage_begin(probe *p, tf_probe_stage st);
@@ -254,9 +286,13 @@ void tf_probe__tls_pending(leg *l);
 int tf_probe__tls_wants_write(const leg *l);
 
 /* probe_loop.c */
+/* @p n random bytes from a CSPRNG (the kernel's; OpenSSL's if that fails). 0, or -1. */
+int tf_probe__random(void *buf, size_t n);
 /* A fresh transaction id (from the CSPRNG), or NULL when it failed (the probe failed). */
 const uint8_t *tf_probe__tid(probe *p);
 /* Watch @p l's socket (new) or change what it waits for. 0, or -1 after failing the probe. */
 int tf_probe__loop_watch(leg *l);
+/* A timer of @p p fires at @p t (ms): the loop looks again by then. */
+void tf_probe__loop_due(probe *p, double t);
 
 #endif

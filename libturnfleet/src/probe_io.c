@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -85,7 +84,7 @@ void tf_probe__leg_jump_ports(leg *l)
 {
   ploop *L = l->p->loop;
   uint16_t r = 0;
-  if (!L || !L->recent || RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) return;
+  if (!L || !L->recent || tf_probe__random(&r, sizeof(r)) < 0) return;
   L->port_next = (uint16_t)(L->port_lo + r % ((unsigned)L->port_hi - L->port_lo + 1));
 }
 

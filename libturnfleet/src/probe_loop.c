@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "probe_internal.h"
@@ -19,6 +20,21 @@
 #define LOOP_EVENTS 128
 #define PORT_LO_DEFAULT 32768
 #define PORT_HI_DEFAULT 60999
+
+int tf_probe__random(void *buf, size_t n)
+{
+  /* the kernel's CSPRNG (what OpenSSL seeds from): a load test that never needs OpenSSL's own
+   * generator does not pay for instantiating it; OpenSSL's when getrandom() is unavailable */
+  uint8_t *p = buf;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = getrandom(p + got, n - got, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return RAND_bytes(p + got, (int)(n - got)) == 1 ? 0 : -1;
+    got += (size_t)k;
+  }
+  return 0;
+}
 
 /* The kernel's ephemeral range, where the loop hands out UDP source ports. */
 static void loop_port_range(ploop *L)
@@ -34,7 +50,7 @@ static void loop_port_range(ploop *L)
     fclose(f);
   }
   uint16_t r = 0;
-  if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1) r = (uint16_t)getpid();
+  if (tf_probe__random(&r, sizeof(r)) < 0) r = (uint16_t)getpid();
   L->port_lo = (uint16_t)lo;
   L->port_hi = (uint16_t)hi;
   L->port_next = (uint16_t)(lo + r % (hi - lo + 1)); /* another run starts elsewhere */
@@ -78,9 +94,9 @@ const uint8_t *tf_probe__tid(probe *p)
 {
   ploop *L = p->loop;
   if (L->tids_used == 0 || L->tids_used >= PROBE_TIDS) {
-    if (RAND_bytes(L->tids, sizeof(L->tids)) != 1) {
+    if (tf_probe__random(L->tids, sizeof(L->tids)) < 0) {
       L->tids_used = 0;
-      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (OpenSSL RAND_bytes)");
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "transaction id: the CSPRNG failed (getrandom and OpenSSL RAND_bytes)");
       return NULL;
     }
     L->tids_used = 0;
@@ -112,23 +128,49 @@ int tf_probe__loop_watch(leg *l)
   return -1;
 }
 
-/* One epoll_wait() round: events, then timers. */
+void tf_probe__loop_due(probe *p, double t)
+{
+  if (p->loop && t < p->loop->due) p->loop->due = t;
+}
+
+/* A finished probe of a set goes on the done list once, to be handed over in order. */
+static void loop_check_done(ploop *L, probe *p)
+{
+  if (!p->finished || p->listed || !L->done) return;
+  p->listed = 1;
+  L->done[L->ndone++] = p->slot;
+}
+
+/* Run every probe's timers and find when the next one fires (at most a poll interval away). */
+static void loop_timers(ploop *L, double now)
+{
+  double due = now + PROBE_POLL_MAX_MS;
+  for (size_t i = 0; i < L->nslots; i++) {
+    probe *p = L->slots[i];
+    if (!p) continue;
+    tf_probe__timers(p, now);
+    loop_check_done(L, p);
+    if (p->fatal) L->fatal = 1;
+    if (p->finished) continue;
+    double t = tf_probe__next_timer(p);
+    if (t < due) due = t;
+  }
+  L->due = due;
+}
+
+/* One epoll_wait() round: events, then the timers that are due. Only the probes with events
+ * are touched, and all of them only when a timer may fire. */
 static tf_err loop_once(ploop *L)
 {
   double now = tf_probe__now_ms();
-  double next = now + PROBE_POLL_MAX_MS;
-  for (size_t i = 0; i < L->nslots; i++) {
-    probe *p = L->slots[i];
-    if (!p || p->finished) continue;
-    double t = tf_probe__next_timer(p);
-    if (t < next) next = t;
-  }
-  double wait = next - now;
+  if (now >= L->due) loop_timers(L, now);
+  double wait = L->due - now;
   int timeout = wait <= 0 ? 0 : (int)ceil(wait);
   struct epoll_event ev[LOOP_EVENTS];
   int n = 0;
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
+  now = tf_probe__now_ms(); /* one clock for the batch: it drives timers only (stages read their own) */
   for (int i = 0; i < n; i++) {
     uint64_t d = ev[i].data.u64;
     size_t slot = (size_t)((d & 0xFFFFFFFFu) >> 1);
@@ -136,13 +178,13 @@ static tf_err loop_once(ploop *L)
     if (!p || p->finished) continue;
     leg *l = &p->legs[d & 1];
     if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
-    tf_probe__leg_event(l, ev[i].events, tf_probe__now_ms());
+    tf_probe__leg_event(l, ev[i].events, now);
+    loop_check_done(L, p);
+    if (p->fatal) L->fatal = 1;
   }
-  now = tf_probe__now_ms();
-  for (size_t i = 0; i < L->nslots; i++)
-    if (L->slots[i]) tf_probe__timers(L->slots[i], now);
-  for (size_t i = 0; i < L->nslots; i++)
-    if (L->slots[i] && L->slots[i]->fatal) return tf_error__nomem();
+  if (n > 0) now = tf_probe__now_ms();
+  if (now >= L->due) loop_timers(L, now);
+  if (L->fatal) return tf_error__nomem();
   return TF_OK;
 }
 
@@ -150,6 +192,7 @@ static tf_err loop_once(ploop *L)
 static tf_err loop_drive(ploop *L, probe *p)
 {
   tf_err rc = TF_OK;
+  L->fatal = 0;
   while (!p->finished && rc == TF_OK) rc = loop_once(L);
   if (rc == TF_OK && p->fatal) rc = tf_error__nomem();
   return rc;
@@ -169,7 +212,7 @@ tf_err tf_probe_run(tf_probe_result **out, const tf_probe_options *opts)
     return rc;
   }
   probe *p = NULL;
-  rc = tf_probe__new(&p, c);
+  rc = tf_probe__new(&p, c, NULL);
   if (rc == TF_OK) {
     p->loop = &L;
     L.slots[0] = p;
@@ -290,7 +333,8 @@ static int set_start_next(tf_probe_set *set, ploop *L, size_t slot)
   pentry *e = &set->e[set->cursor];
   e->c->refs++;
   probe *p = NULL;
-  tf_err rc = tf_probe__new(&p, e->c); /* takes the reference, even on failure */
+  probe *reuse = L->nspare ? L->spare[--L->nspare] : NULL;
+  tf_err rc = tf_probe__new(&p, e->c, reuse); /* takes the reference, even on failure */
   if (rc < 0) return rc;
   p->number = e->first + e->started; /* distinct across the set's entries */
   p->index = (size_t)p->number;
@@ -317,26 +361,35 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
     free(L);
     return rc;
   }
+  L->free_slots = malloc(nslots * sizeof(*L->free_slots));
+  L->done = malloc(nslots * sizeof(*L->done));
+  L->spare = malloc(nslots * sizeof(*L->spare));
+  if (!L->free_slots || !L->done || !L->spare) rc = tf_error__nomem();
+  for (size_t s = 0; rc == TF_OK && s < nslots; s++) L->free_slots[L->nfree++] = nslots - 1 - s; /* slot 0 first */
   int stop = 0, drained = 0;
   size_t active = 0;
   while (rc == TF_OK && !stop) {
     int again = 1;
     while (again && !stop && rc == TF_OK) {
       again = 0;
-      for (size_t s = 0; s < nslots && !drained; s++) {
-        if (L->slots[s]) continue;
+      while (!drained && L->nfree > 0) {
+        size_t s = L->free_slots[L->nfree - 1];
         int st = set_start_next(set, L, s);
         if (st < 0) rc = st;
         if (st != 0) {
           drained = 1;
           break;
         }
+        L->nfree--;
         active++;
+        loop_check_done(L, L->slots[s]); /* it may finish at once (unresolvable, refused) */
       }
-      /* hand over the finished ones, then fill their slots */
-      for (size_t s = 0; s < nslots && rc == TF_OK; s++) {
+      /* hand over the finished ones in the order they finished, then fill their slots */
+      size_t ndone = L->ndone;
+      L->ndone = 0;
+      for (size_t i = 0; i < ndone && rc == TF_OK; i++) {
+        size_t s = L->done[i];
         probe *p = L->slots[s];
-        if (!p || !p->finished) continue;
         if (p->fatal) rc = tf_error__nomem();
         pentry *e = &set->e[p->entry];
         const tf_probe_result *r = p->res;
@@ -345,8 +398,10 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
           p->res = NULL;
         }
         if (!stop && cb && cb(p->index, r, payload) != 0) stop = 1;
-        tf_probe__free(p);
+        tf_probe__dispose(p);
+        L->spare[L->nspare++] = p; /* a probe is over 1 KiB: malloc's slow path, every probe */
         L->slots[s] = NULL;
+        L->free_slots[L->nfree++] = s;
         active--;
         again = !drained;
       }
@@ -360,6 +415,10 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
     tf_probe__release_all(L->slots[s]);
     tf_probe__free(L->slots[s]);
   }
+  for (size_t i = 0; i < L->nspare; i++) free(L->spare[i]);
+  free(L->spare);
+  free(L->free_slots);
+  free(L->done);
   loop_free(L);
   free(L);
   return rc;
@@ -409,7 +468,7 @@ tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf
     return rc;
   }
   a->loop = L;
-  rc = tf_probe__new(&a->p, c);
+  rc = tf_probe__new(&a->p, c, NULL);
   if (rc == TF_OK) {
     probe *p = a->p;
     p->loop = L;
@@ -469,6 +528,7 @@ static tf_err allocation_op(tf_allocation *alloc, int phase, uint32_t lifetime, 
   p->finished = 0;
   p->fatal = TF_OK;
   p->deadline = now + p->opts->o.timeout_ms;
+  tf_probe__loop_due(p, p->deadline);
   p->stage = stage;
   p->stage_t0 = now;
   tf_probe__stage_begin(p, stage);

@@ -79,13 +79,33 @@ void tf_probe__mac_unref(pmac *m)
   free(m);
 }
 
+puser *tf_probe__user_new(const char *username, const char *password)
+{
+  size_t un = strlen(username) + 1, pn = strlen(password) + 1;
+  puser *u = malloc(sizeof(*u) + un + pn);
+  if (!u) return NULL;
+  u->refs = 1;
+  u->username = memcpy((char *)(u + 1), username, un);
+  u->password = memcpy(u->username + un, password, pn);
+  return u;
+}
+
+puser *tf_probe__user_ref(puser *u)
+{
+  u->refs++;
+  return u;
+}
+
+void tf_probe__user_unref(puser *u)
+{
+  if (!u || --u->refs > 0) return;
+  tf_crypto__wipe(u->password, strlen(u->password));
+  free(u);
+}
+
 void tf_probe__cred_clear(pcred *k)
 {
-  if (k->password) {
-    tf_crypto__wipe(k->password, strlen(k->password));
-    free(k->password);
-  }
-  free(k->username);
+  tf_probe__user_unref(k->user);
   free(k->realm);
   tf_probe__mac_unref(k->mac);
   memset(k, 0, sizeof(*k));

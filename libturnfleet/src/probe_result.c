@@ -140,103 +140,133 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
   return 1;
 }
 
-/* Decimal text of @p v into the end of @p t[24]; returns the first digit. */
-static char *json_uint(char t[24], uint64_t v)
+/* ---- JSON, written straight into one block sized for the worst case: --count prints one
+ * object per probe, so no printf, no regrowth, no second pass ---- */
+
+#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most */
+/* a literal's length is known: the copy compiles to a few moves */
+#define put_lit(o, lit) ((char *)memcpy(o, lit, sizeof(lit) - 1) + sizeof(lit) - 1)
+
+static char *put_bytes(char *o, const char *s, size_t n)
 {
-  char *d = t + 23;
-  *d = '\0';
+  memcpy(o, s, n);
+  return o + n;
+}
+
+/* Decimal text of @p v. */
+static char *put_uint(char *o, uint64_t v)
+{
+  char t[20], *d = t + sizeof(t);
   do {
     *--d = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  return d;
+  return put_bytes(o, d, (size_t)(t + sizeof(t) - d));
 }
 
-static void json_num(tf_buf *b, const char *key, uint64_t v)
+/* A JSON string: '"' and '\\' escaped, \n \t \r by name, other control bytes as \u00XX
+ * (at most 6 bytes out per byte in). */
+static char *put_str(char *o, const char *s)
 {
-  char t[24];
-  tf_buf__puts(b, key);
-  tf_buf__puts(b, json_uint(t, v));
+  static const char hex[] = "0123456789abcdef";
+  *o++ = '"';
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    unsigned ch = *p;
+    if (ch >= 0x20 && ch != '"' && ch != '\\') {
+      *o++ = (char)ch;
+      continue;
+    }
+    *o++ = '\\';
+    switch (ch) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\t': *o++ = 't'; break;
+    case '\r': *o++ = 'r'; break;
+    default:
+      o = put_lit(o, "u00");
+      *o++ = hex[ch >> 4];
+      *o++ = hex[ch & 15];
+      break;
+    }
+  }
+  *o++ = '"';
+  return o;
 }
 
-static void json_addr(tf_buf *b, const char *key, int has, const tf_addr *a)
+static char *put_addr(char *o, int has, const tf_addr *a)
 {
-  char text[TF_ADDR_STRLEN];
-  tf_buf__puts(b, key);
   if (has && a->family == TF_AF_INET) {
     /* dotted quad, the canonical form, without inet_ntop's sprintf */
-    char t[24], *o = text;
     *o++ = '"';
     for (int i = 0; i < 4; i++) {
-      const char *d = json_uint(t, a->bytes[i]);
-      while (*d) *o++ = *d++;
+      o = put_uint(o, a->bytes[i]);
       *o++ = i < 3 ? '.' : '"';
     }
-    *o = '\0';
-    tf_buf__puts(b, text);
-  } else if (!has || tf_addr_format(text, sizeof(text), a) < 0) {
-    tf_buf__puts(b, "null");
-  } else {
-    tf_buf__json_str(b, text);
+    return o;
   }
+  char text[TF_ADDR_STRLEN];
+  if (!has || tf_addr_format(text, sizeof(text), a) < 0) return put_lit(o, "null");
+  return put_str(o, text);
 }
 
 /* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5. */
-static void json_ms(tf_buf *b, double ms)
+static char *put_ms(char *o, double ms)
 {
-  char t[24], frac[5];
   uint64_t us = ms > 0 && ms < 1e15 ? (uint64_t)llround(ms * 1000.0) : 0;
-  tf_buf__puts(b, json_uint(t, us / 1000));
+  o = put_uint(o, us / 1000);
   unsigned f = (unsigned)(us % 1000);
-  if (!f) return;
-  frac[0] = '.';
-  frac[1] = (char)('0' + f / 100);
-  frac[2] = (char)('0' + f / 10 % 10);
-  frac[3] = (char)('0' + f % 10);
-  frac[4] = '\0';
-  for (int i = 3; frac[i] == '0'; i--) frac[i] = '\0';
-  tf_buf__puts(b, frac);
+  if (!f) return o;
+  char frac[4] = {'.', (char)('0' + f / 100), (char)('0' + f / 10 % 10), (char)('0' + f % 10)};
+  size_t n = 4;
+  while (frac[n - 1] == '0') n--;
+  return put_bytes(o, frac, n);
 }
 
 tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
 {
   TF_ASSERT_ARG(out);
   TF_ASSERT_ARG(result);
-  /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON.
-   * Written piece by piece, no printf: --count prints one per probe. */
-  tf_buf b;
-  tf_buf__init(&b);
-  b.ptr = malloc(512); /* a success fits: no regrowth */
-  if (b.ptr) {
-    b.cap = 512;
-    b.ptr[0] = '\0';
-  }
-  tf_buf__puts(&b, "{\"uri\":");
-  tf_buf__json_str(&b, result->uri);
-  tf_buf__puts(&b, tf_probe_result_ok(result) ? ",\"ok\":true,\"stage\":\"" : ",\"ok\":false,\"stage\":\"");
-  tf_buf__puts(&b, tf_probe_stage_name(result->stage));
-  tf_buf__puts(&b, "\"");
-  if (result->error_code < 0) tf_buf__puts(&b, ",\"errorCode\":0");
-  else json_num(&b, ",\"errorCode\":", (uint64_t)result->error_code);
-  tf_buf__puts(&b, ",\"errorReason\":");
-  tf_buf__json_str(&b, tf_probe_result_error_reason(result));
-  json_addr(&b, ",\"relayedAddress\":", result->has_relayed, &result->relayed);
-  if (result->has_relayed) json_num(&b, ",\"relayedPort\":", result->relayed_port);
-  else tf_buf__puts(&b, ",\"relayedPort\":null");
-  json_addr(&b, ",\"mappedAddress\":", result->has_mapped, &result->mapped);
-  json_num(&b, ",\"lifetime\":", result->lifetime);
-  tf_buf__puts(&b, ",\"rttMs\":{");
+  /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON */
+  const char *reason = tf_probe_result_error_reason(result), *message = tf_probe_result_message(result);
+  size_t strings = strlen(result->uri) + strlen(reason) + strlen(message);
+  char *text = malloc(6 * strings + JSON_FIXED), *o = text;
+  if (!text) return tf_error__nomem();
+  o = put_lit(o, "{\"uri\":");
+  o = put_str(o, result->uri);
+  if (tf_probe_result_ok(result)) o = put_lit(o, ",\"ok\":true,\"stage\":\"");
+  else o = put_lit(o, ",\"ok\":false,\"stage\":\"");
+  const char *stage = tf_probe_stage_name(result->stage);
+  o = put_bytes(o, stage, strlen(stage));
+  o = put_lit(o, "\",\"errorCode\":");
+  o = put_uint(o, result->error_code < 0 ? 0 : (uint64_t)result->error_code);
+  o = put_lit(o, ",\"errorReason\":");
+  o = put_str(o, reason);
+  o = put_lit(o, ",\"relayedAddress\":");
+  o = put_addr(o, result->has_relayed, &result->relayed);
+  o = put_lit(o, ",\"relayedPort\":");
+  if (result->has_relayed) o = put_uint(o, result->relayed_port);
+  else o = put_lit(o, "null");
+  o = put_lit(o, ",\"mappedAddress\":");
+  o = put_addr(o, result->has_mapped, &result->mapped);
+  o = put_lit(o, ",\"lifetime\":");
+  o = put_uint(o, result->lifetime);
+  o = put_lit(o, ",\"rttMs\":{");
   int first = 1;
   for (int i = 0; i < TF_PROBE_STAGE_COUNT; i++) {
     if (result->rtt[i] < 0) continue;
-    tf_buf__puts(&b, first ? "\"" : ",\"");
-    tf_buf__puts(&b, stage_names[i]);
-    tf_buf__puts(&b, "\":");
-    json_ms(&b, result->rtt[i]);
+    if (!first) *o++ = ',';
+    *o++ = '"';
+    o = put_bytes(o, stage_names[i], strlen(stage_names[i]));
+    o = put_lit(o, "\":");
+    o = put_ms(o, result->rtt[i]);
     first = 0;
   }
-  tf_buf__puts(&b, result->draining ? "},\"draining\":true,\"message\":" : "},\"draining\":false,\"message\":");
-  tf_buf__json_str(&b, tf_probe_result_message(result));
-  tf_buf__puts(&b, "}");
-  return tf_buf__detach(&b, out);
+  if (result->draining) o = put_lit(o, "},\"draining\":true,\"message\":");
+  else o = put_lit(o, "},\"draining\":false,\"message\":");
+  o = put_str(o, message);
+  *o++ = '}';
+  *o = '\0';
+  *out = text;
+  return TF_OK;
 }

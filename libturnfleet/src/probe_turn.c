@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,26 +106,22 @@ static void leg_forget_key(leg *l)
 
 static void leg_wipe(leg *l)
 {
-  if (l->password) {
-    tf_crypto__wipe(l->password, strlen(l->password));
-    free(l->password);
-  }
-  free(l->username);
+  tf_probe__user_unref(l->user);
   free(l->realm);
   free(l->nonce);
-  l->username = l->password = l->realm = l->nonce = NULL;
+  l->user = NULL;
+  l->username = l->password = NULL;
+  l->realm = l->nonce = NULL;
   leg_forget_key(l);
-  /* the sent messages carry the key's MAC only, but tidy up */
-  if (l->msg) tf_crypto__wipe(l->msg, l->msg_len);
-  free(l->msg);
+  if (l->msg != l->msg_small) free(l->msg); /* what was sent: no secret, only the key's MAC */
+  l->msg_cap = 0;
   free(l->rx);
   free(l->tx);
   l->msg = l->rx = l->tx = NULL;
 }
 
-void tf_probe__free(probe *p)
+void tf_probe__dispose(probe *p)
 {
-  if (!p) return;
   for (int i = 0; i < 2; i++) {
     tf_probe__leg_close(&p->legs[i]);
     leg_wipe(&p->legs[i]);
@@ -134,7 +129,13 @@ void tf_probe__free(probe *p)
   if (p->ctx) SSL_CTX_free(p->ctx);
   tf_probe__opts_unref(p->opts);
   tf_probe_result_free(p->res);
-  tf_crypto__wipe(p->payload, sizeof(p->payload));
+  if (p->payload_used) tf_crypto__wipe(p->payload, sizeof(p->payload));
+}
+
+void tf_probe__free(probe *p)
+{
+  if (!p) return;
+  tf_probe__dispose(p);
   free(p);
 }
 
@@ -197,40 +198,44 @@ void tf_probe__unusable(leg *l, const char *fmt, ...)
 static int leg_mint(leg *l)
 {
   probe *p = l->p;
-  if (l->username) return 0;
+  if (l->user) return 0;
   popts *c = p->opts;
   const tf_probe_options *o = &c->o;
   int b = l == &p->legs[1];
   int64_t expiry = (o->now ? o->now : (int64_t)time(NULL)) + o->ttl_s;
   pcred *k = o->user_numbered ? NULL : &c->cred[b];
-  if (k && k->username && k->expiry == expiry) {
-    l->username = tf_strdup__(k->username);
-    l->password = tf_strdup__(k->password);
-    if (!l->username || !l->password) {
+  if (k && k->user && k->expiry == expiry) {
+    l->user = tf_probe__user_ref(k->user);
+  } else {
+    char user[PROBE_NUMBER_MAX + 512];
+    /* the peer allocation uses its own user, so a per-user quota of 1 does not refuse it */
+    if (o->user_numbered)
+      snprintf(user, sizeof(user), "%s%llu%s", o->user, (unsigned long long)p->number, b ? PROBE_PEER_SUFFIX : "");
+    else snprintf(user, sizeof(user), "%s%s", o->user, b ? PROBE_PEER_SUFFIX : "");
+    char *username = NULL, *password = NULL;
+    tf_err rc = tf_cred_mint(&username, &password, o->secret, user, expiry, o->separator);
+    if (rc < 0) {
+      if (rc == TF_ENOMEM) p->fatal = TF_ENOMEM;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot mint the credential: %s", l->who, tf_error_last()->message);
+      return -1;
+    }
+    l->user = tf_probe__user_new(username, password);
+    tf_crypto__wipe(password, strlen(password));
+    free(password);
+    free(username);
+    if (!l->user) {
       p->fatal = TF_ENOMEM;
       tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
       return -1;
     }
-    return 0;
+    if (k) {
+      tf_probe__cred_clear(k);
+      k->expiry = expiry;
+      k->user = tf_probe__user_ref(l->user);
+    }
   }
-  char user[PROBE_NUMBER_MAX + 512];
-  /* the peer allocation uses its own user, so a per-user quota of 1 does not refuse it */
-  if (o->user_numbered)
-    snprintf(user, sizeof(user), "%s%llu%s", o->user, (unsigned long long)p->number, b ? PROBE_PEER_SUFFIX : "");
-  else snprintf(user, sizeof(user), "%s%s", o->user, b ? PROBE_PEER_SUFFIX : "");
-  tf_err rc = tf_cred_mint(&l->username, &l->password, o->secret, user, expiry, o->separator);
-  if (rc < 0) {
-    if (rc == TF_ENOMEM) p->fatal = TF_ENOMEM;
-    tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot mint the credential: %s", l->who, tf_error_last()->message);
-    return -1;
-  }
-  if (k) {
-    tf_probe__cred_clear(k);
-    k->expiry = expiry;
-    k->username = tf_strdup__(l->username);
-    k->password = tf_strdup__(l->password);
-    if (!k->username || !k->password) tf_probe__cred_clear(k); /* a cache, not a must */
-  }
+  l->username = l->user->username;
+  l->password = l->user->password;
   return 0;
 }
 
@@ -241,7 +246,8 @@ static int leg_key(leg *l)
   probe *p = l->p;
   leg_forget_key(l);
   pcred *k = p->opts->o.user_numbered ? NULL : &p->opts->cred[l == &p->legs[1]];
-  if (k && k->mac && k->realm && !strcmp(k->username, l->username) && !strcmp(k->realm, l->realm)) {
+  if (k && k->mac && k->realm && k->user && (k->user == l->user || !strcmp(k->user->username, l->username)) &&
+      !strcmp(k->realm, l->realm)) {
     l->mac = tf_probe__mac_ref(k->mac);
     l->have_key = 1;
     return 0;
@@ -262,7 +268,7 @@ static int leg_key(leg *l)
   }
   l->mac = m;
   l->have_key = 1;
-  if (k && k->username && !strcmp(k->username, l->username)) {
+  if (k && k->user && (k->user == l->user || !strcmp(k->user->username, l->username))) {
     char *realm = tf_strdup__(l->realm);
     if (realm) {
       tf_probe__mac_unref(k->mac);
@@ -277,6 +283,10 @@ static int leg_key(leg *l)
 /* The buffer a leg (re)sends from, room for @p need bytes. */
 static uint8_t *leg_msg(leg *l, size_t need)
 {
+  if (!l->msg) {
+    l->msg = l->msg_small;
+    l->msg_cap = sizeof(l->msg_small);
+  }
   if (need > l->msg_cap) {
     size_t cap = need < 512 ? 512 : need;
     uint8_t *m = malloc(cap);
@@ -285,10 +295,7 @@ static uint8_t *leg_msg(leg *l, size_t need)
       tf_probe__fail(l->p, TF_ERROR, 0, NULL, "out of memory");
       return NULL;
     }
-    if (l->msg) {
-      tf_crypto__wipe(l->msg, l->msg_len);
-      free(l->msg);
-    }
+    if (l->msg != l->msg_small) free(l->msg);
     l->msg = m;
     l->msg_cap = cap;
   }
@@ -357,6 +364,7 @@ static void leg_send_request(leg *l, double now)
   l->next_send = now + l->rto;
   l->give_up = 0;
   l->malformed[0] = '\0';
+  tf_probe__loop_due(p, l->next_send);
   tf_probe__leg_write(l, l->msg, l->msg_len);
 }
 
@@ -380,6 +388,7 @@ static void leg_send_data(leg *l, const uint8_t *data, size_t len, double now)
   l->rto = l->p->opts->o.rto_ms;
   l->next_send = now + l->rto;
   l->give_up = 0;
+  tf_probe__loop_due(l->p, l->next_send);
   tf_probe__leg_write(l, l->msg, l->msg_len);
 }
 
@@ -443,8 +452,8 @@ static void probe_verify(probe *p)
   leg *a = &p->legs[0];
   tf_probe__stage_begin(p, TF_PROBE_STAGE_VERIFY);
   char got[TF_ADDR_STRLEN] = "?", want[TF_ADDR_STRLEN] = "?";
-  tf_addr_format(got, sizeof(got), &a->relayed);
   if (c->has_expect && tf_addr_compare(&a->relayed, &c->expect) != 0) {
+    tf_addr_format(got, sizeof(got), &a->relayed); /* text only for the message: the check compares addresses */
     tf_addr_format(want, sizeof(want), &c->expect);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "relayed address %s is not the expected %s", got, want);
     return;
@@ -456,6 +465,7 @@ static void probe_verify(probe *p)
     return;
   }
   if (c->o.family && a->relayed.family != c->o.family) {
+    tf_addr_format(got, sizeof(got), &a->relayed);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "relayed address %s is not %s as requested", got,
                c->o.family == TF_AF_INET6 ? "IPv6" : "IPv4");
     return;
@@ -525,7 +535,8 @@ static void probe_next(probe *p, double now)
   case PH_A_CHAN: {
     p->phase = PH_DATA_AB;
     tf_probe__stage_begin(p, TF_PROBE_STAGE_DATA);
-    if (RAND_bytes(p->payload[0], PROBE_PAYLOAD) != 1 || RAND_bytes(p->payload[1], PROBE_PAYLOAD) != 1) {
+    p->payload_used = 1;
+    if (tf_probe__random(p->payload, sizeof(p->payload)) < 0) {
       tf_probe__fail(p, TF_ERROR, 0, NULL, "no random bytes for the data check");
       return;
     }
@@ -543,7 +554,9 @@ static void probe_next(probe *p, double now)
     p->phase = PH_DATA_BA;
     a->req = REQ_NONE; /* stop resending the ChannelData */
     tf_stun_msg msg, *m = &msg;
-    tf_err rc = tf_stun__msg_begin(m, TF_STUN_SEND, TF_STUN_INDICATION, NULL);
+    const uint8_t *tid = tf_probe__tid(p);
+    if (!tid) return;
+    tf_err rc = tf_stun__msg_begin(m, TF_STUN_SEND, TF_STUN_INDICATION, tid);
     if (rc == TF_OK) rc = tf_stun_msg_add_xor_address(m, TF_STUN_ATTR_XOR_PEER_ADDRESS, &a->relayed, a->relayed_port);
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_DATA, p->payload[1], PROBE_PAYLOAD);
     if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
@@ -873,8 +886,6 @@ static void leg_on_indication(leg *l, const tf_stun_msg *m, double now)
 void tf_probe__on_packet(leg *l, const uint8_t *data, size_t len, double now)
 {
   probe *p = l->p;
-  /* several frames may come in one read, with our answers sent in between: a fresh clock for each */
-  now = tf_probe__now_ms();
   if (len >= 4 && (data[0] & 0xC0) == 0x40) {
     leg_on_channel_data(l, data, len, now);
     return;
@@ -928,6 +939,8 @@ void tf_probe__frames(leg *l, double now)
       return;
     }
     if (fl > l->rx_len - off) break;
+    /* several frames may come in one read, with our answers sent in between: a fresh clock for each */
+    now = tf_probe__now_ms();
     tf_probe__on_packet(l, l->rx + off, fl, now);
     off += fl;
   }
@@ -1006,9 +1019,9 @@ double tf_probe__next_timer(const probe *p)
 
 /* ---- creating and starting probes ---- */
 
-tf_err tf_probe__new(probe **out, popts *c)
+tf_err tf_probe__new(probe **out, popts *c, probe *reuse)
 {
-  probe *p = calloc(1, sizeof(*p));
+  probe *p = reuse ? memset(reuse, 0, sizeof(*reuse)) : calloc(1, sizeof(*p));
   if (!p) {
     tf_probe__opts_unref(c);
     return tf_error__nomem();
@@ -1108,6 +1121,7 @@ void tf_probe__start(probe *p)
 {
   double now = tf_probe__now_ms();
   p->deadline = now + p->opts->o.timeout_ms;
+  tf_probe__loop_due(p, p->deadline);
   p->stage = TF_PROBE_STAGE_RESOLVE;
   p->stage_t0 = now;
   tf_probe__stage_begin(p, TF_PROBE_STAGE_RESOLVE);

@@ -22,13 +22,19 @@ if find "$prefix/include" -name 'internal.h' -o -name 'model.h' | grep -q .; the
 fi
 
 # the installed tools run from the prefix alone, the library found through a relative RUNPATH
-for tool in turnfleet turnfleet-probe; do
+for tool in turnfleet turnfleet-probe-vantage turnfleet-webhook; do
   test -x "$prefix/bin/$tool" || { echo "$tool not installed"; exit 1; }
   readelf -d "$prefix/bin/$tool" | grep -q 'RUNPATH.*\$ORIGIN/\.\./' || { echo "$tool: no RUNPATH \$ORIGIN/../"; readelf -d "$prefix/bin/$tool"; exit 1; }
   (unset LD_LIBRARY_PATH; "$prefix/bin/$tool" --version) > "$tmp/$tool.version" 2>&1 || { echo "$tool does not run:"; cat "$tmp/$tool.version"; exit 1; }
-  grep -q "^$tool 0\.2\.0$" "$tmp/$tool.version" || { echo "$tool --version printed:"; cat "$tmp/$tool.version"; exit 1; }
+  grep -q "^turnfleet[a-z-]* 0\.2\.0$" "$tmp/$tool.version" || { echo "$tool --version printed:"; cat "$tmp/$tool.version"; exit 1; }
   (unset LD_LIBRARY_PATH; ldd "$prefix/bin/$tool") | grep -q "libturnfleet.so.0.2 => $prefix/" || { echo "$tool does not load the installed library"; exit 1; }
 done
+# turnfleet-probe carries the library (static) and loads only OpenSSL and libc: a load test's start-up
+test -x "$prefix/bin/turnfleet-probe" || { echo "turnfleet-probe not installed"; exit 1; }
+(unset LD_LIBRARY_PATH; "$prefix/bin/turnfleet-probe" --version) | grep -q '^turnfleet-probe 0\.2\.0$' || { echo "turnfleet-probe does not run"; exit 1; }
+if (unset LD_LIBRARY_PATH; ldd "$prefix/bin/turnfleet-probe") | grep -E -q 'libturnfleet|libcurl|libyaml'; then
+  echo "turnfleet-probe loads more than it probes with:"; ldd "$prefix/bin/turnfleet-probe"; exit 1
+fi
 # and the prefix can move: the RUNPATH is relative
 mv "$prefix" "$tmp/moved"
 (unset LD_LIBRARY_PATH; "$tmp/moved/bin/turnfleet" --version) | grep -q '^turnfleet 0\.2\.0$' || { echo "a moved prefix does not run"; exit 1; }

@@ -629,7 +629,7 @@ static int parse_flags(cli *c, int argc, char **argv)
     case OPT_CA_FILE: c->ca_file = optarg; break;
     case OPT_INSECURE: c->insecure = 1; break;
     case OPT_JSON: c->json = 1; break;
-    case OPT_VANTAGE: c->vantage.pool = optarg; break;
+    case OPT_VANTAGE: c->vantage.pool = optarg; c->vantage.argv = argv; break;
     case OPT_NAMESPACE: c->vantage.ns = optarg; break;
     case OPT_KUBECONFIG: c->vantage.kubeconfig = optarg; break;
     case OPT_RUNNER: c->vantage.runner = optarg; break;

@@ -1,5 +1,9 @@
 /* turnfleet-probe --vantage POOL: read <pool>-turn-uris, probe every URI, write
- * <pool>-vantage (library: turnfleet/vantage.h). */
+ * <pool>-vantage (library: turnfleet/vantage.h). Two builds of the probe share
+ * main.c: turnfleet-probe-vantage links vantage.c (the Kubernetes client, so
+ * libcurl and libyaml); turnfleet-probe links vantage_exec.c, which hands a
+ * --vantage command line to turnfleet-probe-vantage beside it, so a load test's
+ * probe loads neither. */
 #ifndef TURNFLEET_PROBE_VANTAGE_H
 #define TURNFLEET_PROBE_VANTAGE_H
 
@@ -10,6 +14,7 @@ typedef struct probe_vantage {
   const char *ns;         /* --namespace, or NULL: the configuration's */
   const char *kubeconfig; /* --kubeconfig, or NULL: in-cluster */
   const char *runner;     /* --runner, or NULL: the host name */
+  char **argv;            /* the whole command line (vantage_exec.c passes it on) */
 } probe_vantage;
 
 typedef void (*vantage_print_fn)(const tf_probe_result *r, void *arg);
