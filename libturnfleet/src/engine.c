@@ -52,6 +52,12 @@ typedef struct tf_eng__view {
   char *name, *id, *address, *probe_message;
 } tf_eng__view;
 
+typedef struct tf_eng__claim {
+  char *pool, *identity;
+  uint16_t *ports;
+  size_t port_count;
+} tf_eng__claim;
+
 struct tf_engine {
   tf_engine_options opts;
   tf_coturn_options coturn; /* deep copy: secrets and the CLI password wiped on free */
@@ -74,6 +80,8 @@ struct tf_engine {
   tf_eng__view *views;
   size_t view_count;
   int64_t next_ms;
+  tf_eng__claim *claims; /* other pools' relays (tf_engine_add_claim()) */
+  size_t claim_count;
 };
 
 /* ---- small helpers ---- */
@@ -329,6 +337,7 @@ void tf_engine_free(tf_engine *e)
   for (size_t i = 0; i < e->relay_count; i++) tf_eng__relay_clear(&e->relays[i]);
   free(e->relays);
   tf_reconcile_free(e->rec);
+  (void)tf_engine_clear_claims(e);
   free(e->status_json);
   free(e->refusal);
   tf_eng__coturn_clear(e);
@@ -386,6 +395,9 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
+  for (size_t i = 0; rc == TF_OK && i < e->claim_count; i++)
+    rc = tf_observed_add_claim(obs, e->claims[i].pool, e->claims[i].identity, e->claims[i].ports,
+                               e->claims[i].port_count);
   if (rc < 0) {
     tf_observed_free(obs);
     return rc;
@@ -561,6 +573,52 @@ tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64
   else if (facts->running && facts->started_ms) r->started_ms = facts->started_ms;
   else if (!facts->running && (r->running || !r->observed)) tf_eng__gone(r, facts->exited_ms ? facts->exited_ms : now_ms);
   r->observed = 1;
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_clear_claims(tf_engine *e)
+{
+  TF_ASSERT_ARG(e);
+  for (size_t i = 0; i < e->claim_count; i++) {
+    free(e->claims[i].pool);
+    free(e->claims[i].identity);
+    free(e->claims[i].ports);
+  }
+  free(e->claims);
+  e->claims = NULL;
+  e->claim_count = 0;
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_add_claim(tf_engine *e, const char *pool, const char *identity, const uint16_t *listener_ports,
+                           size_t listener_ports_count)
+{
+  TF_ASSERT_ARG(e);
+  /* checked now, as the next reconcile would, so a bad claim is refused here and never stored */
+  tf_observed *trial = NULL;
+  tf_err rc = tf_observed_new(&trial);
+  if (rc == TF_OK) rc = tf_observed_add_claim(trial, pool, identity, listener_ports, listener_ports_count);
+  tf_observed_free(trial);
+  if (rc < 0) return rc;
+  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
+  if (!grown) return tf_error__nomem();
+  e->claims = grown;
+  tf_eng__claim *c = &e->claims[e->claim_count];
+  memset(c, 0, sizeof(*c));
+  c->pool = tf_strdup__(pool);
+  c->identity = tf_strdup__(identity);
+  c->ports = listener_ports_count ? malloc(listener_ports_count * sizeof(uint16_t)) : NULL;
+  if (!c->pool || !c->identity || (listener_ports_count && !c->ports)) {
+    free(c->pool);
+    free(c->identity);
+    free(c->ports);
+    return tf_error__nomem();
+  }
+  if (listener_ports_count) memcpy(c->ports, listener_ports, listener_ports_count * sizeof(uint16_t));
+  c->port_count = listener_ports_count;
+  e->claim_count++;
   e->dirty = 1;
   return TF_OK;
 }
