@@ -297,6 +297,274 @@ class OperatorE2E(unittest.TestCase):
             self.assertIn('turnfleet_probe_success{namespace="%s",pool="%s",relay="%s"} 1' %
                           (NS, POOL, p["metadata"]["name"]), text)
 
+    def status_relays(self, pool=POOL):
+        return {r["name"]: r for r in (pool_obj(pool).get("status") or {}).get("relays") or []}
+
+    def wait_counted(self, want):
+        """The pool status counts want[relay] allocations on each relay (the agents' counts, scraped)."""
+        wait_for("allocations counted %s" % want,
+                 lambda: all(self.status_relays().get(n, {}).get("allocations") == v for n, v in want.items()), 60)
+
+    def uri_of(self, pod, transport="udp"):
+        return "turn:%s:3478?transport=%s" % (pod["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"],
+                                              transport)
+
+    def test_02_scale_down_drains_the_relay_with_the_fewest_allocations(self):
+        _, pods, _ = self.converged(3)
+        pods.sort(key=lambda p: p["metadata"]["name"])
+        victim = pods[2]
+        holders = [hold(self.uri_of(pods[0]), SECRET1, 2), hold(self.uri_of(pods[1]), SECRET1, 2),
+                   hold(self.uri_of(victim), SECRET1, 1)]
+        self.__class__.holders = holders[:2]
+        name = victim["metadata"]["name"]
+        self.wait_counted({pods[0]["metadata"]["name"]: 2, pods[1]["metadata"]["name"]: 2, name: 1})
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
+        addr = victim["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+        seen_uri_gone_first = []
+
+        def uri_gone():
+            u = uris() or []
+            if any(addr in x for x in u):
+                return False
+            pod = [p for p in relay_pods() if p["metadata"]["name"] == name]
+            seen_uri_gone_first.append(bool(pod) and not pod[0]["metadata"].get("deletionTimestamp"))
+            return True
+        wait_for("%s out of the turn URIs" % name, uri_gone, 30, 0.05)
+        self.assertTrue(seen_uri_gone_first[0], "the pod was deleted before its URI left the ConfigMap")
+        wait_for("%s deleted" % name,
+                 lambda: all(p["metadata"].get("deletionTimestamp") for p in relay_pods() if p["metadata"]["name"] == name), 30)
+        time.sleep(2)
+        self.assertIn(name, [p["metadata"]["name"] for p in relay_pods()], "the draining pod went while an allocation was held")
+        code, res = probe(self.uri_of(victim), SECRET1)
+        self.assertNotEqual(code, 0, "a draining relay took a new allocation")
+        self.assertIn(res.get("errorCode"), (403, 486), res)
+        stop(holders[2])                                   # the last allocation goes: so does the pod
+        wait_for("%s gone" % name, lambda: name not in [p["metadata"]["name"] for p in relay_pods()], 60)
+        self.converged(2)
+
+    def test_03_a_held_allocation_keeps_a_draining_pod_until_drain_timeout(self):
+        _, pods, _ = self.converged(2)
+        for h in self.holders:
+            stop(h)
+        pods.sort(key=lambda p: p["metadata"]["name"])
+        keep, victim = pods
+        self.holders = self.__class__.holders = [hold(self.uri_of(keep), SECRET1, 2)]
+        held = hold(self.uri_of(victim), SECRET1, 1)
+        self.wait_counted({keep["metadata"]["name"]: 2, victim["metadata"]["name"]: 1})
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=1")
+        name = victim["metadata"]["name"]
+        wait_for("%s deleted" % name,
+                 lambda: all(p["metadata"].get("deletionTimestamp") for p in relay_pods() if p["metadata"]["name"] == name), 30)
+        wait_for("%s gone at drainTimeout" % name, lambda: name not in [p["metadata"]["name"] for p in relay_pods()],
+                 DRAIN_S + 40)
+        self.assertIsNone(held.poll(), "the holder ended: the pod did not go by its deadline")
+        stop(held)
+        self.converged(1)
+
+    def test_04_scale_up(self):
+        for h in self.holders:
+            stop(h)
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=3")
+        _, pods, u = self.converged(3)
+        for uri in u[:3]:
+            self.assertEqual(probe(uri, SECRET1)[0], 0, uri)
+
+    def watch_roll(self, done, what):
+        """Poll until done(pods); the most pods being replaced at once, seen along the way."""
+        most = [0]
+
+        def step():
+            pods = relay_pods()
+            most[0] = max(most[0], len([p for p in pods if p["metadata"].get("deletionTimestamp")]))
+            return done(pods)
+        wait_for(what, step, 120, 0.1)
+        return most[0]
+
+    def test_05_a_port_range_change_rolls_one_relay_at_a_time(self):
+        self.converged(3)
+        kubectl("patch", "-n", NS, "turnpool", POOL, "--type=merge", "-p",
+                json.dumps({"spec": {"relayPortRange": {"start": 61100, "end": 61119}}}))
+        most = self.watch_roll(lambda pods: len(pods) == 3 and all(
+            p["metadata"]["annotations"]["turnfleet.hzmi.dev/port-range"] == "61100-61119" and pod_ready(p)
+            and not p["metadata"].get("deletionTimestamp") for p in pods), "every relay on 61100-61119")
+        self.assertEqual(most, 1, "more than one relay was replaced at a time")
+        _, pods, u = self.converged(3)
+        code, res = probe(u[0], SECRET1)
+        self.assertEqual(code, 0, res)
+        self.assertTrue(61100 <= res["relayedPort"] <= 61119, res)
+
+    def test_06_a_secret_rotation_never_refuses_a_fresh_credential(self):
+        _, before, _ = self.converged(3)
+        hashes = {p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] for p in before}
+        # the old secret stays valid through previousSecretRef, then the new one takes over
+        kubectl("patch", "-n", NS, "secret", POOL + "-secret", "--type=merge", "-p",
+                json.dumps({"stringData": {"previous": SECRET1}}))
+        kubectl("patch", "-n", NS, "turnpool", POOL, "--type=merge", "-p",
+                json.dumps({"spec": {"auth": {"previousSecretRef": {"name": POOL + "-secret", "key": "previous"}}}}))
+        time.sleep(2)
+        self.assertEqual({p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] for p in relay_pods()}, hashes,
+                         "previous == current must not roll anything")
+        kubectl("patch", "-n", NS, "secret", POOL + "-secret", "--type=merge", "-p",
+                json.dumps({"stringData": {"secret": SECRET2}}))
+        refused, probes, most = [], [0], [0]
+
+        def rolled():
+            pods = relay_pods()
+            most[0] = max(most[0], len([p for p in pods if p["metadata"].get("deletionTimestamp")]))
+            for uri in [x for x in (uris() or []) if "udp" in x]:
+                code, res = probe(uri, SECRET2, 2000)
+                probes[0] += 1
+                if code != 0:
+                    refused.append((uri, res))
+            return len(pods) == 3 and all(
+                p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] not in hashes and pod_ready(p)
+                and not p["metadata"].get("deletionTimestamp") for p in pods)
+        wait_for("every relay on the new secret", rolled, 120, 0.05)
+        self.assertEqual(refused, [], "a client with a fresh credential was refused during the roll")
+        self.assertGreater(probes[0], 3)
+        self.assertEqual(most[0], 1, "more than one relay was replaced at a time")
+        _, pods, u = self.converged(3)
+        for uri in u:
+            self.assertEqual(probe(uri, SECRET1)[0], 0, "the previous secret is still valid: %s" % uri)
+
+    def test_07_two_pools_claiming_one_address_raise_address_conflict(self):
+        self.converged(3)
+        kubectl("create", "secret", "generic", "-n", NS, RIVAL + "-secret", "--from-literal=secret=" + SECRET2)
+        kubectl("apply", "-f", "-", input=pool_yaml(RIVAL, 1, 61500, 61509))
+        obj = wait_for("rival's AddressConflict", lambda: (lambda o: o if cond(o, "AddressConflict").get("status") == "True"
+                                                           else None)(pool_obj(RIVAL)), 30)
+        self.assertEqual(cond(obj, "Ready").get("status"), "False", obj["status"])
+        time.sleep(1)
+        self.assertEqual(relay_pods(RIVAL), [], "a conflicting pool got a relay pod")
+        self.converged(3)
+        kubectl("delete", "-n", NS, "turnpool", RIVAL)
+
+    def test_08_a_cordoned_node_loses_its_relay(self):
+        _, pods, _ = self.converged(3)
+        kubectl("cordon", "n3")
+        try:
+            wait_for("no relay on n3", lambda: all(p["spec"]["nodeName"] != "n3" for p in relay_pods()), 60)
+            obj = pool_obj()
+            self.assertEqual(cond(obj, "Ready").get("status"), "False")
+            self.assertEqual(cond(obj, "Ready").get("reason"), "InsufficientAddresses", obj["status"])
+            self.assertEqual(len(uris()), 4)
+        finally:
+            kubectl("uncordon", "n3")
+        self.converged(3)
+
+    def test_09_an_operator_killed_mid_reconcile_leaves_no_duplicate_or_orphan(self):
+        self.converged(3)
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
+        time.sleep(0.3)
+        stop(OPERATORS["a"], signal.SIGKILL)
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=3")
+        start_operator("a")
+        _, pods, _ = self.converged(3)
+        everything = kget("-n", NS, "pods")["items"]
+        self.assertEqual(len(everything), 3, [p["metadata"]["name"] for p in everything])
+        self.assertEqual(len({p["spec"]["nodeName"] for p in pods}), 3)
+
+    def test_10_two_operators_one_leader_and_failover_within_the_lease(self):
+        self.converged(3)
+        wait_for("operator-a leads", lambda: lease_holder() == "operator-a", 30)
+        start_operator("b")
+        wait_for("operator-b's /readyz", lambda: operator_get(1, "/readyz")[0] == 200, 30)
+        seq = last_seq()
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
+        self.converged(2)
+        log = requests_since(seq)
+        self.assertEqual([r for r in log if "operator-b" in r.get("userAgent", "") and r["method"] in WRITES], [],
+                         "the standby wrote")
+        self.assertTrue([r for r in log if "operator-a" in r.get("userAgent", "") and r["method"] in WRITES])
+        stop(OPERATORS["a"], signal.SIGKILL)
+        wait_for("operator-b takes the lease", lambda: lease_holder() == "operator-b", 3 * 4 + 5)
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=3")
+        self.converged(3)
+        start_operator("a")   # back as the standby
+
+    def test_11_faults_of_the_api_server_converge(self):
+        self.converged(3)
+        control("POST", "/faults", {"method": "POST", "path": "/api/v1/namespaces/%s/pods$" % NS, "count": 2,
+                                    "status": 503})
+        control("POST", "/faults", {"method": "GET", "path": "/api/v1/pods$", "query": "watch", "count": 1,
+                                    "resetMidStream": True, "afterEvents": 1})
+        control("POST", "/faults", {"method": "GET", "path": "/apis/turnfleet.hzmi.dev/v1alpha1/turnpools$",
+                                    "query": "watch", "count": 1, "expireMidStream": True, "afterEvents": 0})
+        control("POST", "/faults", {"method": "PATCH", "path": "/status$", "count": 2, "status": 500})
+        try:
+            kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
+            self.converged(2)
+            kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=3")
+            self.converged(3)
+        finally:
+            control("DELETE", "/faults")
+
+    def test_12_a_steady_state_writes_nothing(self):
+        self.converged(3)
+        time.sleep(3)
+        seq = last_seq()
+        time.sleep(5)      # five probe intervals: probes, scrapes, no change
+        writes = [r for r in requests_since(seq) if r["method"] in WRITES and "turnfleet-operator" in r.get("userAgent", "")]
+        self.assertEqual(writes, [], "a steady state wrote")
+
+    def test_13_an_invalid_pool_is_refused_with_its_field_path(self):
+        kubectl("create", "secret", "generic", "-n", NS, "broken-secret", "--from-literal=secret=" + SECRET2)
+        kubectl("apply", "-f", "-", input=("apiVersion: turnfleet.hzmi.dev/v1alpha1\nkind: TURNPool\n"
+                                          "metadata: {name: broken, namespace: %s}\nspec:\n  replicas: 1\n"
+                                          "  addressing: {mode: ExternalIPPool}\n  relayPortRange: {start: 61600, end: 61609}\n"
+                                          "  auth: {realm: b.turnfleet.test, secretRef: {name: broken-secret}}\n" % NS))
+        obj = wait_for("broken refused", lambda: (lambda o: o if cond(o, "Ready").get("reason") == "InvalidSpec"
+                                                  else None)(pool_obj("broken")), 30)
+        self.assertEqual(cond(obj, "Ready")["status"], "False")
+        self.assertIn("spec.addressing.externalIPPool", cond(obj, "Ready")["message"])
+        self.assertEqual(relay_pods("broken"), [])
+        ev = kubectl("get", "-n", NS, "events", "-o", "json").stdout
+        self.assertIn("InvalidSpec", ev)
+        kubectl("delete", "-n", NS, "turnpool", "broken")
+
+    def test_14_no_secret_in_pods_configmaps_status_events_or_logs(self):
+        self.converged(3)
+        texts = {"pods": kubectl("get", "-n", NS, "pods", "-o", "json").stdout,
+                 "configmaps": kubectl("get", "-n", NS, "configmaps", "-o", "json").stdout,
+                 "turnpools": kubectl("get", "-n", NS, "turnpools", "-o", "json").stdout,
+                 "events": kubectl("get", "-A", "events", "-o", "json").stdout}
+        for p in relay_pods():
+            for c in ("coturn", "agent"):
+                texts["log %s/%s" % (p["metadata"]["name"], c)] = kubectl("logs", "-n", NS, p["metadata"]["name"],
+                                                                          "-c", c, check=False).stdout
+        for name in os.listdir(TMP):
+            if name.startswith("operator-") and name.endswith(".log"):
+                texts[name] = open(os.path.join(TMP, name), errors="replace").read()
+        cfg = kget("-n", NS, "secret", POOL + "-relay-config")
+        cli = set()
+        for v in cfg["data"].values():
+            m = re.search(r"^cli-password=(\S+)$", base64.b64decode(v).decode(), re.M)
+            if m:
+                cli.add(m.group(1))
+        self.assertTrue(cli)
+        for what, text in texts.items():
+            for s in [SECRET1, SECRET2] + sorted(cli):
+                self.assertNotIn(s, text, "a secret in %s" % what)
+                self.assertNotIn(base64.b64encode(s.encode()).decode(), text, "a secret (base64) in %s" % what)
+        for p in OPERATORS.values():
+            if p.poll() is None:
+                for part in ("cmdline", "environ"):
+                    data = open("/proc/%d/%s" % (p.pid, part), "rb").read().decode(errors="replace")
+                    self.assertNotIn(SECRET1, data)
+                    self.assertNotIn(SECRET2, data)
+
+    def test_15_deleting_the_pool_removes_everything_it_owned(self):
+        self.converged(3)
+        kubectl("delete", "-n", NS, "turnpool", POOL)
+        wait_for("the pool's pods, Secret and ConfigMap gone", lambda: not relay_pods() and
+                 kubectl("get", "-n", NS, "secret", POOL + "-relay-config", check=False).returncode != 0 and
+                 kubectl("get", "-n", NS, "configmap", POOL + "-turn-uris", check=False).returncode != 0, 90)
+        for name in ("a", "b"):
+            p = OPERATORS.get(name)
+            if p and p.poll() is None:
+                self.assertEqual(stop(p), 0, "operator-%s did not stop cleanly on SIGTERM" % name)
+        self.assertIsNone(lease_holder() or None, "the lease was not released")
+
 
 def main():
     global BUILD, VERSION, OPERATOR, PROBE

@@ -216,22 +216,6 @@ int main(int argc, char **argv)
   if (elect && !(lease_ms > renew_ms && renew_ms * 10 > retry_ms * 12))
     return bad_usage("--lease-duration must be > --renew-deadline > 1.2 x --retry-period");
 
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
-  ko.source = kubeconfig ? TF_KUBE_SOURCE_KUBECONFIG : TF_KUBE_SOURCE_IN_CLUSTER;
-  ko.kubeconfig = kubeconfig;
-  ko.field_manager = PROG;
-  ko.user_agent = PROG;
-  ko.timeout_ms = 10000;
-  ko.connect_timeout_ms = 3000;
-  ko.log = log_line;
-  tf_kube *kube = NULL;
-  if (tf_kube_new(&kube, &ko) < 0) {
-    tool_say(PROG, kubeconfig ? kubeconfig : "in-cluster configuration", "%s", tf_error_last()->message);
-    return EXIT_USAGE;
-  }
-  if (!lease_ns) lease_ns = kubeconfig ? "turnfleet-system" : tf_kube_namespace(kube);
-
   char ident[128];
   if (!identity) {
     unsigned char r[6];
@@ -242,6 +226,24 @@ int main(int argc, char **argv)
     snprintf(ident, sizeof(ident), "%s_%02x%02x%02x%02x%02x%02x", host, r[0], r[1], r[2], r[3], r[4], r[5]);
     identity = ident;
   }
+
+  char agent[200];
+  snprintf(agent, sizeof(agent), "%s (%s)", PROG, identity);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.source = kubeconfig ? TF_KUBE_SOURCE_KUBECONFIG : TF_KUBE_SOURCE_IN_CLUSTER;
+  ko.kubeconfig = kubeconfig;
+  ko.field_manager = PROG;
+  ko.user_agent = agent;
+  ko.timeout_ms = 10000;
+  ko.connect_timeout_ms = 3000;
+  ko.log = log_line;
+  tf_kube *kube = NULL;
+  if (tf_kube_new(&kube, &ko) < 0) {
+    tool_say(PROG, kubeconfig ? kubeconfig : "in-cluster configuration", "%s", tf_error_last()->message);
+    return EXIT_USAGE;
+  }
+  if (!lease_ns) lease_ns = kubeconfig ? "turnfleet-system" : tf_kube_namespace(kube);
 
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));

@@ -29,6 +29,7 @@ typedef struct pending {
   pend_kind kind;
   uint64_t id;
   char *relay, *old_uid;
+  int64_t delete_due_ms; /* restart: the old pod goes at this time (its URIs left the ConfigMap before); 0: sent */
 } pending;
 
 typedef struct pool_state {
@@ -455,7 +456,8 @@ static const op_pod *pod_find(const pods_view *v, const char *relay)
   return NULL;
 }
 
-static void pend_add(pool_state *s, pend_kind kind, uint64_t id, const char *relay, const char *old_uid)
+static void pend_add(pool_state *s, pend_kind kind, uint64_t id, const char *relay, const char *old_uid,
+                     int64_t delete_due_ms)
 {
   pending *grown = realloc(s->pend, (s->pend_count + 1) * sizeof(*grown));
   if (!grown) return;
@@ -465,6 +467,7 @@ static void pend_add(pool_state *s, pend_kind kind, uint64_t id, const char *rel
   p->id = id;
   p->relay = strdup(relay);
   p->old_uid = old_uid ? strdup(old_uid) : NULL;
+  p->delete_due_ms = delete_due_ms;
 }
 
 static void pend_remove(pool_state *s, size_t i)
@@ -888,15 +891,12 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
     switch (a->kind) {
     case TF_ENGINE_START:
     case TF_ENGINE_RESTART: {
-      if (a->kind == TF_ENGINE_RESTART && p && !p->deleting) {
-        if (delete_pod(c, ns, a->relay, p->uid, grace) < 0) {
-          (void)tf_engine_done(s->engine, a->id, 0, NULL, now);
-          break;
-        }
-        event(c, pool_json, "Normal", "RelayRolling", "relay %s: replacing its pod (%s)", a->relay, a->reason);
-      }
+      /* a new config: the relay leaves the URIs now, its pod goes after the publication delay, and the new
+       * pod is made once the old one is gone (one name, one relay address) */
       if (a->kind == TF_ENGINE_RESTART || (p && p->deleting)) {
-        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL);
+        int due = a->kind == TF_ENGINE_RESTART && p && !p->deleting;
+        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL, due ? now + c->cfg.publish_delay_ms : 0);
+        if (due) event(c, pool_json, "Normal", "RelayRolling", "relay %s: replacing its pod (%s)", a->relay, a->reason);
         break;
       }
       char **sg = realloc(*starts, (*start_count + 1) * sizeof(char *));
@@ -924,7 +924,7 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
         (void)tf_engine_done(s->engine, a->id, 1, NULL, now);
       } else {
         if (!p->deleting) (void)delete_pod(c, ns, a->relay, p->uid, grace);
-        pend_add(s, PEND_STOP, a->id, a->relay, p->uid);
+        pend_add(s, PEND_STOP, a->id, a->relay, p->uid, 0);
       }
       event(c, pool_json, "Normal", "RelayRemoved", "relay %s: removed (%s)", a->relay, a->reason);
       break;
@@ -954,7 +954,8 @@ static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char 
   size_t n = 0, cap = 0;
   *out = NULL;
   for (size_t i = 0; rec && i < pv->n; i++) {
-    if (!pv->pods[i].deleting) continue;
+    const pending *pd = pend_for(s, pv->pods[i].name);
+    if (!pv->pods[i].deleting && !(pd && pd->kind == PEND_RESTART)) continue;
     size_t r = rec_index(rec, pv->pods[i].name);
     for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
       if (n == cap) {
@@ -1188,6 +1189,10 @@ static int reconcile(op_controller *c, const char *key)
   for (size_t i = 0; rc == 0 && i < s->pend_count;) {
     pending *p = &s->pend[i];
     const op_pod *seen = pod_find(&pv, p->relay);
+    if (p->kind == PEND_RESTART && p->delete_due_ms && now >= p->delete_due_ms && seen && !seen->deleting) {
+      long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(s->engine)) + 999) / 1000) + 30;
+      if (delete_pod(c, ns, p->relay, p->old_uid, grace) == 0) p->delete_due_ms = 0;
+    }
     if (p->kind == PEND_RESTART && (!seen || (p->old_uid && strcmp(seen->uid, p->old_uid) != 0))) {
       char *pod_uid = create_pod(c, s, pool_json, ns, uid, p->relay);
       (void)tf_engine_done(s->engine, p->id, pod_uid != NULL, pod_uid, now);
@@ -1201,6 +1206,8 @@ static int reconcile(op_controller *c, const char *key)
   if (write_gates(c, s, &pv, ns) < 0) rc = -1;
   if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
   int64_t next = tf_engine_next_ms(s->engine);
+  for (size_t i = 0; i < s->pend_count; i++)
+    if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
   long delay = next > 0 ? (long)(next - mono_ms()) : 0;
   if (delay < 50) delay = 50;
   /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */

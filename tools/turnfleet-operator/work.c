@@ -122,9 +122,15 @@ static void run_scrape(op_job *j)
       code == 200 && b.p) {
     tf_metrics *m = NULL;
     double sum = 0;
-    if (tf_metrics_parse(&m, b.p, b.len) == 0 && tf_metrics_family_type(m, "turnfleet_relay_ports_in_use") >= 0 &&
-        tf_metrics_sum(&sum, m, "turnfleet_relay_ports_in_use") == 0)
-      j->result.allocations = (int64_t)sum;
+    (void)tf_metrics_parse(&m, b.p, b.len);
+    /* the agent leaves the sample out while its count fails: unknown, not zero */
+    int seen = 0;
+    for (size_t i = 0; m && i < tf_metrics_sample_count(m); i++) {
+      const char *name = NULL;
+      double v;
+      if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, "turnfleet_relay_ports_in_use") == 0) seen = 1;
+    }
+    if (seen && tf_metrics_sum(&sum, m, "turnfleet_relay_ports_in_use") == 0) j->result.allocations = (int64_t)sum;
     tf_metrics_free(m);
   }
   free(b.p);
