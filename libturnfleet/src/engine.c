@@ -756,6 +756,40 @@ static tf_err tf_eng__adopt(tf_engine *e)
   return TF_OK;
 }
 
+/* Whether two identities ("ADDR[,ADDR]/START-END") name a common address. */
+static int tf_eng__identities_share_address(const char *a, const char *b)
+{
+  if (!a || !b) return 0;
+  const char *a_end = strchr(a, '/'), *b_end = strchr(b, '/');
+  if (!a_end || !b_end) return 0;
+  for (const char *x = a; x < a_end;) {
+    const char *xc = memchr(x, ',', (size_t)(a_end - x));
+    size_t xl = (size_t)((xc ? xc : a_end) - x);
+    for (const char *y = b; y < b_end;) {
+      const char *yc = memchr(y, ',', (size_t)(b_end - y));
+      size_t yl = (size_t)((yc ? yc : b_end) - y);
+      if (xl == yl && memcmp(x, y, xl) == 0) return 1;
+      y = yc ? yc + 1 : b_end;
+    }
+    x = xc ? xc + 1 : a_end;
+  }
+  return 0;
+}
+
+/* A planned relay starts only once no relay leaving the plan holds one of its addresses: a STOP that
+ * is held back (a drain not confirmed by a count yet) or still out (a pod still terminating) keeps
+ * the old coturn bound there, and two coturn processes on one address split its listeners' clients. */
+static int tf_eng__address_held(const tf_engine *e, const tf_eng__relay *r, const tf_relay *planned)
+{
+  const tf_plan *plan = tf_reconcile_plan(e->rec);
+  for (size_t i = 0; planned && i < e->relay_count; i++) {
+    const tf_eng__relay *q = &e->relays[i];
+    if (q == r || !q->observed || tf_plan_find(plan, q->name)) continue;
+    if (tf_eng__identities_share_address(q->identity, tf_relay_identity(planned))) return 1;
+  }
+  return 0;
+}
+
 static tf_err tf_eng__lifecycle(tf_engine *e)
 {
   const tf_reconcile *rec = e->rec;
@@ -796,6 +830,7 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
       if (r && !tf_eng__restart_out(e)) rc = tf_eng__start(e, r, i, TF_ENGINE_RESTART, reason);
       break;
     case TF_ACTION_START:
+      if (tf_eng__address_held(e, r, tf_plan_find(tf_reconcile_plan(rec), name))) break;
       if (!r && !(r = tf_eng__add(e, name))) rc = tf_error__nomem();
       else rc = tf_eng__start(e, r, i, TF_ENGINE_START, reason);
       break;

@@ -43,6 +43,9 @@ typedef struct pool_state {
   size_t pend_count;
   char **seen; /* relay pods observed by the last reconcile */
   size_t seen_count;
+  char **stale; /* uids of pods started before the shared secret last changed: they refuse fresh credentials */
+  size_t stale_count;
+  int secret_changed; /* set by feed_engine(): the pods seen next are stale */
 } pool_state;
 
 struct op_controller {
@@ -298,6 +301,8 @@ static void state_free(pool_state *s)
   free(s->pend);
   for (size_t i = 0; i < s->seen_count; i++) free(s->seen[i]);
   free(s->seen);
+  for (size_t i = 0; i < s->stale_count; i++) free(s->stale[i]);
+  free(s->stale);
   free(s);
 }
 
@@ -743,8 +748,12 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
       nodes = NULL;
       if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
     }
-    if (memcmp(digest, s->secret_digest, sizeof(digest)) != 0 && tf_engine_set_coturn_options(s->engine, &co) < 0)
-      event(c, pool_json, "Warning", "ChangeRefused", "the secret change is refused: %s", tf_error_last()->message);
+    if (memcmp(digest, s->secret_digest, sizeof(digest)) != 0) {
+      if (tf_engine_set_coturn_options(s->engine, &co) < 0)
+        event(c, pool_json, "Warning", "ChangeRefused", "the secret change is refused: %s", tf_error_last()->message);
+      else
+        s->secret_changed = 1;
+    }
   }
   tf_nodes_free(nodes);
   if (rc == 0) {
@@ -955,7 +964,9 @@ static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char 
   *out = NULL;
   for (size_t i = 0; rec && i < pv->n; i++) {
     const pending *pd = pend_for(s, pv->pods[i].name);
-    if (!pv->pods[i].deleting && !(pd && pd->kind == PEND_RESTART)) continue;
+    int stale = 0;
+    for (size_t k = 0; k < s->stale_count && !stale; k++) stale = strcmp(s->stale[k], pv->pods[i].uid) == 0;
+    if (!pv->pods[i].deleting && !stale && !(pd && pd->kind == PEND_RESTART)) continue;
     size_t r = rec_index(rec, pv->pods[i].name);
     for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
       if (n == cap) {
@@ -1171,6 +1182,29 @@ static int reconcile(op_controller *c, const char *key)
   free(skey);
   if (g < 0 && g != TF_ENOTFOUND) goto out;
   if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
+  if (s->secret_changed) {
+    /* their coturn knows only the old secrets: out of the URIs until each is replaced (to keep them in,
+     * give the new secret as previousSecretRef first, let it roll, then make it the current one) */
+    s->secret_changed = 0;
+    for (size_t i = 0; i < pv.n; i++) {
+      char **grown = realloc(s->stale, (s->stale_count + 1) * sizeof(char *));
+      if (!grown) break;
+      s->stale = grown;
+      if ((s->stale[s->stale_count] = strdup(pv.pods[i].uid))) s->stale_count++;
+    }
+    if (pv.n) event(c, pool_json, "Normal", "SecretRotated", "the shared secret changed: %zu relays roll, "
+                    "each out of the turn URIs until replaced", pv.n);
+  }
+  for (size_t i = 0; i < s->stale_count;) { /* forget pods that are gone */
+    int live = 0;
+    for (size_t j = 0; j < pv.n && !live; j++) live = strcmp(pv.pods[j].uid, s->stale[i]) == 0;
+    if (live) {
+      i++;
+      continue;
+    }
+    free(s->stale[i]);
+    s->stale[i] = s->stale[--s->stale_count];
+  }
   claims(c, s, key);
   int64_t now = mono_ms();
   observe(c, s, &pv, config_secret, now);
