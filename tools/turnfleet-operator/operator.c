@@ -540,7 +540,7 @@ static void claims(op_controller *c, pool_state *s, const char *key)
         const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
         const char *pns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pm, "namespace"));
         if (pns && strcmp(pns, ns) == 0 && uid && strcmp(rp.owner_uid, uid) == 0)
-          if (tf_engine_add_claim(s->engine, pkey, rp.identity, ports, np) < 0)
+          if (tf_engine_add_claim(s->engine, name, rp.identity, ports, np) < 0)
             say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rp.name, tf_error_last()->message);
         op_pod_clear(&rp);
       }
