@@ -335,9 +335,11 @@ class OperatorE2E(unittest.TestCase):
                  lambda: all(p["metadata"].get("deletionTimestamp") for p in relay_pods() if p["metadata"]["name"] == name), 30)
         time.sleep(2)
         self.assertIn(name, [p["metadata"]["name"] for p in relay_pods()], "the draining pod went while an allocation was held")
-        code, res = probe(self.uri_of(victim), SECRET1)
-        self.assertNotEqual(code, 0, "a draining relay took a new allocation")
+        # coturn refuses new Allocates once drained (4.6.1's quota takes effect within 5 s)
+        res = wait_for("the draining relay refusing new allocations",
+                       lambda: (lambda r: r[1] if r[0] != 0 else None)(probe(self.uri_of(victim), SECRET1)), 20, 0.5)
         self.assertIn(res.get("errorCode"), (403, 486), res)
+        self.assertIn(name, [p["metadata"]["name"] for p in relay_pods()], "the draining pod went while an allocation was held")
         stop(holders[2])                                   # the last allocation goes: so does the pod
         wait_for("%s gone" % name, lambda: name not in [p["metadata"]["name"] for p in relay_pods()], 60)
         self.converged(2)
@@ -504,8 +506,11 @@ class OperatorE2E(unittest.TestCase):
         time.sleep(3)
         seq = last_seq()
         time.sleep(5)      # five probe intervals: probes, scrapes, no change
-        writes = [r for r in requests_since(seq) if r["method"] in WRITES and "turnfleet-operator" in r.get("userAgent", "")]
+        log = [r for r in requests_since(seq) if "turnfleet-operator" in r.get("userAgent", "")]
+        # the leader renews its Lease (leader election's own write); nothing else is written
+        writes = [(r["method"], r["path"]) for r in log if r["method"] in WRITES and "/leases/" not in r["path"]]
         self.assertEqual(writes, [], "a steady state wrote")
+        self.assertTrue([r for r in log if "/leases/" in r["path"]], "no Lease renewal seen: is the operator alive?")
 
     def test_13_an_invalid_pool_is_refused_with_its_field_path(self):
         kubectl("create", "secret", "generic", "-n", NS, "broken-secret", "--from-literal=secret=" + SECRET2)
