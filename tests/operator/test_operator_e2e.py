@@ -45,6 +45,7 @@ BUILD = VERSION = None
 OPERATOR = PROBE = KUBECTL = None
 TMP = CLUSTER = None
 OPERATORS = {}   # name -> Popen
+HOLDERS = []     # every turnfleet-probe --hold started, stopped at the end whatever happened
 
 
 def wait_for(what, f, timeout=60.0, delay=0.2):
@@ -142,6 +143,7 @@ def hold(uri, secret, n=1):
     for _ in range(10):
         p = subprocess.Popen([PROBE, "--uri", uri, "--secret-file", write_secret_file(secret), "--hold", str(n),
                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        HOLDERS.append(p)
         results = [json.loads(p.stdout.readline() or "{}") for _ in range(n)]
         if all(r.get("ok") for r in results):
             return p
@@ -203,6 +205,14 @@ def pool_yaml(name, replicas, start, end, extra=""):
 
 
 def setUpModule():
+    try:
+        set_up()
+    except BaseException:
+        tearDownModule()    # nothing left running when the setup fails half way
+        raise
+
+
+def set_up():
     global TMP, CLUSTER, KUBECTL
     out = subprocess.run([os.path.join(KUBE, "clients.sh")], capture_output=True, text=True)
     clients = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
@@ -235,7 +245,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    for p in OPERATORS.values():
+    for p in HOLDERS + list(OPERATORS.values()):
         stop(p)
     if CLUSTER is not None and CLUSTER.poll() is None:
         CLUSTER.send_signal(signal.SIGTERM)
@@ -501,11 +511,21 @@ class OperatorE2E(unittest.TestCase):
         finally:
             control("DELETE", "/faults")
 
+    def probe_lines(self):
+        """Lines of the relays' coturn logs that name the operator's probe user."""
+        n = 0
+        for p in relay_pods():
+            n += kubectl("logs", "-n", NS, p["metadata"]["name"], "-c", "coturn", check=False).stdout.count(
+                ":turnfleet-operator>")
+        return n
+
     def test_12_a_steady_state_writes_nothing(self):
         self.converged(3)
         time.sleep(3)
         seq = last_seq()
+        before = self.probe_lines()
         time.sleep(5)      # five probe intervals: probes, scrapes, no change
+        self.assertGreater(self.probe_lines(), before, "no probe reached the relays: is the operator working?")
         log = [r for r in requests_since(seq) if "turnfleet-operator" in r.get("userAgent", "")]
         # the leader renews its Lease (leader election's own write); nothing else is written
         writes = [(r["method"], r["path"]) for r in log if r["method"] in WRITES and "/leases/" not in r["path"]]

@@ -591,10 +591,10 @@ static int refuse(op_controller *c, const char *pool_json, const char *ns, const
       tf_kube_status_free(st);
       tf_free(path);
       event(c, pool_json, "Warning", reason, "%s", message);
+      say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
     }
   }
   free(body);
-  say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
   return rc;
 }
 
@@ -624,7 +624,8 @@ static int read_inputs(op_controller *c, pool_inputs *in, const char *pool_json,
     return 1;
   }
   tf_problems *pr = NULL;
-  if (tf_pool_validate(&pr, in->pool) < 0) {
+  tf_err vr = tf_pool_validate(&pr, in->pool);
+  if (vr < 0 && !tf_problems_count(pr)) {
     tf_problems_free(pr);
     return -1;
   }
@@ -1125,6 +1126,7 @@ static int reconcile(op_controller *c, const char *key)
 {
   char *pool_json = NULL;
   tf_err g = tf_informer_get(c->pools, key, &pool_json);
+  say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
   if (g == TF_ENOTFOUND) {
     /* deleted: what it owned goes with it (owner references); its engine's books go now */
     state_drop(c, key);
