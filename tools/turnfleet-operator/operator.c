@@ -569,33 +569,40 @@ static uint16_t observed_cli_port(const char *config_secret, const char *relay)
   return port;
 }
 
+/* Merge-patch the pool's /status with @p body unless @p pool_json already says it.
+ * 1 written, 0 nothing to write, -1 failed. */
+static int patch_status(op_controller *c, const char *pool_json, const char *ns, const char *name, const char *body)
+{
+  char *update = NULL;
+  int what = op_object_write(&update, NULL, body, pool_json);
+  free(update);
+  if (what == OP_WRITE_NONE) return 0;
+  char *path = NULL;
+  tf_kube_status *st = NULL;
+  int rc = 1;
+  if (what < 0 || tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
+      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
+    say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "malformed or no memory");
+    rc = -1;
+  }
+  tf_kube_status_free(st);
+  tf_free(path);
+  return rc;
+}
+
 static int refuse(op_controller *c, const char *pool_json, const char *ns, const char *name, const char *reason,
                   const char *message)
 {
   char now[32];
   now_text(now, sizeof(now));
   char *body = op_refused_status(pool_json, op_generation(pool_json), reason, message, now);
-  int rc = 0;
-  if (body) {
-    char *update = NULL;
-    int what = op_object_write(&update, NULL, body, pool_json);
-    free(update);
-    if (what != OP_WRITE_NONE) {
-      char *path = NULL;
-      tf_kube_status *st = NULL;
-      if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
-          tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
-        say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
-        rc = -1;
-      }
-      tf_kube_status_free(st);
-      tf_free(path);
-      event(c, pool_json, "Warning", reason, "%s", message);
-      say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
-    }
+  int rc = body ? patch_status(c, pool_json, ns, name, body) : -1;
+  if (rc > 0) {
+    event(c, pool_json, "Warning", reason, "%s", message);
+    say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
   }
   free(body);
-  return rc;
+  return rc < 0 ? -1 : 0;
 }
 
 typedef struct pool_inputs {
@@ -1076,26 +1083,12 @@ static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, con
 
 static int write_status(op_controller *c, pool_state *s, const char *pool_json, const char *ns, const char *name)
 {
-  char *status = NULL, *body = NULL, *stable = NULL, *update = NULL;
+  char *status = NULL, *body = NULL, *stable = NULL;
   int rc = -1;
   if (tf_engine_status_json(&status, s->engine) == 0 &&
       tf_manifest_status(&body, tf_engine_pool(s->engine), status, strlen(status), op_generation(pool_json)) == 0 &&
-      (stable = op_status_stable(body, pool_json)) != NULL) {
-    int what = op_object_write(&update, NULL, stable, pool_json);
-    rc = 0;
-    if (what != OP_WRITE_NONE) {
-      char *path = NULL;
-      tf_kube_status *st = NULL;
-      if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
-          tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, stable, NULL, &st) < 0) {
-        say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
-        rc = -1;
-      }
-      tf_kube_status_free(st);
-      tf_free(path);
-    }
-  }
-  free(update);
+      (stable = op_status_stable(body, pool_json)) != NULL)
+    rc = patch_status(c, pool_json, ns, name, stable) < 0 ? -1 : 0;
   free(stable);
   tf_free(body);
   tf_free(status);
