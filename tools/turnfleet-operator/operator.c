@@ -573,16 +573,14 @@ static uint16_t observed_cli_port(const char *config_secret, const char *relay)
  * 1 written, 0 nothing to write, -1 failed. */
 static int patch_status(op_controller *c, const char *pool_json, const char *ns, const char *name, const char *body)
 {
-  char *update = NULL;
-  int what = op_object_write(&update, NULL, body, pool_json);
-  free(update);
-  if (what == OP_WRITE_NONE) return 0;
+  int matches = 0;
+  if (tf_manifest_matches(&matches, NULL, body, strlen(body), pool_json, strlen(pool_json)) == 0 && matches) return 0;
   char *path = NULL;
   tf_kube_status *st = NULL;
   int rc = 1;
-  if (what < 0 || tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
+  if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
       tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
-    say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "malformed or no memory");
+    say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
     rc = -1;
   }
   tf_kube_status_free(st);
