@@ -1119,8 +1119,13 @@ static int reconcile(op_controller *c, const char *key)
   tf_err g = tf_informer_get(c->pools, key, &pool_json);
   say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
   if (g == TF_ENOTFOUND) {
-    /* deleted: what it owned goes with it (owner references); its engine's books go now */
+    /* deleted: what it owned goes with it (owner references); its engine's books go now, and the
+     * results of its last probes and scrapes with them */
     state_drop(c, key);
+    op_result *res = NULL;
+    size_t nr = op_work_take(c->work, key, &res);
+    for (size_t i = 0; i < nr; i++) op_result_clear(&res[i]);
+    free(res);
     return 0;
   }
   if (g < 0) return -1;
