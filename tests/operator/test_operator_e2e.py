@@ -588,7 +588,8 @@ def main():
     if len(sys.argv) < 3:
         sys.exit("usage: test_operator_e2e.py BUILD_DIR COTURN_VERSION")
     BUILD, VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
-    OPERATOR = os.path.join(BUILD, "tools", "turnfleet-operator", "turnfleet-operator")
+    # TF_E2E_OPERATOR: the operator of another build (a sanitizer build's, say) against this build's relays
+    OPERATOR = os.environ.get("TF_E2E_OPERATOR") or os.path.join(BUILD, "tools", "turnfleet-operator", "turnfleet-operator")
     PROBE = os.path.join(BUILD, "tools", "turnfleet-probe", "turnfleet-probe")
     for f in (OPERATOR, PROBE):
         if not os.access(f, os.X_OK):

@@ -310,6 +310,9 @@ void op_controller_free(op_controller *c)
 {
   if (!c) return;
   if (c->queue) tf_workqueue_shutdown(c->queue);
+  /* every informer stops before any is freed: one's callback reads another's cache */
+  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets};
+  for (size_t i = 0; i < 4; i++) tf_informer_stop(all[i]);
   tf_informer_free(c->pools);
   tf_informer_free(c->pods);
   tf_informer_free(c->nodes);
