@@ -294,8 +294,8 @@ class OperatorE2E(unittest.TestCase):
         self.assertRegex(table, r"edge\s+HostNetwork\s+3\s+3\s+True")
         wide = kubectl("get", "-n", NS, "pods", "-o", "wide").stdout
         for p in pods:
-            self.assertRegex(wide, r"%s\s+2/2\s+Running.*\s1/1\s*$" % p["metadata"]["name"] if False else
-                             r"%s\s+2/2\s+Running" % p["metadata"]["name"])
+            # READY 2/2 and READINESS GATES 1/1: the operator's Allocate passed
+            self.assertRegex(wide, r"(?m)^%s\s+2/2\s+Running\s.*\s1/1\s*$" % p["metadata"]["name"])
         for uri in u:
             code, res = probe(uri, SECRET1)
             self.assertEqual(code, 0, res)
