@@ -66,12 +66,12 @@ def main():
         victim = pods[0]
         name = victim["metadata"]["name"]
         addr = victim["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
-        say("hold one allocation on %s (%s); the others hold two each" % (name, addr))
+        say("hold one allocation on %s (%s); the others hold three each" % (name, addr))
         others = [e2e.hold("turn:%s:3478?transport=udp" % p["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"],
-                           e2e.SECRET1, 2) for p in pods[1:]]
+                           e2e.SECRET1, 3) for p in pods[1:]]
         holder = e2e.hold("turn:%s:3478?transport=udp" % addr, e2e.SECRET1, 1)
         t = e2e.OperatorE2E("test_02_scale_down_drains_the_relay_with_the_fewest_allocations")
-        t.wait_counted({name: 1, pods[1]["metadata"]["name"]: 2, pods[2]["metadata"]["name"]: 2})
+        t.wait_counted({name: 1, pods[1]["metadata"]["name"]: 3, pods[2]["metadata"]["name"]: 3})
         say("kubectl scale turnpool %s --replicas=2: the relay with the fewest allocations drains" % e2e.POOL)
         e2e.kubectl("scale", "-n", e2e.NS, "turnpool", e2e.POOL, "--replicas=2")
         e2e.wait_for("its URI to leave", lambda: not any(addr in u for u in e2e.uris() or []), 30, 0.1)
