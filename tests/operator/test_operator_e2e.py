@@ -38,7 +38,7 @@ SECRET1 = "e2e-first-secret-4c1d9a7f02b8"
 SECRET2 = "e2e-second-secret-91ab3e6c55d0"
 AGENT_IMAGE = "turnfleet/turnfleet:e2e"
 METRICS = ["%s:%d" % (API_ADDR, 16610), "%s:%d" % (API_ADDR, 16611)]
-DRAIN_S = 8
+DRAIN_S = 6
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 BUILD = VERSION = None
@@ -526,9 +526,9 @@ class OperatorE2E(unittest.TestCase):
 
     def test_12_a_steady_state_writes_nothing(self):
         self.converged(3)
-        time.sleep(3)
+        time.sleep(2)
         seq = last_seq()
-        time.sleep(5)      # five probe intervals: probes, scrapes, no change
+        time.sleep(4)      # four probe intervals: probes, scrapes, no change
         log = [r for r in requests_since(seq) if "turnfleet-operator" in r.get("userAgent", "")]
         # the leader renews its Lease (leader election's own write); nothing else is written
         writes = [(r["method"], r["path"]) for r in log if r["method"] in WRITES and "/leases/" not in r["path"]]
