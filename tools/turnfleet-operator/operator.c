@@ -51,7 +51,7 @@ typedef struct pool_state {
 struct op_controller {
   op_config cfg;
   tf_kube *kube;
-  tf_informer *pools, *pods, *nodes, *secrets;
+  tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
   tf_workqueue *queue;
   tf_recorder *recorder;
   op_work *work;
@@ -194,6 +194,24 @@ static void on_pod(tf_informer_op op, const char *key, const char *object, void 
   cJSON_Delete(root);
 }
 
+static void on_configmap(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)op;
+  (void)key;
+  op_controller *c = payload;
+  cJSON *root = cJSON_Parse(object);
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
+  const char *pool =
+    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "labels"), POOL_LABEL));
+  if (ns && pool) {
+    char *k = join3(ns, "/", pool);
+    if (k) (void)tf_workqueue_add(c->queue, k);
+    free(k);
+  }
+  cJSON_Delete(root);
+}
+
 static void on_node(tf_informer_op op, const char *key, const char *object, void *payload)
 {
   (void)op;
@@ -245,23 +263,26 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   c->kube = kube;
   pthread_mutex_init(&c->mu, NULL);
   const char *ns = cfg->namespace_;
-  char *pods = NULL, *secrets = NULL, *nodes = NULL;
+  char *pods = NULL, *secrets = NULL, *nodes = NULL, *configmaps = NULL;
   int ok = tf_kube_path(&c->pools_path, GROUP_API, "turnpools", ns, NULL, NULL) == 0 &&
            tf_kube_path(&pods, "/api/v1", "pods", ns, NULL, NULL) == 0 &&
            tf_kube_path(&secrets, "/api/v1", "secrets", ns, NULL, NULL) == 0 &&
-           tf_kube_path(&nodes, "/api/v1", "nodes", NULL, NULL, NULL) == 0;
+           tf_kube_path(&nodes, "/api/v1", "nodes", NULL, NULL, NULL) == 0 &&
+           tf_kube_path(&configmaps, "/api/v1", "configmaps", ns, NULL, NULL) == 0;
   tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
   qo.base_delay_ms = 200;
   qo.max_delay_ms = 10000;
   ok = ok && tf_workqueue_new(&c->queue, &qo) == 0;
   ok = ok && informer(c, &c->pools, c->pools_path, NULL, on_pool) == 0 &&
        informer(c, &c->pods, pods, POOL_LABEL, on_pod) == 0 && informer(c, &c->nodes, nodes, NULL, on_node) == 0 &&
-       informer(c, &c->secrets, secrets, NULL, on_secret) == 0;
+       informer(c, &c->secrets, secrets, NULL, on_secret) == 0 &&
+       informer(c, &c->configmaps, configmaps, "app.kubernetes.io/managed-by=turnfleet-operator", on_configmap) == 0;
   ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   ok = ok && (c->work = op_work_new(4, c->queue)) != NULL;
   tf_free(pods);
   tf_free(secrets);
   tf_free(nodes);
+  tf_free(configmaps);
   if (!ok) {
     op_controller_free(c);
     return -1;
@@ -272,8 +293,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
 
 int op_controller_start(op_controller *c)
 {
-  tf_informer *all[] = {c->nodes, c->secrets, c->pods, c->pools};
-  for (size_t i = 0; i < 4; i++)
+  tf_informer *all[] = {c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
+  for (size_t i = 0; i < 5; i++)
     if (tf_informer_start(all[i]) < 0) return -1;
   return 0;
 }
@@ -281,7 +302,7 @@ int op_controller_start(op_controller *c)
 int op_controller_synced(const op_controller *c)
 {
   return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->pods) && tf_informer_has_synced(c->nodes) &&
-         tf_informer_has_synced(c->secrets);
+         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps);
 }
 
 void op_controller_enqueue_all(op_controller *c) { enqueue_ns(c, NULL); }
@@ -311,8 +332,9 @@ void op_controller_free(op_controller *c)
   if (!c) return;
   if (c->queue) tf_workqueue_shutdown(c->queue);
   /* every informer stops before any is freed: one's callback reads another's cache */
-  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets};
-  for (size_t i = 0; i < 4; i++) tf_informer_stop(all[i]);
+  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps};
+  for (size_t i = 0; i < 5; i++) tf_informer_stop(all[i]);
+  tf_informer_free(c->configmaps);
   tf_informer_free(c->pools);
   tf_informer_free(c->pods);
   tf_informer_free(c->nodes);
@@ -1033,15 +1055,13 @@ static int write_uris(op_controller *c, pool_state *s, const pods_view *pv, cons
     char *filtered = ng ? op_uris_without(body, gone, ng) : NULL;
     free(gone);
     char *cname = join3(name, "-turn-uris", ""), *key = join3(ns, "/", cname ? cname : "");
-    char *path = join3(coll, "/", cname ? cname : "");
-    /* read fresh: the ConfigMap is not in an informer (only the pools' own, one GET per reconcile) */
-    tf_err g = path ? tf_kube_get(c->kube, path, &observed, NULL) : TF_ENOMEM;
+    /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
+    tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
       rc = write_object(c, coll, cname, filtered ? filtered : body, g == 0 ? observed : NULL);
     free(filtered);
     free(cname);
     free(key);
-    free(path);
   }
   tf_free(observed);
   tf_free(body);
