@@ -175,10 +175,9 @@ static void on_pool(tf_informer_op op, const char *key, const char *object, void
   if (op != TF_INFORMER_UPDATED) enqueue_ns(c, NULL);
 }
 
-static void on_pod(tf_informer_op op, const char *key, const char *object, void *payload)
+/* Queue the pool an object belongs to (its turnfleet.hzmi.dev/pool label, in its namespace). */
+static void enqueue_owner(op_controller *c, const char *object)
 {
-  (void)key;
-  op_controller *c = payload;
   cJSON *root = cJSON_Parse(object);
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "metadata");
   const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
@@ -189,27 +188,22 @@ static void on_pod(tf_informer_op op, const char *key, const char *object, void 
     if (k) (void)tf_workqueue_add(c->queue, k);
     free(k);
   }
-  /* a relay pod appearing or going changes the claims of every other pool */
-  if (op != TF_INFORMER_UPDATED) enqueue_ns(c, NULL);
   cJSON_Delete(root);
+}
+
+static void on_pod(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)key;
+  enqueue_owner(payload, object);
+  /* a relay pod appearing or going changes the claims of every other pool */
+  if (op != TF_INFORMER_UPDATED) enqueue_ns(payload, NULL);
 }
 
 static void on_configmap(tf_informer_op op, const char *key, const char *object, void *payload)
 {
   (void)op;
   (void)key;
-  op_controller *c = payload;
-  cJSON *root = cJSON_Parse(object);
-  const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "metadata");
-  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
-  const char *pool =
-    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "labels"), POOL_LABEL));
-  if (ns && pool) {
-    char *k = join3(ns, "/", pool);
-    if (k) (void)tf_workqueue_add(c->queue, k);
-    free(k);
-  }
-  cJSON_Delete(root);
+  enqueue_owner(payload, object);
 }
 
 static void on_node(tf_informer_op op, const char *key, const char *object, void *payload)
