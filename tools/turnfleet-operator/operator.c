@@ -699,7 +699,9 @@ static int read_inputs(op_controller *c, pool_inputs *in, const char *pool_json,
     wipe_free(in->previous);
     in->previous = NULL;
   }
-  char *cli_for = join3("cli/", ns, name);
+  /* each pool's CLI master password from its own secret and name (the engine derives one per relay) */
+  char *ns_slash = join3("cli/", ns, "/"), *cli_for = ns_slash ? join3(ns_slash, name, "") : NULL;
+  free(ns_slash);
   if (!cli_for || tf_reconcile_cli_password(&in->cli_master, in->secret, cli_for) < 0) {
     free(cli_for);
     return -1;
