@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-plain test-asan demo bench fuzz clean
+.PHONY: all deps build test test-plain test-asan demo demo-operator bench fuzz clean
 
 all: build
 
@@ -31,6 +31,11 @@ test-asan: deps
 # The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
+
+# turnfleet-operator on the local Kubernetes stand-in (root): a pool of three coturn relays proven,
+# published, allocated through, scaled to two with a drain, deleted; nothing left running.
+demo-operator: build
+	/usr/bin/python3 tools/dev/demo-operator.py $(BUILD)
 
 # Every libFuzzer target (clang, ASan + UBSan) for FUZZ_SECONDS each, one at a time.
 FUZZ_SECONDS ?= 60

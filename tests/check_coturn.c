@@ -1166,6 +1166,26 @@ START_TEST(test_coturn__allocations_from_cli_real_4_6_1_session)
 }
 END_TEST
 
+/* `pu` as coturn prints it: the probe user's sessions, whatever the expiry prefix; no one else's. */
+START_TEST(test_coturn__user_sessions_from_cli_counts_one_user)
+{
+  static const char pu[] = "\xff\xfb\x01  user: <1795954056:alice>, 2 sessions\r\n"
+                           "    user: <1795954056:turnfleet-operator>, 1 sessions\r\n"
+                           "    user: <1795954099:turnfleet-operator>, 3 sessions\r\n"
+                           "    user: <x-turnfleet-operator>, 5 sessions\r\n"
+                           "    user: <turnfleet-operator>, 4 sessions\r\n\r\n  Total sessions: 15\r\n> ";
+  int64_t n = -1;
+  TF_OK_OR_FAIL(tf_coturn_user_sessions_from_cli(&n, pu, sizeof(pu) - 1, "turnfleet-operator"));
+  ck_assert_int_eq(n, 8);
+  TF_OK_OR_FAIL(tf_coturn_user_sessions_from_cli(&n, pu, sizeof(pu) - 1, "bob"));
+  ck_assert_int_eq(n, 0);
+  static const char bad[] = "    user: <1:turnfleet-operator>, many sessions\r\n";
+  ck_assert_int_eq(tf_coturn_user_sessions_from_cli(&n, bad, sizeof(bad) - 1, "turnfleet-operator"), TF_EPROTO);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "line 1"));
+  ck_assert_int_eq(tf_coturn_user_sessions_from_cli(&n, pu, sizeof(pu) - 1, ""), TF_EINVALID);
+}
+END_TEST
+
 /* The excerpt of coturn.md §5, preceded and interleaved by telnet negotiation. */
 START_TEST(test_coturn__allocations_from_cli_skips_telnet_iac)
 {
@@ -1306,6 +1326,7 @@ Suite *tf_test_coturn_suite(void)
   tcase_set_tags(tn, "normal");
   tcase_add_test(tn, test_coturn__allocations_from_cli_real_4_6_1_session);
   tcase_add_test(tn, test_coturn__allocations_from_cli_skips_telnet_iac);
+  tcase_add_test(tn, test_coturn__user_sessions_from_cli_counts_one_user);
   tcase_add_test(tn, test_coturn__allocations_from_cli_rejects);
   tcase_add_test(tn, test_coturn__cli_command_lines);
   suite_add_tcase(s, tn);

@@ -510,6 +510,70 @@ START_TEST(test_engine__an_operator_restart_adopts_running_pods)
 }
 END_TEST
 
+/* Another pool's relay on one of the addresses: that address is not used, AddressConflict is True,
+ * and forgetting the claim gives the address back. */
+START_TEST(test_engine__claims_of_other_pools_raise_address_conflict)
+{
+  tf_engine *e = mk_engine(3, "4.6.1");
+  const uint16_t ports[] = {3478};
+  ck_assert_int_eq(tf_engine_add_claim(e, "other", "203.0.113.2/49152-49159", ports, 1), 0);
+  ck_assert_int_eq(tf_engine_add_claim(e, "other", "not-an-identity", NULL, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_engine_add_claim(e, NULL, "203.0.113.3/49152-49159", NULL, 0), TF_EINVALID);
+  step(e, T0);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 2);
+  for (size_t i = 0; i < tf_engine_action_count(e); i++)
+    ck_assert_str_ne(tf_engine_action_at(e, i)->address, "203.0.113.2");
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "\"AddressConflict\""));
+  const char *c = strstr(status, "\"AddressConflict\"");
+  const char *end = strchr(c, '}'), *t = strstr(c, "\"True\"");
+  ck_assert_ptr_nonnull(end);
+  ck_assert_msg(t && t < end, "AddressConflict is not True: %.200s", c);
+  tf_free(status);
+  ack_all(e, T0, 1, 0);
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  step(e, T0 + 10);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 1);
+  tf_engine_free(e);
+}
+END_TEST
+
+/* A new relay range gives every relay a new identity: each new relay waits for its address, the
+ * old relays drain one at a time, the next only once the replacement before it is ready. */
+START_TEST(test_engine__a_range_change_replaces_one_relay_at_a_time)
+{
+  tf_engine *e = ready_fleet(3, "4.6.1");
+  TF_OK_OR_FAIL(tf_engine_set_pool(e, tf_test_pool("metadata: {name: demo}\n"
+                                                   "spec:\n"
+                                                   "  replicas: 3\n"
+                                                   "  dataplane: {coturnVersion: \"4.6.1\"}\n"
+                                                   "  relayPortRange: {start: 49200, end: 49207}\n"
+                                                   "  auth: {realm: demo.example.com, secretRef: {name: s}}\n"
+                                                   "  drainTimeout: 30s\n")));
+  int64_t t = T0 + 1000;
+  size_t replaced = 0;
+  for (int round = 0; round < 200 && replaced < 3; round++, t += 100) {
+    step(e, t);
+    size_t starts = count_kind(e, TF_ENGINE_START, NULL);
+    size_t draining = 0, starting = 0, old = 0;
+    for (size_t i = 0; i < tf_engine_relay_count(e); i++) {
+      const tf_engine_relay *r = tf_engine_relay_at(e, i);
+      if (r->state == TF_ENGINE_RELAY_DRAINING) draining++;
+      if (r->state == TF_ENGINE_RELAY_STARTING) starting++;
+      if (r->ports.start == 49152) old++;
+    }
+    (void)starting;
+    ck_assert_msg(starts <= 1, "round %d: %zu starts at once", round, starts);
+    ck_assert_msg(draining <= 1, "round %d: %zu relays draining at once", round, draining);
+    replaced = 3 - old;
+    ack_all(e, t, 1, 0);
+  }
+  ck_assert_uint_eq(replaced, 3);
+  tf_engine_free(e);
+}
+END_TEST
+
 START_TEST(test_engine__rejects_bad_input)
 {
   tf_engine_options eo;
@@ -715,6 +779,8 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__shutdown_drains_everything_then_stops_what_is_left);
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
+  tcase_add_test(tc, test_engine__claims_of_other_pools_raise_address_conflict);
+  tcase_add_test(tc, test_engine__a_range_change_replaces_one_relay_at_a_time);
   tcase_add_test(tc, test_engine__rejects_bad_input);
   tcase_add_test(tc, test_engine__probe_options_and_results_for_a_driver);
   tcase_add_test(tc, test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown);

@@ -506,6 +506,56 @@ static size_t tf_coturn__strip_telnet(char *dst, const unsigned char *src, size_
   return n;
 }
 
+tf_err tf_coturn_user_sessions_from_cli(int64_t *out, const char *text, size_t len, const char *user)
+{
+  TF_ASSERT_ARG(out);
+  TF_ASSERT_ARG(text || len == 0);
+  if (!user || !*user) return tf_error__set(TF_EINVALID, "user: required");
+  static const char key[] = "user: <";
+  size_t ulen = strlen(user);
+  char *clean = malloc(len ? len : 1);
+  if (!clean) return tf_error__nomem();
+  size_t n = tf_coturn__strip_telnet(clean, (const unsigned char *)text, len);
+  tf_err rc = TF_OK;
+  int64_t sum = 0;
+  size_t line = 0;
+  for (size_t pos = 0; pos < n && rc == TF_OK;) {
+    const char *nl = memchr(clean + pos, '\n', n - pos);
+    size_t end = nl ? (size_t)(nl - clean) : n;
+    size_t i = pos;
+    line++;
+    pos = nl ? end + 1 : n;
+    if (!nl) break;
+    while (i < end && (clean[i] == ' ' || clean[i] == '\t')) i++;
+    if (end - i < sizeof(key) - 1 || memcmp(clean + i, key, sizeof(key) - 1) != 0) continue;
+    i += sizeof(key) - 1;
+    const char *close = memchr(clean + i, '>', end - i);
+    if (!close) continue;
+    size_t nlen = (size_t)(close - (clean + i));
+    int match = (nlen == ulen && memcmp(clean + i, user, ulen) == 0) ||
+                (nlen > ulen && clean[i + nlen - ulen - 1] == ':' && memcmp(clean + i + nlen - ulen, user, ulen) == 0);
+    if (!match) continue;
+    i += nlen + 1;
+    if (end - i < 2 || clean[i] != ',' || clean[i + 1] != ' ') {
+      rc = tf_error__set(TF_EPROTO, "line %zu: user: the session count is missing", line);
+      break;
+    }
+    i += 2;
+    size_t a = i;
+    int64_t v = 0;
+    while (i < end && clean[i] >= '0' && clean[i] <= '9' && i - a < 18) v = v * 10 + (clean[i++] - '0');
+    if (i == a || end - i < 9 || memcmp(clean + i, " sessions", 9) != 0) {
+      rc = tf_error__set(TF_EPROTO, "line %zu: user: the session count is not a count", line);
+      break;
+    }
+    sum += v;
+  }
+  tf_crypto__wipe(clean, len ? len : 1);
+  free(clean);
+  if (rc == TF_OK) *out = sum;
+  return rc;
+}
+
 tf_err tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len)
 {
   TF_ASSERT_ARG(out);

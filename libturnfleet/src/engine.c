@@ -52,6 +52,12 @@ typedef struct tf_eng__view {
   char *name, *id, *address, *probe_message;
 } tf_eng__view;
 
+typedef struct tf_eng__claim {
+  char *pool, *identity;
+  uint16_t *ports;
+  size_t port_count;
+} tf_eng__claim;
+
 struct tf_engine {
   tf_engine_options opts;
   tf_coturn_options coturn; /* deep copy: secrets and the CLI password wiped on free */
@@ -74,6 +80,8 @@ struct tf_engine {
   tf_eng__view *views;
   size_t view_count;
   int64_t next_ms;
+  tf_eng__claim *claims; /* other pools' relays (tf_engine_add_claim()) */
+  size_t claim_count;
 };
 
 /* ---- small helpers ---- */
@@ -329,6 +337,7 @@ void tf_engine_free(tf_engine *e)
   for (size_t i = 0; i < e->relay_count; i++) tf_eng__relay_clear(&e->relays[i]);
   free(e->relays);
   tf_reconcile_free(e->rec);
+  (void)tf_engine_clear_claims(e);
   free(e->status_json);
   free(e->refusal);
   tf_eng__coturn_clear(e);
@@ -386,6 +395,9 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
+  for (size_t i = 0; rc == TF_OK && i < e->claim_count; i++)
+    rc = tf_observed_add_claim(obs, e->claims[i].pool, e->claims[i].identity, e->claims[i].ports,
+                               e->claims[i].port_count);
   if (rc < 0) {
     tf_observed_free(obs);
     return rc;
@@ -565,6 +577,52 @@ tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64
   return TF_OK;
 }
 
+tf_err tf_engine_clear_claims(tf_engine *e)
+{
+  TF_ASSERT_ARG(e);
+  for (size_t i = 0; i < e->claim_count; i++) {
+    free(e->claims[i].pool);
+    free(e->claims[i].identity);
+    free(e->claims[i].ports);
+  }
+  free(e->claims);
+  e->claims = NULL;
+  e->claim_count = 0;
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_add_claim(tf_engine *e, const char *pool, const char *identity, const uint16_t *listener_ports,
+                           size_t listener_ports_count)
+{
+  TF_ASSERT_ARG(e);
+  /* checked now, as the next reconcile would, so a bad claim is refused here and never stored */
+  tf_observed *trial = NULL;
+  tf_err rc = tf_observed_new(&trial);
+  if (rc == TF_OK) rc = tf_observed_add_claim(trial, pool, identity, listener_ports, listener_ports_count);
+  tf_observed_free(trial);
+  if (rc < 0) return rc;
+  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
+  if (!grown) return tf_error__nomem();
+  e->claims = grown;
+  tf_eng__claim *c = &e->claims[e->claim_count];
+  memset(c, 0, sizeof(*c));
+  c->pool = tf_strdup__(pool);
+  c->identity = tf_strdup__(identity);
+  c->ports = listener_ports_count ? malloc(listener_ports_count * sizeof(uint16_t)) : NULL;
+  if (!c->pool || !c->identity || (listener_ports_count && !c->ports)) {
+    free(c->pool);
+    free(c->identity);
+    free(c->ports);
+    return tf_error__nomem();
+  }
+  if (listener_ports_count) memcpy(c->ports, listener_ports, listener_ports_count * sizeof(uint16_t));
+  c->port_count = listener_ports_count;
+  e->claim_count++;
+  e->dirty = 1;
+  return TF_OK;
+}
+
 /* ---- the step ---- */
 
 static tf_eng__action *tf_eng__push(tf_engine *e, tf_engine_action_kind kind, const tf_eng__relay *r,
@@ -698,6 +756,40 @@ static tf_err tf_eng__adopt(tf_engine *e)
   return TF_OK;
 }
 
+/* Whether two identities ("ADDR[,ADDR]/START-END") name a common address. */
+static int tf_eng__identities_share_address(const char *a, const char *b)
+{
+  if (!a || !b) return 0;
+  const char *a_end = strchr(a, '/'), *b_end = strchr(b, '/');
+  if (!a_end || !b_end) return 0;
+  for (const char *x = a; x < a_end;) {
+    const char *xc = memchr(x, ',', (size_t)(a_end - x));
+    size_t xl = (size_t)((xc ? xc : a_end) - x);
+    for (const char *y = b; y < b_end;) {
+      const char *yc = memchr(y, ',', (size_t)(b_end - y));
+      size_t yl = (size_t)((yc ? yc : b_end) - y);
+      if (xl == yl && memcmp(x, y, xl) == 0) return 1;
+      y = yc ? yc + 1 : b_end;
+    }
+    x = xc ? xc + 1 : a_end;
+  }
+  return 0;
+}
+
+/* A planned relay starts only once no relay leaving the plan holds one of its addresses: a STOP that
+ * is held back (a drain not confirmed by a count yet) or still out (a pod still terminating) keeps
+ * the old coturn bound there, and two coturn processes on one address split its listeners' clients. */
+static int tf_eng__address_held(const tf_engine *e, const tf_eng__relay *r, const tf_relay *planned)
+{
+  const tf_plan *plan = tf_reconcile_plan(e->rec);
+  for (size_t i = 0; planned && i < e->relay_count; i++) {
+    const tf_eng__relay *q = &e->relays[i];
+    if (q == r || !q->observed || tf_plan_find(plan, q->name)) continue;
+    if (tf_eng__identities_share_address(q->identity, tf_relay_identity(planned))) return 1;
+  }
+  return 0;
+}
+
 static tf_err tf_eng__lifecycle(tf_engine *e)
 {
   const tf_reconcile *rec = e->rec;
@@ -738,6 +830,7 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
       if (r && !tf_eng__restart_out(e)) rc = tf_eng__start(e, r, i, TF_ENGINE_RESTART, reason);
       break;
     case TF_ACTION_START:
+      if (tf_eng__address_held(e, r, tf_plan_find(tf_reconcile_plan(rec), name))) break;
       if (!r && !(r = tf_eng__add(e, name))) rc = tf_error__nomem();
       else rc = tf_eng__start(e, r, i, TF_ENGINE_START, reason);
       break;

@@ -22,7 +22,7 @@ if find "$prefix/include" -name 'internal.h' -o -name 'model.h' | grep -q .; the
 fi
 
 # the installed tools run from the prefix alone, the library found through a relative RUNPATH
-for tool in turnfleet turnfleet-probe-vantage turnfleet-webhook; do
+for tool in turnfleet turnfleet-probe-vantage turnfleet-webhook turnfleet-operator; do
   test -x "$prefix/bin/$tool" || { echo "$tool not installed"; exit 1; }
   readelf -d "$prefix/bin/$tool" | grep -q 'RUNPATH.*\$ORIGIN/\.\./' || { echo "$tool: no RUNPATH \$ORIGIN/../"; readelf -d "$prefix/bin/$tool"; exit 1; }
   (unset LD_LIBRARY_PATH; "$prefix/bin/$tool" --version) > "$tmp/$tool.version" 2>&1 || { echo "$tool does not run:"; cat "$tmp/$tool.version"; exit 1; }

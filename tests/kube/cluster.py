@@ -62,7 +62,8 @@ def default_images(build):
         pass
     binds = []
     for rel in ("tools/turnfleet/turnfleet", "tools/turnfleet-probe/turnfleet-probe",
-                "tools/turnfleet-probe/turnfleet-probe-vantage", "tools/turnfleet-webhook/turnfleet-webhook"):
+                "tools/turnfleet-probe/turnfleet-probe-vantage", "tools/turnfleet-webhook/turnfleet-webhook",
+                "tools/turnfleet-operator/turnfleet-operator"):
         src = os.path.join(build, rel)
         if os.path.exists(src):
             binds.append((src, "/usr/local/bin/" + os.path.basename(rel)))

@@ -36,12 +36,13 @@
 
 static const char agent_usage[] =
   "usage: turnfleet agent --config CONF --coturn-version V --listen ADDR:PORT\n"
-  "                       --namespace NS --pool POOL --relay NAME [--interval S]\n"
+  "                       --namespace NS --pool POOL --relay NAME [--interval S] [--probe-user U]\n"
   "       turnfleet agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
   "\n"
   "agent:   counts the relay's allocations through coturn's CLI (`pu`) every S seconds (default 5)\n"
   "         and serves /metrics and /healthz on ADDR:PORT, which must be one of the config's\n"
-  "         listening-ip addresses.\n"
+  "         listening-ip addresses. Sessions of REST user U (default turnfleet-operator: the\n"
+  "         operator's Allocate probes) are not counted.\n"
   "prestop: drains (coturn >= 4.6.3: CLI `drain`, new Allocates get 403; older: `cc total-quota -1`,\n"
   "         486), waits until no allocation is left or S seconds passed, then writes FILE.\n"
   "         Exit 0 drained, 1 the deadline passed first (FILE is written either way).\n"
@@ -51,7 +52,7 @@ static const char agent_usage[] =
 #define complain(what, ...) tool_say(PROG, what, __VA_ARGS__)
 
 typedef struct agent_args {
-  const char *config, *coturn_version, *listen, *namespace_, *pool, *relay, *marker, *interval, *deadline;
+  const char *config, *coturn_version, *listen, *namespace_, *pool, *relay, *marker, *interval, *deadline, *probe_user;
 } agent_args;
 
 /* The one error line of the tools, then where the usage is; exit 2. */
@@ -132,6 +133,22 @@ static tf_err relay_run(const tf_relayctl_config *config, int owner, tf_relayctl
   tf_err rc = tf_relayctl_config_request(&req, config, op, timeout_ms);
   req.owner_pid = owner;
   return rc < 0 ? rc : tf_relayctl_run(count, NULL, &req);
+}
+
+/* The relay's allocations without @p probe_user's: the operator's own Allocate probes are no clients. */
+static tf_err relay_count(const tf_relayctl_config *config, int owner, const char *probe_user, int64_t *count)
+{
+  tf_relayctl_request req;
+  tf_err rc = tf_relayctl_config_request(&req, config, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS);
+  char *text = NULL;
+  int64_t total = 0, probes = 0;
+  req.owner_pid = owner;
+  if (rc == 0) rc = tf_relayctl_run(&total, &text, &req);
+  if (rc == 0 && probe_user && *probe_user && text)
+    rc = tf_coturn_user_sessions_from_cli(&probes, text, strlen(text), probe_user);
+  tf_free(text);
+  if (rc == 0) *count = total > probes ? total - probes : 0;
+  return rc;
 }
 
 /* ---- agent: count and serve ---- */
@@ -266,7 +283,7 @@ static int agent_serve(const agent_args *args)
     char why[sizeof(a.why)];
     tf_err rc = TF_ENOTFOUND;
     if (coturn_pid(a.config, &owner, why, sizeof(why))) {
-      rc = relay_run(a.config, owner, TF_RELAYCTL_COUNT, AGENT_CLI_TIMEOUT_MS, &n);
+      rc = relay_count(a.config, owner, args->probe_user ? args->probe_user : "turnfleet-operator", &n);
       if (rc < 0) snprintf(why, sizeof(why), "the relay's CLI: %s", tf_error_last()->message);
     }
     pthread_mutex_lock(&a.lock);
@@ -310,7 +327,7 @@ static int agent_prestop(const agent_args *args)
 {
   if (!args->config || !args->coturn_version || !args->marker || !args->deadline)
     return agent_usage_error("%s", "prestop: --config, --coturn-version, --marker and --deadline are required");
-  if (args->listen || args->namespace_ || args->pool || args->relay || args->interval)
+  if (args->listen || args->namespace_ || args->pool || args->relay || args->interval || args->probe_user)
     return agent_usage_error("%s", "prestop takes --config, --coturn-version, --marker and --deadline only");
   int64_t deadline_ms = parse_seconds(args->deadline, 0);
   if (deadline_ms < 0) return agent_usage_error("--deadline: \"%s\" is not a number of seconds >= 0", args->deadline);
@@ -376,12 +393,14 @@ static int agent_prestop(const agent_args *args)
 int agent_main(int argc, char **argv)
 {
   int prestop = argc > 1 && !strcmp(argv[1], "prestop");
-  enum { A_CONFIG = 256, A_VERSION, A_LISTEN, A_NAMESPACE, A_POOL, A_RELAY, A_MARKER, A_INTERVAL, A_DEADLINE };
+  enum { A_CONFIG = 256, A_VERSION, A_LISTEN, A_NAMESPACE, A_POOL, A_RELAY, A_MARKER, A_INTERVAL, A_DEADLINE,
+         A_PROBE_USER };
   static const struct option opts[] = {
     {"config", required_argument, NULL, A_CONFIG},       {"coturn-version", required_argument, NULL, A_VERSION},
     {"listen", required_argument, NULL, A_LISTEN},       {"namespace", required_argument, NULL, A_NAMESPACE},
     {"pool", required_argument, NULL, A_POOL},           {"relay", required_argument, NULL, A_RELAY},
     {"marker", required_argument, NULL, A_MARKER},       {"interval", required_argument, NULL, A_INTERVAL},
+    {"probe-user", required_argument, NULL, A_PROBE_USER},
     {"deadline", required_argument, NULL, A_DEADLINE},   {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
   };
@@ -404,6 +423,7 @@ int agent_main(int argc, char **argv)
     case A_MARKER: a.marker = optarg; break;
     case A_INTERVAL: a.interval = optarg; break;
     case A_DEADLINE: a.deadline = optarg; break;
+    case A_PROBE_USER: a.probe_user = optarg; break;
     default: break;
     }
   }

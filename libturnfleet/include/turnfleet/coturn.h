@@ -138,6 +138,21 @@ TF_EXTERN(tf_err) tf_coturn_allocations_from_metrics(int64_t *out, const char *t
  */
 TF_EXTERN(tf_err) tf_coturn_allocations_from_cli(int64_t *out, const char *text, size_t len);
 
+/**
+ * The sessions of one TURN REST user in the telnet CLI's `pu` output: the sum
+ * of the lines `user: <NAME>, N sessions` whose NAME is @p user or ends in
+ * `:` followed by @p user (a REST username is `expiry:user`). A driver that
+ * probes with its own user subtracts this from the total, so its probes are
+ * not counted as clients. Telnet IAC sequences are skipped as in
+ * tf_coturn_allocations_from_cli().
+ * @param[out] out the sessions (0 when the user has none)
+ * @param text the bytes read from the CLI, borrowed (need not be NUL-terminated)
+ * @param len bytes in @p text
+ * @param user the user part, not empty (copied for the call)
+ * @return 0; TF_EPROTO naming the line when a matching line's count is malformed; TF_EINVALID; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_coturn_user_sessions_from_cli(int64_t *out, const char *text, size_t len, const char *user);
+
 /** Lines a runtime sends to coturn's telnet CLI (tf_coturn_cli_command()). */
 typedef enum tf_coturn_cli_op {
   TF_COTURN_CLI_LOGIN = 0,           /**< `<password>`: the answer to `Enter password: ` */

@@ -157,6 +157,26 @@ TF_EXTERN(tf_err) tf_engine_set_coturn_options(tf_engine *engine, const tf_cotur
  */
 TF_EXTERN(tf_err) tf_engine_set_status(tf_engine *engine, const char *json, size_t len);
 
+/**
+ * Forget every claim of other pools given with tf_engine_add_claim() (before
+ * giving the current set again).
+ * @return 0, TF_EINVALID for a NULL engine
+ */
+TF_EXTERN(tf_err) tf_engine_clear_claims(tf_engine *engine);
+
+/**
+ * A relay of another pool (tf_observed_add_claim()): its (address, port)
+ * pairs are not used by this pool and make `AddressConflict` True where the
+ * pool wanted them. Kept until tf_engine_clear_claims().
+ * @param pool the other pool's name (required); copied
+ * @param identity "ADDR[,ADDR]/START-END"; copied
+ * @param listener_ports that pool's listener ports; may be NULL; copied
+ * @param listener_ports_count entries in @p listener_ports
+ * @return 0; TF_EINVALID naming the argument (`claims[0].identity: ...`), nothing kept; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_add_claim(tf_engine *engine, const char *pool, const char *identity,
+                                      const uint16_t *listener_ports, size_t listener_ports_count);
+
 /* ---- facts ---- */
 
 /** What a driver saw of one relay's process or pod. Fields are only appended; read up to the caller's version. */

@@ -57,7 +57,7 @@ typedef struct tf_relayctl_request {
 /**
  * Ask one relay and wait (at most the request's timeout).
  * @param[out] count COUNT, COUNT_METRICS, SESSIONS: the allocations; may be NULL
- * @param[out] text SESSIONS: coturn's output (release with tf_free()); may be NULL
+ * @param[out] text COUNT, SESSIONS: coturn's output (release with tf_free()); may be NULL
  * @param req borrowed for the call
  * @return 0; TF_EINVALID naming the field (never the password); TF_ETIMEOUT
  *         past the deadline; TF_ENET when the relay cannot be reached or

@@ -1,10 +1,13 @@
-"""Run one container: `python3 container.py SPEC.json`.
+"""Run one container: `python3 container.py SPEC.json`; or a pod's shared PID
+namespace (shareProcessNamespace): `python3 container.py --pause PIDFILE`.
 
 New mount and PID namespaces (unshare(2) through ctypes), an overlay of the
 image's root (lower, never written) under a tmpfs (upper, gone with the
 namespace), /proc of the new PID namespace, /dev and /sys bound in, the pod's
 volumes bound at their mount paths, chroot, then exec of the command as PID 1
-of its namespace. This process stays outside as the container's parent
+of its namespace (or, when the spec names a pod's shared PID namespace
+`pidns`, joined with setns(2): the pause process is PID 1 there, as the
+pod sandbox is in Kubernetes). This process stays outside as the container's parent
 (and dies with the kubelet thread that started it):
 it forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the container,
 writes the container's host PID to the spec's pidfile, and exits with its
@@ -109,7 +112,40 @@ def setup_and_exec(spec):
     os.execvpe(argv[0], argv, env)
 
 
+def pause(pidfile):
+    """PID 1 of a pod's shared PID namespace: reaps orphans until killed."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if libc.unshare(CLONE_NEWPID) != 0:
+        sys.stderr.write("container: unshare: %s\n" % os.strerror(ctypes.get_errno()))
+        return 127
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                signal.pause()
+            except InterruptedError:
+                pass
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(str(pid))
+    os.rename(pidfile + ".tmp", pidfile)
+    signal.signal(signal.SIGTERM, lambda n, f: os.kill(pid, signal.SIGKILL))
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return 0
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--pause":
+        return pause(sys.argv[2])
     # die with the kubelet's pod worker that started us (even if it is
     # SIGKILLed), and take the container along (its own PDEATHSIG below)
     parent = os.getppid()
@@ -118,7 +154,19 @@ def main():
         return 127
     with open(sys.argv[1]) as f:
         spec = json.load(f)
-    if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
+    if spec.get("pidns"):
+        # the pod's shared PID namespace: children forked from here on are in it
+        try:
+            fd = os.open(spec["pidns"], os.O_RDONLY)
+        except OSError as e:
+            sys.stderr.write("container: the pod's PID namespace: %s\n" % e)
+            return 127
+        rc = libc.setns(fd, CLONE_NEWPID)
+        os.close(fd)
+        if rc != 0 or libc.unshare(CLONE_NEWNS) != 0:
+            sys.stderr.write("container: setns: %s\n" % os.strerror(ctypes.get_errno()))
+            return 127
+    elif libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
         e = ctypes.get_errno()
         sys.stderr.write("container: unshare: %s\n" % os.strerror(e))
         return 127

@@ -91,6 +91,8 @@ class PodWorker(threading.Thread):
         self.start_time = now_time()
         self.terminating = False
         self.last_status = None
+        self.pause = None          # shareProcessNamespace: the pod's PID 1 (container.py --pause)
+        self.pause_pid = None
 
     # -- helpers
     def event(self, typ, reason, msg):
@@ -291,6 +293,8 @@ class PodWorker(threading.Thread):
                 "statusfile": os.path.join(cdir, "status"), "uid": uid, "gid": gid, "groups": groups,
                 "readOnlyRoot": ro_root}
         c.uid, c.gid = uid, gid
+        if self.pod["spec"].get("shareProcessNamespace"):
+            spec["pidns"] = "/proc/%d/ns/pid" % self._pause()
         with open(os.path.join(cdir, "spec.json"), "w") as f:
             json.dump(spec, f)
         if c.logfile:
@@ -339,6 +343,24 @@ class PodWorker(threading.Thread):
             if rc != 0:
                 self.event("Warning", "FailedPostStartHook", "PostStartHook failed")
                 self.kill(c, self.pod["spec"].get("terminationGracePeriodSeconds", 30), False)
+
+    def _pause(self):
+        """The host PID of the pod's shared PID namespace's PID 1, started on first use."""
+        if self.pause is not None and self.pause.poll() is None and self.pause_pid:
+            return self.pause_pid
+        os.makedirs(self.dir, exist_ok=True)
+        pidfile = os.path.join(self.dir, "pause.pid")
+        try:
+            os.unlink(pidfile)
+        except FileNotFoundError:
+            pass
+        self.pause = subprocess.Popen([sys.executable, CONTAINER, "--pause", pidfile], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                      close_fds=True)
+        while not os.path.exists(pidfile) and self.pause.poll() is None:
+            time.sleep(0.01)
+        self.pause_pid = int(open(pidfile).read())
+        return self.pause_pid
 
     @staticmethod
     def _expand(a, env):
@@ -545,6 +567,9 @@ class PodWorker(threading.Thread):
         finally:
             for c in self.inits + self.containers:
                 self.kill(c, 0, False)
+            if self.pause is not None:
+                self.pause.terminate()
+                self.pause.wait()
             shutil.rmtree(self.dir, ignore_errors=True)
             self.done.set()
 

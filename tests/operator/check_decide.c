@@ -1,0 +1,193 @@
+/* The operator's pure decisions (tools/turnfleet-operator/decide.c): what it
+ * reads from a relay pod, the readiness-gate patch, the turn-uris filter, the
+ * steady status, the refused status, the write decision, the CLI port slot. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "decide.h"
+
+static const char pod_json[] =
+  "{\"metadata\":{\"name\":\"edge-relay-mb7l6\",\"namespace\":\"media\",\"uid\":\"u-1\","
+  "\"labels\":{\"turnfleet.hzmi.dev/pool\":\"edge\",\"turnfleet.hzmi.dev/relay\":\"edge-relay-mb7l6\"},"
+  "\"annotations\":{\"turnfleet.hzmi.dev/relay-address\":\"203.0.113.7\",\"turnfleet.hzmi.dev/port-range\":"
+  "\"49152-49200\",\"turnfleet.hzmi.dev/config-hash\":\"abc\"},"
+  "\"ownerReferences\":[{\"kind\":\"TURNPool\",\"name\":\"edge\",\"uid\":\"pool-uid\",\"controller\":true}]},"
+  "\"spec\":{\"containers\":[{\"name\":\"coturn\"},{\"name\":\"agent\",\"ports\":[{\"name\":\"agent\","
+  "\"containerPort\":9701}]}]},"
+  "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"},"
+  "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}]}}";
+
+START_TEST(test_decide__reads_a_relay_pod)
+{
+  op_pod p;
+  ck_assert_int_eq(op_pod_parse(&p, pod_json), 0);
+  ck_assert_str_eq(p.name, "edge-relay-mb7l6");
+  ck_assert_str_eq(p.uid, "u-1");
+  ck_assert_str_eq(p.identity, "203.0.113.7/49152-49200");
+  ck_assert_str_eq(p.config_hash, "abc");
+  ck_assert_str_eq(p.owner_uid, "pool-uid");
+  ck_assert_int_eq(p.agent_port, 9701);
+  ck_assert_int_eq(p.gate, 0);
+  ck_assert_int_eq(p.gate_index, 1);
+  ck_assert_int_eq(p.deleting, 0);
+  ck_assert_int_eq(p.finished, 0);
+  op_pod_clear(&p);
+  /* not a relay pod: no relay label, or no identity annotations, or not JSON */
+  ck_assert_int_eq(op_pod_parse(&p, "{\"metadata\":{\"name\":\"x\"}}"), -1);
+  ck_assert_int_eq(op_pod_parse(&p, "{\"metadata\":{\"name\":\"x\",\"labels\":{\"turnfleet.hzmi.dev/relay\":\"x\"}}}"),
+                   -1);
+  ck_assert_int_eq(op_pod_parse(&p, "not json"), -1);
+  ck_assert_int_eq(op_pod_parse(&p, NULL), -1);
+}
+END_TEST
+
+START_TEST(test_decide__gate_patch_only_when_it_changes)
+{
+  op_pod p;
+  ck_assert_int_eq(op_pod_parse(&p, pod_json), 0);
+  int err = 1;
+  ck_assert_ptr_null(op_gate_patch(&p, 0, NULL, NULL, "2024-05-01T12:00:00Z", &err));
+  ck_assert_int_eq(err, 0);
+  char *patch = op_gate_patch(&p, 1, "AllocateSucceeded", "ok", "2024-05-01T12:00:00Z", &err);
+  ck_assert_ptr_nonnull(patch);
+  cJSON *ops = cJSON_Parse(patch);
+  ck_assert_int_eq(cJSON_GetArraySize(ops), 2);
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "op")), "test");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "path")),
+                   "/status/conditions/1/type");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 1), "path")),
+                   "/status/conditions/1");
+  cJSON *value = cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 1), "value");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(value, "status")), "True");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(value, "lastTransitionTime")), "2024-05-01T12:00:00Z");
+  cJSON_Delete(ops);
+  free(patch);
+  /* no gate condition yet: appended; no conditions at all: the list is made */
+  p.gate = -1;
+  p.gate_index = -1;
+  patch = op_gate_patch(&p, 1, NULL, NULL, "t", &err);
+  ck_assert_ptr_nonnull(strstr(patch, "\"/status/conditions/-\""));
+  free(patch);
+  p.has_conditions = 0;
+  patch = op_gate_patch(&p, 1, NULL, NULL, "t", &err);
+  ck_assert_ptr_nonnull(strstr(patch, "\"path\":\"/status/conditions\",\"value\":["));
+  free(patch);
+  op_pod_clear(&p);
+}
+END_TEST
+
+START_TEST(test_decide__uris_without_the_leaving_relays)
+{
+  const char body[] = "{\"kind\":\"ConfigMap\",\"data\":{\"iceServers.json\":"
+                      "\"[{\\\"urls\\\":[\\\"turn:203.0.113.1:3478\\\",\\\"turn:203.0.113.1:3478?transport=tcp\\\"]},"
+                      "{\\\"urls\\\":[\\\"turn:203.0.113.2:3478\\\"]}]\","
+                      "\"uris\":\"turn:203.0.113.1:3478\\nturn:203.0.113.1:3478?transport=tcp\\nturn:203.0.113.2:3478\\n\"}}";
+  const char *gone[] = {"turn:203.0.113.1:3478", "turn:203.0.113.1:3478?transport=tcp"};
+  char *out = op_uris_without(body, gone, 2);
+  ck_assert_ptr_nonnull(out);
+  cJSON *cm = cJSON_Parse(out);
+  cJSON *data = cJSON_GetObjectItem(cm, "data");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(data, "uris")), "turn:203.0.113.2:3478\n");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(data, "iceServers.json")),
+                   "[{\"urls\":[\"turn:203.0.113.2:3478\"]}]");
+  cJSON_Delete(cm);
+  free(out);
+  ck_assert_ptr_null(op_uris_without("{\"data\":{}}", gone, 2));
+}
+END_TEST
+
+START_TEST(test_decide__status_keeps_the_probe_time_while_the_outcome_holds)
+{
+  const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}}]}}";
+  const char want[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T2\",\"ok\":false,"
+                      "\"errorCode\":508,\"message\":\"full\"}},{\"name\":\"c\",\"lastProbe\":null}]}}";
+  char *out = op_status_stable(want, seen);
+  ck_assert_ptr_nonnull(out);
+  cJSON *root = cJSON_Parse(out);
+  cJSON *st = cJSON_GetObjectItem(root, "status");
+  cJSON *relays = cJSON_GetObjectItem(st, "relays");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(relays, 0),
+                                                                                "lastProbe"), "time")), "T1");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(relays, 1),
+                                                                                "lastProbe"), "time")), "T2");
+  cJSON_Delete(root);
+  free(out);
+  ck_assert_ptr_null(op_status_stable("not json", seen));
+}
+END_TEST
+
+START_TEST(test_decide__a_refused_pool_keeps_its_transition_time)
+{
+  const char seen[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"InvalidSpec\","
+                      "\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
+  char *out = op_refused_status(seen, 4, "InvalidSpec", "spec.x: bad", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-01-01T00:00:00Z"));
+  ck_assert_ptr_nonnull(strstr(out, "\"observedGeneration\":\t4"));
+  free(out);
+  out = op_refused_status(seen, 4, "SecretMissing", "spec.auth.secretRef: no key", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-05-01T12:00:00Z"));
+  ck_assert_ptr_null(strstr(out, "2024-01-01T00:00:00Z"));
+  free(out);
+}
+END_TEST
+
+START_TEST(test_decide__writes_only_what_differs)
+{
+  const char desired[] = "{\"metadata\":{\"name\":\"c\"},\"data\":{\"k\":\"v\"}}";
+  char *update = NULL, *path = NULL;
+  ck_assert_int_eq(op_object_write(&update, &path, desired, NULL), OP_WRITE_CREATE);
+  ck_assert_int_eq(op_object_write(&update, &path, desired,
+                                   "{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"7\",\"uid\":\"x\"},"
+                                   "\"data\":{\"k\":\"v\"}}"),
+                   OP_WRITE_NONE);
+  ck_assert_ptr_null(update);
+  ck_assert_int_eq(op_object_write(&update, &path, desired,
+                                   "{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"7\"},\"data\":{\"k\":\"w\"}}"),
+                   OP_WRITE_UPDATE);
+  ck_assert_str_eq(path, "data.k");
+  ck_assert_ptr_nonnull(strstr(update, "\"resourceVersion\":\t\"7\""));
+  ck_assert_ptr_null(strstr(update, "\"w\""));
+  free(update);
+  free(path);
+  ck_assert_int_eq(op_object_write(&update, &path, desired, "{"), -1);
+}
+END_TEST
+
+START_TEST(test_decide__cli_port_slots)
+{
+  /* FNV-1a("tfe2e/edge") mod 10 = 9, ("tfe2e/rival") mod 10 = 8 */
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 47800, 10, 10), 47890);
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "rival", 47800, 10, 10), 47880);
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 47800, 1, 10), 47800);
+  ck_assert_int_eq(op_generation("{\"metadata\":{\"generation\":3}}"), 3);
+  ck_assert_int_eq(op_generation("{}"), 0);
+  char *uid = op_meta_string("{\"metadata\":{\"uid\":\"u\"}}", "uid");
+  ck_assert_str_eq(uid, "u");
+  free(uid);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("operator");
+  TCase *tc = tcase_create("decide");
+  tcase_add_test(tc, test_decide__reads_a_relay_pod);
+  tcase_add_test(tc, test_decide__gate_patch_only_when_it_changes);
+  tcase_add_test(tc, test_decide__uris_without_the_leaving_relays);
+  tcase_add_test(tc, test_decide__status_keeps_the_probe_time_while_the_outcome_holds);
+  tcase_add_test(tc, test_decide__a_refused_pool_keeps_its_transition_time);
+  tcase_add_test(tc, test_decide__writes_only_what_differs);
+  tcase_add_test(tc, test_decide__cli_port_slots);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,329 @@
+/* The operator's pure decisions (decide.h): JSON in, JSON out, no I/O. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <turnfleet.h>
+
+#include "decide.h"
+
+#define GATE TF_MANIFEST_READINESS_GATE
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+static const char *str_at(const cJSON *o, const char *k)
+{
+  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+void op_pod_clear(op_pod *p)
+{
+  if (!p) return;
+  free(p->name);
+  free(p->uid);
+  free(p->relay);
+  free(p->identity);
+  free(p->config_hash);
+  free(p->owner_uid);
+  memset(p, 0, sizeof(*p));
+  p->gate = -1;
+  p->gate_index = -1;
+}
+
+int op_pod_parse(op_pod *out, const char *json)
+{
+  memset(out, 0, sizeof(*out));
+  op_pod_clear(out);
+  cJSON *root = json ? cJSON_Parse(json) : NULL;
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(meta, "labels");
+  const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+  const char *relay = str_at(labels, "turnfleet.hzmi.dev/relay");
+  const char *addr = str_at(ann, "turnfleet.hzmi.dev/relay-address");
+  const char *range = str_at(ann, "turnfleet.hzmi.dev/port-range");
+  if (!relay || !addr || !range || !str_at(meta, "name")) {
+    cJSON_Delete(root);
+    return -1;
+  }
+  size_t n = strlen(addr) + strlen(range) + 2;
+  out->identity = malloc(n);
+  if (out->identity) snprintf(out->identity, n, "%s/%s", addr, range);
+  out->name = dup_or_empty(str_at(meta, "name"));
+  out->uid = dup_or_empty(str_at(meta, "uid"));
+  out->relay = dup_or_empty(relay);
+  out->config_hash = dup_or_empty(str_at(ann, "turnfleet.hzmi.dev/config-hash"));
+  const cJSON *owners = cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences");
+  const cJSON *o;
+  const char *owner = NULL;
+  cJSON_ArrayForEach(o, owners)
+  {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "controller"))) owner = str_at(o, "uid");
+  }
+  out->owner_uid = dup_or_empty(owner);
+  out->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
+                  !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
+  const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+  const char *phase = str_at(status, "phase");
+  out->finished = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+  const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+  out->has_conditions = cJSON_IsArray(conds);
+  int i = 0;
+  cJSON_ArrayForEach(o, conds)
+  {
+    const char *type = str_at(o, "type");
+    if (type && strcmp(type, GATE) == 0) {
+      const char *st = str_at(o, "status");
+      out->gate = st && strcmp(st, "True") == 0 ? 1 : 0;
+      out->gate_index = i;
+    }
+    i++;
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "spec"), "containers"))
+  {
+    const char *cn = str_at(c, "name");
+    if (!cn || strcmp(cn, "agent") != 0) continue;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(c, "ports"))
+    {
+      const char *pn = str_at(p, "name");
+      double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "containerPort"));
+      if (pn && strcmp(pn, "agent") == 0 && v >= 1 && v <= 65535) out->agent_port = (uint16_t)v;
+    }
+  }
+  cJSON_Delete(root);
+  if (!out->identity || !out->name || !out->uid || !out->relay || !out->config_hash || !out->owner_uid) {
+    op_pod_clear(out);
+    return -1;
+  }
+  return 0;
+}
+
+char *op_gate_patch(const op_pod *pod, int ready, const char *reason, const char *message, const char *now,
+                    int *err)
+{
+  *err = 0;
+  if (pod->gate == (ready ? 1 : 0)) return NULL;
+  cJSON *ops = cJSON_CreateArray();
+  cJSON *cond = cJSON_CreateObject();
+  cJSON_AddStringToObject(cond, "type", GATE);
+  cJSON_AddStringToObject(cond, "status", ready ? "True" : "False");
+  cJSON_AddStringToObject(cond, "reason", reason ? reason : (ready ? "AllocateSucceeded" : "AllocateFailed"));
+  cJSON_AddStringToObject(cond, "message", message ? message : "");
+  cJSON_AddStringToObject(cond, "lastTransitionTime", now);
+  char path[64];
+  if (pod->gate_index >= 0) {
+    snprintf(path, sizeof(path), "/status/conditions/%d/type", pod->gate_index);
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "op", "test");
+    cJSON_AddStringToObject(t, "path", path);
+    cJSON_AddStringToObject(t, "value", GATE);
+    cJSON_AddItemToArray(ops, t);
+    snprintf(path, sizeof(path), "/status/conditions/%d", pod->gate_index);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "op", "replace");
+    cJSON_AddStringToObject(r, "path", path);
+    cJSON_AddItemToObject(r, "value", cond);
+    cJSON_AddItemToArray(ops, r);
+  } else if (pod->has_conditions) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "op", "add");
+    cJSON_AddStringToObject(a, "path", "/status/conditions/-");
+    cJSON_AddItemToObject(a, "value", cond);
+    cJSON_AddItemToArray(ops, a);
+  } else {
+    cJSON *a = cJSON_CreateObject();
+    cJSON *list = cJSON_CreateArray();
+    cJSON_AddItemToArray(list, cond);
+    cJSON_AddStringToObject(a, "op", "add");
+    cJSON_AddStringToObject(a, "path", "/status/conditions");
+    cJSON_AddItemToObject(a, "value", list);
+    cJSON_AddItemToArray(ops, a);
+  }
+  char *text = cJSON_PrintUnformatted(ops);
+  cJSON_Delete(ops);
+  if (!text) *err = 1;
+  return text;
+}
+
+static int in_set(const char *s, const char *const *set, size_t n)
+{
+  for (size_t i = 0; s && i < n; i++)
+    if (strcmp(s, set[i]) == 0) return 1;
+  return 0;
+}
+
+char *op_uris_without(const char *body, const char *const *uris, size_t n)
+{
+  cJSON *root = cJSON_Parse(body);
+  cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+  const char *lines = str_at(data, "uris");
+  const char *ice = str_at(data, "iceServers.json");
+  if (!lines || !ice) {
+    cJSON_Delete(root);
+    return NULL;
+  }
+  size_t len = strlen(lines);
+  char *kept = malloc(len + 1), *work = strdup(lines);
+  cJSON *servers = cJSON_Parse(ice);
+  char *out = NULL;
+  if (kept && work && cJSON_IsArray(servers)) {
+    kept[0] = '\0';
+    char *save = NULL;
+    for (char *l = strtok_r(work, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+      if (*l && !in_set(l, uris, n)) strcat(strcat(kept, l), "\n");
+    for (int i = cJSON_GetArraySize(servers) - 1; i >= 0; i--) {
+      cJSON *srv = cJSON_GetArrayItem(servers, i);
+      cJSON *urls = cJSON_GetObjectItemCaseSensitive(srv, "urls");
+      if (cJSON_IsString(urls)) {
+        if (in_set(urls->valuestring, uris, n)) cJSON_DeleteItemFromArray(servers, i);
+        continue;
+      }
+      for (int j = cJSON_GetArraySize(urls) - 1; j >= 0; j--)
+        if (in_set(cJSON_GetStringValue(cJSON_GetArrayItem(urls, j)), uris, n)) cJSON_DeleteItemFromArray(urls, j);
+      if (cJSON_GetArraySize(urls) == 0) cJSON_DeleteItemFromArray(servers, i);
+    }
+    char *ice_text = cJSON_PrintUnformatted(servers);
+    if (ice_text) {
+      cJSON_ReplaceItemInObjectCaseSensitive(data, "uris", cJSON_CreateString(kept));
+      cJSON_ReplaceItemInObjectCaseSensitive(data, "iceServers.json", cJSON_CreateString(ice_text));
+      out = cJSON_Print(root);
+      cJSON_free(ice_text);
+    }
+  }
+  free(kept);
+  free(work);
+  cJSON_Delete(servers);
+  cJSON_Delete(root);
+  return out;
+}
+
+static const cJSON *find_relay(const cJSON *relays, const char *name)
+{
+  const cJSON *r;
+  cJSON_ArrayForEach(r, relays)
+  {
+    const char *n = str_at(r, "name");
+    if (n && name && strcmp(n, name) == 0) return r;
+  }
+  return NULL;
+}
+
+char *op_status_stable(const char *desired, const char *observed_pool)
+{
+  cJSON *want = cJSON_Parse(desired);
+  if (!want) return NULL;
+  cJSON *seen = observed_pool ? cJSON_Parse(observed_pool) : NULL;
+  const cJSON *seen_relays =
+    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(seen, "status"), "relays");
+  cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(want, "status"), "relays"))
+  {
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(r, "lastProbe");
+    const cJSON *old = cJSON_GetObjectItemCaseSensitive(find_relay(seen_relays, str_at(r, "name")), "lastProbe");
+    if (!cJSON_IsObject(lp) || !cJSON_IsObject(old)) continue;
+    const cJSON *ok1 = cJSON_GetObjectItemCaseSensitive(lp, "ok"), *ok0 = cJSON_GetObjectItemCaseSensitive(old, "ok");
+    const cJSON *c1 = cJSON_GetObjectItemCaseSensitive(lp, "errorCode");
+    const cJSON *c0 = cJSON_GetObjectItemCaseSensitive(old, "errorCode");
+    if (!ok0 || !c0 || cJSON_IsTrue(ok1) != cJSON_IsTrue(ok0) ||
+        cJSON_GetNumberValue(c1) != cJSON_GetNumberValue(c0))
+      continue;
+    const char *keep[] = {"time", "message"};
+    for (size_t k = 0; k < 2; k++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keep[k]);
+      if (v) cJSON_ReplaceItemInObjectCaseSensitive(lp, keep[k], cJSON_Duplicate(v, 1));
+    }
+  }
+  char *out = cJSON_Print(want);
+  cJSON_Delete(want);
+  cJSON_Delete(seen);
+  return out;
+}
+
+char *op_refused_status(const char *observed_pool, int64_t generation, const char *reason, const char *message,
+                        const char *now)
+{
+  cJSON *seen = observed_pool ? cJSON_Parse(observed_pool) : NULL;
+  const char *since = now;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(seen, "status"),
+                                                         "conditions"))
+  {
+    const char *t = str_at(c, "type"), *s = str_at(c, "status"), *r = str_at(c, "reason");
+    if (t && strcmp(t, "Ready") == 0 && s && strcmp(s, "False") == 0 && r && strcmp(r, reason) == 0 &&
+        str_at(c, "lastTransitionTime"))
+      since = str_at(c, "lastTransitionTime");
+  }
+  cJSON *root = cJSON_CreateObject();
+  cJSON *st = cJSON_AddObjectToObject(root, "status");
+  cJSON_AddNumberToObject(st, "observedGeneration", (double)generation);
+  cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
+  cJSON *ready = cJSON_CreateObject();
+  cJSON_AddStringToObject(ready, "type", "Ready");
+  cJSON_AddStringToObject(ready, "status", "False");
+  cJSON_AddStringToObject(ready, "reason", reason);
+  cJSON_AddStringToObject(ready, "message", message);
+  cJSON_AddStringToObject(ready, "lastTransitionTime", since);
+  cJSON_AddNumberToObject(ready, "observedGeneration", (double)generation);
+  cJSON_AddItemToArray(conds, ready);
+  char *out = cJSON_Print(root);
+  cJSON_Delete(root);
+  cJSON_Delete(seen);
+  return out;
+}
+
+int op_object_write(char **update, char **path, const char *desired, const char *observed)
+{
+  *update = NULL;
+  if (path) *path = NULL;
+  if (!observed) return OP_WRITE_CREATE;
+  int matches = 0;
+  char *where = NULL;
+  if (tf_manifest_matches(&matches, &where, desired, strlen(desired), observed, strlen(observed)) < 0) return -1;
+  if (matches) {
+    tf_free(where);
+    return OP_WRITE_NONE;
+  }
+  if (path) *path = where ? strdup(where) : NULL;
+  tf_free(where);
+  char *rv = op_meta_string(observed, "resourceVersion");
+  cJSON *want = cJSON_Parse(desired);
+  cJSON *meta = cJSON_GetObjectItemCaseSensitive(want, "metadata");
+  int rc = -1;
+  if (rv && cJSON_IsObject(meta)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+    cJSON_AddStringToObject(meta, "resourceVersion", rv);
+    *update = cJSON_Print(want);
+    rc = *update ? OP_WRITE_UPDATE : -1;
+  }
+  free(rv);
+  cJSON_Delete(want);
+  return rc;
+}
+
+uint16_t op_cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots, unsigned stride)
+{
+  uint32_t h = 2166136261u;
+  const char *parts[] = {ns, "/", name};
+  for (size_t k = 0; k < 3; k++)
+    for (const unsigned char *p = (const unsigned char *)parts[k]; p && *p; p++) h = (h ^ *p) * 16777619u;
+  return (uint16_t)(base + stride * (slots ? h % slots : 0));
+}
+
+int64_t op_generation(const char *object)
+{
+  cJSON *root = cJSON_Parse(object);
+  double g = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"),
+                                                                   "generation"));
+  cJSON_Delete(root);
+  return g == g && g > 0 ? (int64_t)g : 0;
+}
+
+char *op_meta_string(const char *object, const char *field)
+{
+  cJSON *root = cJSON_Parse(object);
+  char *out = dup_or_empty(str_at(cJSON_GetObjectItemCaseSensitive(root, "metadata"), field));
+  cJSON_Delete(root);
+  return out;
+}

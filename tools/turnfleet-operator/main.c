@@ -1,0 +1,322 @@
+/* turnfleet-operator: the Kubernetes driver of the fleet engine. Flags and
+ * wiring only: the client (kube.h), the leader elector (informer.h), the
+ * controller (operator.h), /metrics, /healthz and /readyz. Exit: 0 stopped
+ * by SIGTERM/SIGINT, 1 it lost the lease or could not run, 2 usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/rand.h>
+#include <turnfleet.h>
+
+#include "operator.h"
+#include "secure.h"
+#include "tool_http.h"
+#include "tool_io.h"
+
+#define PROG "turnfleet-operator"
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+
+static const char usage[] =
+  "usage: turnfleet-operator --agent-image IMAGE [--kubeconfig FILE] [--namespace NS]\n"
+  "         [--probe-interval DUR] [--publish-delay DUR] [--resync DUR] [--metrics-addr ADDR:PORT]\n"
+  "         [--leader-elect] [--lease-name NAME] [--lease-namespace NS] [--lease-duration DUR]\n"
+  "         [--renew-deadline DUR] [--retry-period DUR] [--identity ID]\n"
+  "         [--cli-port PORT] [--cli-port-slots N] [--cli-ports-per-pool N] [--agent-port PORT] [--verbose]\n"
+  "\n"
+  "Runs TURNPools (turnfleet.hzmi.dev/v1alpha1) as relay pods: see docs/operator.md.\n"
+  "  --kubeconfig FILE       the cluster and credentials; default: in-cluster (service account)\n"
+  "  --namespace NS          only this namespace's pools; default: every namespace\n"
+  "  --agent-image IMAGE     the image of the relay pods' agent container (required)\n"
+  "  --probe-interval DUR    between a relay's Allocate probe and its next (default 5s)\n"
+  "  --publish-delay DUR     a leaving relay's URI is gone this long before its pod is deleted (default 2s)\n"
+  "  --resync DUR            reconcile every pool this often anyway (default 10m; 0: never)\n"
+  "  --metrics-addr A:P      /metrics, /healthz, /readyz (default 127.0.0.1:8080)\n"
+  "  --leader-elect          act only while holding the Lease (several replicas)\n"
+  "  --lease-name NAME       default turnfleet-operator\n"
+  "  --lease-namespace NS    default the in-cluster namespace, else turnfleet-system\n"
+  "  --lease-duration DUR    default 15s; --renew-deadline 10s; --retry-period 2s\n"
+  "  --cli-port PORT         the relays' coturn CLI ports on 127.0.0.1 start here (default 47800);\n"
+  "  --cli-port-slots N      each pool takes slot FNV-1a(ns/name) mod N (default 10) ...\n"
+  "  --cli-ports-per-pool N  ... of N ports (default 10: the most relays of one pool on one node)\n"
+  "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
+  "DUR: a number with ms, s or m (`1s`, `500ms`); a bare number is seconds.\n";
+
+static atomic_int stop_now;
+static atomic_int leading;
+static atomic_int lost;
+static atomic_int verbose;
+
+static void on_signal(int sig)
+{
+  (void)sig;
+  atomic_store(&stop_now, 1);
+}
+
+static void log_line(tf_log_level level, const char *message, void *payload)
+{
+  (void)payload;
+  if (level < TF_LOG_INFO && !atomic_load(&verbose)) return;
+  static const char *const names[] = {"debug", "info", "warning", "error"};
+  char when[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(when, sizeof(when), "%H:%M:%S", &tm);
+  fprintf(stderr, "%s %s: %s: %s\n", when, PROG, names[level <= TF_LOG_ERROR ? level : TF_LOG_ERROR], message);
+}
+
+static void on_lead(int now_leading, void *payload)
+{
+  (void)payload;
+  if (now_leading) {
+    atomic_store(&leading, 1);
+    log_line(TF_LOG_INFO, "became the leader", NULL);
+  } else {
+    if (atomic_load(&leading)) atomic_store(&lost, 1);
+    atomic_store(&leading, 0);
+  }
+}
+
+/* "1s", "500ms", "2m", "3" (seconds) → ms; -1 when malformed. */
+static long parse_duration(const char *s)
+{
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || v < 0 || v > 86400.0 * 365) return -1;
+  if (!*end || strcmp(end, "s") == 0) return (long)(v * 1000);
+  if (strcmp(end, "ms") == 0) return (long)v;
+  if (strcmp(end, "m") == 0) return (long)(v * 60000);
+  return -1;
+}
+
+static long parse_uint(const char *s, long lo, long hi)
+{
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  return v;
+}
+
+typedef struct serve_ctx {
+  op_controller *ctl;
+} serve_ctx;
+
+static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                             const char *version, const char *upload, size_t *upload_len, void **state)
+{
+  (void)version;
+  (void)upload;
+  (void)upload_len;
+  (void)state;
+  serve_ctx *sc = cls;
+  if (strcmp(method, "GET") != 0) return tool_http_reply(conn, 405, "text/plain", "GET only\n");
+  if (strcmp(url, "/healthz") == 0) return tool_http_reply(conn, 200, "text/plain", "ok\n");
+  if (strcmp(url, "/readyz") == 0)
+    return op_controller_synced(sc->ctl) ? tool_http_reply(conn, 200, "text/plain", "ok\n")
+                                         : tool_http_reply(conn, 503, "text/plain", "informers not synced\n");
+  if (strcmp(url, "/metrics") == 0) {
+    char *text = op_controller_metrics(sc->ctl);
+    enum MHD_Result r = text ? tool_http_reply(conn, 200, "text/plain; version=0.0.4", text)
+                             : tool_http_reply(conn, 500, "text/plain", "no memory\n");
+    free(text);
+    return r;
+  }
+  return tool_http_reply(conn, 404, "text/plain", "not found\n");
+}
+
+#define bad_usage(...) (tool_say(PROG, NULL, __VA_ARGS__), fputs("(run `turnfleet-operator --help`)\n", stderr), EXIT_USAGE)
+
+int main(int argc, char **argv)
+{
+  (void)secure_no_dumps();
+  enum { O_KC = 256, O_NS, O_IMG, O_PI, O_PD, O_RS, O_MA, O_LE, O_LN, O_LNS, O_LD, O_RD, O_RP, O_ID, O_CP, O_CS,
+         O_CPP, O_AP, O_V, O_H, O_VER };
+  static const struct option longs[] = {
+    {"kubeconfig", 1, 0, O_KC},      {"namespace", 1, 0, O_NS},        {"agent-image", 1, 0, O_IMG},
+    {"probe-interval", 1, 0, O_PI},  {"publish-delay", 1, 0, O_PD},    {"resync", 1, 0, O_RS},
+    {"metrics-addr", 1, 0, O_MA},    {"leader-elect", 0, 0, O_LE},     {"lease-name", 1, 0, O_LN},
+    {"lease-namespace", 1, 0, O_LNS}, {"lease-duration", 1, 0, O_LD},  {"renew-deadline", 1, 0, O_RD},
+    {"retry-period", 1, 0, O_RP},    {"identity", 1, 0, O_ID},         {"cli-port", 1, 0, O_CP},
+    {"cli-port-slots", 1, 0, O_CS},  {"cli-ports-per-pool", 1, 0, O_CPP}, {"agent-port", 1, 0, O_AP},
+    {"verbose", 0, 0, O_V},          {"help", 0, 0, O_H},              {"version", 0, 0, O_VER},
+    {0, 0, 0, 0}};
+  const char *kubeconfig = NULL, *lease_name = "turnfleet-operator", *lease_ns = NULL, *identity = NULL;
+  const char *metrics_addr = "127.0.0.1:8080";
+  op_config cfg = {0};
+  cfg.probe_interval_ms = 5000;
+  cfg.publish_delay_ms = 2000;
+  cfg.resync_ms = 600000;
+  cfg.cli_port_base = 47800;
+  cfg.cli_slots = 10;
+  cfg.cli_stride = 10;
+  cfg.agent_port = 9700;
+  cfg.log = log_line;
+  long lease_ms = 15000, renew_ms = 10000, retry_ms = 2000;
+  int elect = 0, opt;
+  opterr = 0; /* the complaint below names the option */
+  while ((opt = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    long v = 0;
+    switch (opt) {
+    case O_KC: kubeconfig = optarg; break;
+    case O_NS: cfg.namespace_ = optarg; break;
+    case O_IMG: cfg.agent_image = optarg; break;
+    case O_PI:
+    case O_PD:
+    case O_RS:
+    case O_LD:
+    case O_RD:
+    case O_RP:
+      if ((v = parse_duration(optarg)) < 0 || (v == 0 && opt != O_RS && opt != O_PD))
+        return bad_usage("--%s: \"%.64s\" is not a duration (e.g. 1s, 500ms)", longs[opt - O_KC].name, optarg);
+      if (opt == O_PI) cfg.probe_interval_ms = v;
+      if (opt == O_PD) cfg.publish_delay_ms = v;
+      if (opt == O_RS) cfg.resync_ms = v;
+      if (opt == O_LD) lease_ms = v;
+      if (opt == O_RD) renew_ms = v;
+      if (opt == O_RP) retry_ms = v;
+      break;
+    case O_MA: metrics_addr = optarg; break;
+    case O_LE: elect = 1; break;
+    case O_LN: lease_name = optarg; break;
+    case O_LNS: lease_ns = optarg; break;
+    case O_ID: identity = optarg; break;
+    case O_CP:
+    case O_AP:
+      if ((v = parse_uint(optarg, 1, 65535)) < 0)
+        return bad_usage("--%s: \"%.32s\" is not a port (1-65535)", longs[opt - O_KC].name, optarg);
+      if (opt == O_CP) cfg.cli_port_base = (uint16_t)v;
+      else cfg.agent_port = (uint16_t)v;
+      break;
+    case O_CS:
+    case O_CPP:
+      if ((v = parse_uint(optarg, 1, 1000)) < 0)
+        return bad_usage("--%s: \"%.32s\" is not a count (1-1000)", longs[opt - O_KC].name, optarg);
+      if (opt == O_CS) cfg.cli_slots = (unsigned)v;
+      else cfg.cli_stride = (unsigned)v;
+      break;
+    case O_V: atomic_store(&verbose, 1); break;
+    case O_H: fputs(usage, stdout); return 0;
+    case O_VER: printf("%s %s\n", PROG, tf_version_string()); return 0;
+    default: return bad_usage("%s: unknown option or missing value", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return bad_usage("unexpected argument \"%.64s\"", argv[optind]);
+  if (!cfg.agent_image || !*cfg.agent_image) return bad_usage("--agent-image: required");
+  if ((unsigned long)cfg.cli_port_base + (unsigned long)cfg.cli_slots * cfg.cli_stride > 65536)
+    return bad_usage("--cli-port: %u + %u slots x %u ports is past 65535", cfg.cli_port_base, cfg.cli_slots,
+                     cfg.cli_stride);
+  if (elect && !(lease_ms > renew_ms && renew_ms * 10 > retry_ms * 12))
+    return bad_usage("--lease-duration must be > --renew-deadline > 1.2 x --retry-period");
+
+  char ident[128];
+  if (!identity) {
+    unsigned char r[6];
+    char host[64] = "operator";
+    (void)gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    if (RAND_bytes(r, sizeof(r)) != 1) memset(r, 0, sizeof(r));
+    snprintf(ident, sizeof(ident), "%s_%02x%02x%02x%02x%02x%02x", host, r[0], r[1], r[2], r[3], r[4], r[5]);
+    identity = ident;
+  }
+
+  char agent[200];
+  snprintf(agent, sizeof(agent), "%s (%s)", PROG, identity);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.source = kubeconfig ? TF_KUBE_SOURCE_KUBECONFIG : TF_KUBE_SOURCE_IN_CLUSTER;
+  ko.kubeconfig = kubeconfig;
+  ko.field_manager = PROG;
+  ko.user_agent = agent;
+  ko.timeout_ms = 10000;
+  ko.connect_timeout_ms = 3000;
+  ko.log = log_line;
+  tf_kube *kube = NULL;
+  if (tf_kube_new(&kube, &ko) < 0) {
+    tool_say(PROG, kubeconfig ? kubeconfig : "in-cluster configuration", "%s", tf_error_last()->message);
+    return EXIT_USAGE;
+  }
+  if (!lease_ns) lease_ns = kubeconfig ? "turnfleet-system" : tf_kube_namespace(kube);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  op_controller *ctl = NULL;
+  if (op_controller_new(&ctl, kube, &cfg) < 0 || op_controller_start(ctl) < 0) {
+    tool_say(PROG, NULL, "cannot start the controller: %s", tf_error_last()->message);
+    op_controller_free(ctl);
+    tf_kube_free(kube);
+    return EXIT_FAILED;
+  }
+  serve_ctx sc = {ctl};
+  struct MHD_Daemon *http = tool_http_start(metrics_addr, serve, &sc);
+  if (!http) {
+    tool_say(PROG, "--metrics-addr", "cannot serve on %s: %s", metrics_addr, strerror(errno ? errno : EINVAL));
+    op_controller_free(ctl);
+    tf_kube_free(kube);
+    return EXIT_USAGE;
+  }
+
+  tf_elector *el = NULL;
+  if (elect) {
+    tf_elector_options eo = TF_ELECTOR_OPTIONS_INIT;
+    eo.lease_namespace = lease_ns;
+    eo.lease_name = lease_name;
+    eo.identity = identity;
+    eo.lease_seconds = (lease_ms + 999) / 1000;
+    eo.renew_deadline_ms = renew_ms;
+    eo.retry_ms = retry_ms;
+    eo.on_change = on_lead;
+    eo.log = log_line;
+    if (tf_elector_new(&el, kube, &eo) < 0 || tf_elector_start(el) < 0) {
+      tool_say(PROG, "--leader-elect", "%s", tf_error_last()->message);
+      tf_elector_free(el);
+      MHD_stop_daemon(http);
+      op_controller_free(ctl);
+      tf_kube_free(kube);
+      return EXIT_USAGE;
+    }
+  } else {
+    atomic_store(&leading, 1);
+  }
+  log_line(TF_LOG_INFO, elect ? "started; waiting for the lease" : "started", NULL);
+
+  int was_leading = 0, code = 0;
+  while (!atomic_load(&stop_now)) {
+    if (atomic_load(&lost)) {
+      log_line(TF_LOG_ERROR, "lost the lease: stopping (another replica takes over)", NULL);
+      code = EXIT_FAILED;
+      break;
+    }
+    if (!atomic_load(&leading) || !op_controller_synced(ctl)) {
+      struct timespec ts = {0, 50 * 1000000L};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    if (!was_leading) {
+      was_leading = 1;
+      op_controller_enqueue_all(ctl);
+    }
+    op_controller_run_once(ctl, 100);
+  }
+  if (!code) log_line(TF_LOG_INFO, "stopping: the relays keep running", NULL);
+  tf_elector_free(el); /* a leader releases the lease */
+  MHD_stop_daemon(http);
+  op_controller_free(ctl);
+  tf_kube_free(kube);
+  return code;
+}

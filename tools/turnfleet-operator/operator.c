@@ -1,0 +1,1303 @@
+/* The operator's controller (operator.h): informers → work queue → per pool:
+ * facts into the engine, the engine's actions as Kubernetes writes, then the
+ * owned objects and the status written only where they differ. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <turnfleet.h>
+
+#include "decide.h"
+#include "operator.h"
+#include "work.h"
+
+#define GROUP_API "/apis/turnfleet.hzmi.dev/v1alpha1"
+#define POOL_LABEL "turnfleet.hzmi.dev/pool"
+#define STATE_DIR "/var/lib/turnfleet"
+#define PROBE_TIMEOUT_MS 3000
+#define SCRAPE_TIMEOUT_MS 2000
+
+typedef enum { PEND_STOP = 0, PEND_RESTART = 1 } pend_kind;
+
+typedef struct pending {
+  pend_kind kind;
+  uint64_t id;
+  char *relay, *old_uid;
+  int64_t delete_due_ms; /* restart: the old pod goes at this time (its URIs left the ConfigMap before); 0: sent */
+} pending;
+
+typedef struct pool_state {
+  char *key; /* ns/name */
+  char *uid; /* the TURNPool's metadata.uid: a pool made anew gets a new state */
+  uint64_t epoch;
+  tf_engine *engine;
+  char *pool_text, *nodes_text;
+  unsigned char secret_digest[32];
+  pending *pend;
+  size_t pend_count;
+  char **seen; /* relay pods observed by the last reconcile */
+  size_t seen_count;
+  char **stale; /* uids of pods started before the shared secret last changed: they refuse fresh credentials */
+  size_t stale_count;
+  int secret_changed; /* set by feed_engine(): the pods seen next are stale */
+} pool_state;
+
+struct op_controller {
+  op_config cfg;
+  tf_kube *kube;
+  tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
+  tf_workqueue *queue;
+  tf_recorder *recorder;
+  op_work *work;
+  pthread_mutex_t mu; /* states' metrics, read by the metrics thread */
+  pool_state **states;
+  size_t state_count;
+  uint64_t next_epoch;
+  char *pools_path;
+  char *metrics_text; /* every pool's samples (op_controller_metrics()), under mu */
+};
+
+/* ---- small helpers ---- */
+
+static void say(const op_controller *c, tf_log_level level, const char *fmt, ...)
+{
+  if (!c->cfg.log) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  c->cfg.log(level, line, c->cfg.log_payload);
+}
+
+static int64_t mono_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void now_text(char *out, size_t n)
+{
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s%s%s", a, b, c);
+  return s;
+}
+
+static void wipe_free(char *s)
+{
+  if (!s) return;
+  OPENSSL_cleanse(s, strlen(s));
+  free(s);
+}
+
+/* A Secret's data[key], base64-decoded (secret material: wipe_free()). NULL when absent or malformed. */
+static char *secret_value(const char *secret_json, const char *key)
+{
+  cJSON *root = cJSON_Parse(secret_json);
+  const char *b64 = cJSON_GetStringValue(
+    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "data"), key));
+  char *out = NULL;
+  size_t len = b64 ? strlen(b64) : 0;
+  if (b64 && len % 4 == 0 && (out = malloc(len / 4 * 3 + 1))) {
+    int n = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)b64, (int)len);
+    if (n < 0) {
+      free(out);
+      out = NULL;
+    } else {
+      while (n > 0 && len && b64[len - 1] == '=') n--, len--;
+      out[n] = '\0';
+      if (strlen(out) != (size_t)n) { /* a NUL inside: not a usable secret */
+        wipe_free(out);
+        out = NULL;
+      }
+    }
+  }
+  if (root) {
+    cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(d, key);
+    if (cJSON_IsString(v)) OPENSSL_cleanse(v->valuestring, strlen(v->valuestring));
+  }
+  cJSON_Delete(root);
+  return out;
+}
+
+/* ---- informer callbacks: every change queues the pools it concerns ---- */
+
+static void enqueue_ns(op_controller *c, const char *ns)
+{
+  char *list = NULL;
+  if (tf_informer_list(c->pools, ns, NULL, &list) < 0) return;
+  cJSON *arr = cJSON_Parse(list);
+  const cJSON *p;
+  cJSON_ArrayForEach(p, arr)
+  {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+    const char *pns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name"));
+    if (!pns || !name) continue;
+    char *key = join3(pns, "/", name);
+    if (key) (void)tf_workqueue_add(c->queue, key);
+    free(key);
+  }
+  cJSON_Delete(arr);
+  tf_free(list);
+}
+
+static void on_pool(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)object;
+  op_controller *c = payload;
+  (void)tf_workqueue_add(c->queue, key);
+  /* another pool's addresses may be free now, or taken */
+  if (op != TF_INFORMER_UPDATED) enqueue_ns(c, NULL);
+}
+
+/* Queue the pool an object belongs to (its turnfleet.hzmi.dev/pool label, in its namespace). */
+static void enqueue_owner(op_controller *c, const char *object)
+{
+  cJSON *root = cJSON_Parse(object);
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
+  const char *pool =
+    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "labels"), POOL_LABEL));
+  if (ns && pool) {
+    char *k = join3(ns, "/", pool);
+    if (k) (void)tf_workqueue_add(c->queue, k);
+    free(k);
+  }
+  cJSON_Delete(root);
+}
+
+static void on_pod(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)key;
+  enqueue_owner(payload, object);
+  /* a relay pod appearing or going changes the claims of every other pool */
+  if (op != TF_INFORMER_UPDATED) enqueue_ns(payload, NULL);
+}
+
+static void on_configmap(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)op;
+  (void)key;
+  enqueue_owner(payload, object);
+}
+
+static void on_node(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)op;
+  (void)key;
+  (void)object;
+  enqueue_ns(payload, NULL);
+}
+
+static void on_secret(tf_informer_op op, const char *key, const char *object, void *payload)
+{
+  (void)op;
+  (void)object;
+  char *ns = strdup(key);
+  char *slash = ns ? strchr(ns, '/') : NULL;
+  if (slash) {
+    *slash = '\0';
+    enqueue_ns(payload, ns);
+  }
+  free(ns);
+}
+
+/* ---- life cycle ---- */
+
+static int informer(op_controller *c, tf_informer **out, const char *path, const char *selector, tf_informer_cb cb)
+{
+  tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
+  io.path = path;
+  io.label_selector = selector;
+  io.resync_ms = c->cfg.resync_ms;
+  io.on_change = cb;
+  io.payload = c;
+  io.log = c->cfg.log;
+  io.log_payload = c->cfg.log_payload;
+  io.backoff_initial_ms = 200;
+  io.backoff_max_ms = 5000;
+  if (tf_informer_new(out, c->kube, &io) < 0) {
+    say(c, TF_LOG_ERROR, "informer %s: %s", path, tf_error_last()->message);
+    return -1;
+  }
+  return 0;
+}
+
+int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
+{
+  op_controller *c = calloc(1, sizeof(*c));
+  *out = NULL;
+  if (!c) return -1;
+  c->cfg = *cfg;
+  c->kube = kube;
+  pthread_mutex_init(&c->mu, NULL);
+  const char *ns = cfg->namespace_;
+  char *pods = NULL, *secrets = NULL, *nodes = NULL, *configmaps = NULL;
+  int ok = tf_kube_path(&c->pools_path, GROUP_API, "turnpools", ns, NULL, NULL) == 0 &&
+           tf_kube_path(&pods, "/api/v1", "pods", ns, NULL, NULL) == 0 &&
+           tf_kube_path(&secrets, "/api/v1", "secrets", ns, NULL, NULL) == 0 &&
+           tf_kube_path(&nodes, "/api/v1", "nodes", NULL, NULL, NULL) == 0 &&
+           tf_kube_path(&configmaps, "/api/v1", "configmaps", ns, NULL, NULL) == 0;
+  tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
+  qo.base_delay_ms = 200;
+  qo.max_delay_ms = 10000;
+  ok = ok && tf_workqueue_new(&c->queue, &qo) == 0;
+  ok = ok && informer(c, &c->pools, c->pools_path, NULL, on_pool) == 0 &&
+       informer(c, &c->pods, pods, POOL_LABEL, on_pod) == 0 && informer(c, &c->nodes, nodes, NULL, on_node) == 0 &&
+       informer(c, &c->secrets, secrets, NULL, on_secret) == 0 &&
+       informer(c, &c->configmaps, configmaps, "app.kubernetes.io/managed-by=turnfleet-operator", on_configmap) == 0;
+  ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
+  ok = ok && (c->work = op_work_new(4, c->queue)) != NULL;
+  tf_free(pods);
+  tf_free(secrets);
+  tf_free(nodes);
+  tf_free(configmaps);
+  if (!ok) {
+    op_controller_free(c);
+    return -1;
+  }
+  *out = c;
+  return 0;
+}
+
+int op_controller_start(op_controller *c)
+{
+  tf_informer *all[] = {c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
+  for (size_t i = 0; i < 5; i++)
+    if (tf_informer_start(all[i]) < 0) return -1;
+  return 0;
+}
+
+int op_controller_synced(const op_controller *c)
+{
+  return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->pods) && tf_informer_has_synced(c->nodes) &&
+         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps);
+}
+
+void op_controller_enqueue_all(op_controller *c) { enqueue_ns(c, NULL); }
+
+static void state_free(pool_state *s)
+{
+  if (!s) return;
+  tf_engine_free(s->engine);
+  free(s->key);
+  free(s->uid);
+  free(s->pool_text);
+  free(s->nodes_text);
+  for (size_t i = 0; i < s->pend_count; i++) {
+    free(s->pend[i].relay);
+    free(s->pend[i].old_uid);
+  }
+  free(s->pend);
+  for (size_t i = 0; i < s->seen_count; i++) free(s->seen[i]);
+  free(s->seen);
+  for (size_t i = 0; i < s->stale_count; i++) free(s->stale[i]);
+  free(s->stale);
+  free(s);
+}
+
+void op_controller_free(op_controller *c)
+{
+  if (!c) return;
+  if (c->queue) tf_workqueue_shutdown(c->queue);
+  /* every informer stops before any is freed: one's callback reads another's cache */
+  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps};
+  for (size_t i = 0; i < 5; i++) tf_informer_stop(all[i]);
+  tf_informer_free(c->configmaps);
+  tf_informer_free(c->pools);
+  tf_informer_free(c->pods);
+  tf_informer_free(c->nodes);
+  tf_informer_free(c->secrets);
+  op_work_free(c->work);
+  tf_recorder_free(c->recorder);
+  tf_workqueue_free(c->queue);
+  for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
+  free(c->states);
+  free(c->pools_path);
+  free(c->metrics_text);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+static pool_state *state_find(op_controller *c, const char *key, size_t *at)
+{
+  for (size_t i = 0; i < c->state_count; i++)
+    if (strcmp(c->states[i]->key, key) == 0) {
+      if (at) *at = i;
+      return c->states[i];
+    }
+  return NULL;
+}
+
+static void state_drop(op_controller *c, const char *key)
+{
+  size_t at;
+  pthread_mutex_lock(&c->mu);
+  pool_state *s = state_find(c, key, &at);
+  if (s) c->states[at] = c->states[--c->state_count];
+  pthread_mutex_unlock(&c->mu);
+  state_free(s);
+}
+
+/* ---- writes ---- */
+
+static void event(op_controller *c, const char *pool_json, const char *type, const char *reason, const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (tf_recorder_event(c->recorder, pool_json, type, reason, msg) < 0)
+    say(c, TF_LOG_WARN, "event %s: %s", reason, tf_error_last()->message);
+}
+
+/* Create or PUT one owned object so it has what @p desired says. 0 (also when nothing was written), -1. */
+static int write_object(op_controller *c, const char *coll, const char *name, const char *desired,
+                        const char *observed)
+{
+  char *update = NULL, *path = NULL, *obj = NULL;
+  int what = op_object_write(&update, &path, desired, observed);
+  int rc = 0;
+  tf_kube_status *st = NULL;
+  if (what < 0) {
+    say(c, TF_LOG_ERROR, "%s/%s: cannot compare the observed object", coll, name);
+    rc = -1;
+  } else if (what == OP_WRITE_CREATE) {
+    rc = tf_kube_create(c->kube, coll, desired, NULL, &st) == 0 ? 0 : -1;
+    say(c, TF_LOG_INFO, "create %s/%s%s%s", coll, name, rc ? ": " : "", rc ? tf_kube_status_message(st) : "");
+  } else if (what == OP_WRITE_UPDATE) {
+    char *objpath = join3(coll, "/", name);
+    rc = objpath && tf_kube_update(c->kube, objpath, update, NULL, &st) == 0 ? 0 : -1;
+    say(c, TF_LOG_INFO, "update %s (%s differs)%s%s", objpath ? objpath : name, path ? path : "?", rc ? ": " : "",
+        rc ? tf_kube_status_message(st) : "");
+    free(objpath);
+  }
+  tf_kube_status_free(st);
+  free(update);
+  free(path);
+  tf_free(obj);
+  return rc;
+}
+
+static int delete_pod(op_controller *c, const char *ns, const char *name, const char *uid, long grace)
+{
+  char *path = NULL;
+  if (tf_kube_path(&path, "/api/v1", "pods", ns, name, NULL) < 0) return -1;
+  tf_kube_delete_options d = TF_KUBE_DELETE_OPTIONS_INIT;
+  d.precondition_uid = uid && *uid ? uid : NULL;
+  d.grace_period_seconds = grace;
+  d.propagation = TF_KUBE_PROPAGATION_BACKGROUND;
+  tf_kube_status *st = NULL;
+  tf_err rc = tf_kube_delete(c->kube, path, &d, NULL, &st);
+  say(c, TF_LOG_INFO, "delete pod %s/%s (grace %lds)%s%s", ns, name, grace, rc && rc != TF_ENOTFOUND ? ": " : "",
+      rc && rc != TF_ENOTFOUND ? tf_kube_status_message(st) : "");
+  tf_kube_status_free(st);
+  tf_free(path);
+  return rc == 0 || rc == TF_ENOTFOUND ? 0 : -1;
+}
+
+/* ---- one pool ---- */
+
+typedef struct pods_view {
+  op_pod *pods;
+  char **json;
+  size_t n;
+} pods_view;
+
+static void pods_clear(pods_view *v)
+{
+  for (size_t i = 0; i < v->n; i++) {
+    op_pod_clear(&v->pods[i]);
+    tf_free(v->json[i]);
+  }
+  free(v->pods);
+  free(v->json);
+  memset(v, 0, sizeof(*v));
+}
+
+/* The relay pods of pool @p name in @p ns that @p pool_uid owns (another owner's pods are not ours to act on). */
+static int pods_read(op_controller *c, pods_view *v, const char *ns, const char *name, const char *pool_uid)
+{
+  memset(v, 0, sizeof(*v));
+  char *label = join3(POOL_LABEL, "=", name), *list = NULL;
+  int rc = label && tf_informer_list(c->pods, ns, label, &list) == 0 ? 0 : -1;
+  free(label);
+  cJSON *arr = rc == 0 ? cJSON_Parse(list) : NULL;
+  size_t cap = (size_t)cJSON_GetArraySize(arr);
+  v->pods = calloc(cap + 1, sizeof(op_pod));
+  v->json = calloc(cap + 1, sizeof(char *));
+  if (!v->pods || !v->json) rc = -1;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, arr)
+  {
+    if (rc < 0) break;
+    char *text = cJSON_PrintUnformatted(p);
+    op_pod pod;
+    if (text && op_pod_parse(&pod, text) == 0 && strcmp(pod.owner_uid, pool_uid) == 0) {
+      v->pods[v->n] = pod;
+      v->json[v->n] = text;
+      v->n++;
+      continue;
+    }
+    if (text && op_pod_parse(&pod, text) == 0) op_pod_clear(&pod);
+    cJSON_free(text);
+  }
+  cJSON_Delete(arr);
+  tf_free(list);
+  return rc;
+}
+
+static const op_pod *pod_find(const pods_view *v, const char *relay)
+{
+  for (size_t i = 0; i < v->n; i++)
+    if (strcmp(v->pods[i].name, relay) == 0) return &v->pods[i];
+  return NULL;
+}
+
+static void pend_add(pool_state *s, pend_kind kind, uint64_t id, const char *relay, const char *old_uid,
+                     int64_t delete_due_ms)
+{
+  pending *grown = realloc(s->pend, (s->pend_count + 1) * sizeof(*grown));
+  if (!grown) return;
+  s->pend = grown;
+  pending *p = &s->pend[s->pend_count++];
+  p->kind = kind;
+  p->id = id;
+  p->relay = strdup(relay);
+  p->old_uid = old_uid ? strdup(old_uid) : NULL;
+  p->delete_due_ms = delete_due_ms;
+}
+
+static void pend_remove(pool_state *s, size_t i)
+{
+  free(s->pend[i].relay);
+  free(s->pend[i].old_uid);
+  s->pend[i] = s->pend[--s->pend_count];
+}
+
+static const pending *pend_for(const pool_state *s, const char *relay)
+{
+  for (size_t i = 0; i < s->pend_count; i++)
+    if (s->pend[i].relay && strcmp(s->pend[i].relay, relay) == 0) return &s->pend[i];
+  return NULL;
+}
+
+/* The Node cache as a List for tf_nodes_parse(). */
+static char *nodes_list(op_controller *c)
+{
+  char *arr = NULL;
+  if (tf_informer_list(c->nodes, NULL, NULL, &arr) < 0) return NULL;
+  char *text = join3("{\"kind\":\"List\",\"items\":", arr, "}");
+  tf_free(arr);
+  return text;
+}
+
+/* Other pools' relay pods as claims on the engine. */
+static void claims(op_controller *c, pool_state *s, const char *key)
+{
+  (void)tf_engine_clear_claims(s->engine);
+  char *pools = NULL, *pods = NULL;
+  if (tf_informer_list(c->pools, NULL, NULL, &pools) < 0 || tf_informer_list(c->pods, NULL, NULL, &pods) < 0) {
+    tf_free(pools);
+    tf_free(pods);
+    return;
+  }
+  cJSON *parr = cJSON_Parse(pools), *arr = cJSON_Parse(pods);
+  const cJSON *p;
+  cJSON_ArrayForEach(p, parr)
+  {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+    const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name"));
+    const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid"));
+    char *pkey = ns && name ? join3(ns, "/", name) : NULL;
+    if (!pkey || strcmp(pkey, key) == 0) {
+      free(pkey);
+      continue;
+    }
+    char *text = cJSON_PrintUnformatted(p);
+    tf_pool *other = NULL;
+    uint16_t ports[16];
+    size_t np = 0;
+    if (text && tf_pool_parse(&other, text, strlen(text), TF_FORMAT_JSON) == 0)
+      for (size_t i = 0; i < tf_pool_listener_count(other) && np < 16; i++)
+        ports[np++] = tf_pool_listener_port(other, i);
+    tf_pool_free(other);
+    cJSON_free(text);
+    const cJSON *pod;
+    cJSON_ArrayForEach(pod, arr)
+    {
+      char *pt = cJSON_PrintUnformatted(pod);
+      op_pod rp;
+      if (pt && op_pod_parse(&rp, pt) == 0) {
+        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+        const char *pns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pm, "namespace"));
+        if (pns && strcmp(pns, ns) == 0 && uid && strcmp(rp.owner_uid, uid) == 0)
+          if (tf_engine_add_claim(s->engine, name, rp.identity, ports, np) < 0)
+            say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rp.name, tf_error_last()->message);
+        op_pod_clear(&rp);
+      }
+      cJSON_free(pt);
+    }
+    free(pkey);
+  }
+  cJSON_Delete(parr);
+  cJSON_Delete(arr);
+  tf_free(pools);
+  tf_free(pods);
+}
+
+/* The CLI port a relay's running config has (from the observed relay-config Secret); 0: unknown. */
+static uint16_t observed_cli_port(const char *config_secret, const char *relay)
+{
+  if (!config_secret) return 0;
+  char *k = join3(relay, ".conf", "");
+  char *conf = k ? secret_value(config_secret, k) : NULL;
+  free(k);
+  uint16_t port = 0;
+  tf_relayctl_config *rc = NULL;
+  if (conf && tf_relayctl_config_parse(&rc, conf, strlen(conf)) == 0) port = tf_relayctl_config_cli_port(rc);
+  tf_relayctl_config_free(rc);
+  wipe_free(conf);
+  return port;
+}
+
+/* Merge-patch the pool's /status with @p body unless @p pool_json already says it.
+ * 1 written, 0 nothing to write, -1 failed. */
+static int patch_status(op_controller *c, const char *pool_json, const char *ns, const char *name, const char *body)
+{
+  int matches = 0;
+  if (tf_manifest_matches(&matches, NULL, body, strlen(body), pool_json, strlen(pool_json)) == 0 && matches) return 0;
+  char *path = NULL;
+  tf_kube_status *st = NULL;
+  int rc = 1;
+  if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
+      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
+    say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
+    rc = -1;
+  }
+  tf_kube_status_free(st);
+  tf_free(path);
+  return rc;
+}
+
+static int refuse(op_controller *c, const char *pool_json, const char *ns, const char *name, const char *reason,
+                  const char *message)
+{
+  char now[32];
+  now_text(now, sizeof(now));
+  char *body = op_refused_status(pool_json, op_generation(pool_json), reason, message, now);
+  int rc = body ? patch_status(c, pool_json, ns, name, body) : -1;
+  if (rc > 0) {
+    event(c, pool_json, "Warning", reason, "%s", message);
+    say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
+  }
+  free(body);
+  return rc < 0 ? -1 : 0;
+}
+
+typedef struct pool_inputs {
+  tf_pool *pool;
+  char *secret, *previous;  /* secret material */
+  char *cli_master;         /* secret material */
+  char *nodes_text;
+} pool_inputs;
+
+static void inputs_clear(pool_inputs *in)
+{
+  tf_pool_free(in->pool);
+  wipe_free(in->secret);
+  wipe_free(in->previous);
+  wipe_free(in->cli_master);
+  free(in->nodes_text);
+  memset(in, 0, sizeof(*in));
+}
+
+/* Parse, validate, read the secrets. 0; 1 refused (status and Event written); -1 retry. */
+static int read_inputs(op_controller *c, pool_inputs *in, const char *pool_json, const char *ns, const char *name)
+{
+  memset(in, 0, sizeof(*in));
+  if (tf_pool_parse(&in->pool, pool_json, strlen(pool_json), TF_FORMAT_JSON) < 0) {
+    refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
+    return 1;
+  }
+  tf_problems *pr = NULL;
+  tf_err vr = tf_pool_validate(&pr, in->pool);
+  if (vr < 0 && !tf_problems_count(pr)) {
+    tf_problems_free(pr);
+    return -1;
+  }
+  if (tf_problems_count(pr)) {
+    char msg[1024] = "";
+    for (size_t i = 0; i < tf_problems_count(pr); i++) {
+      size_t used = strlen(msg);
+      snprintf(msg + used, sizeof(msg) - used, "%s%s: %s", i ? "; " : "", tf_problems_path(pr, i),
+               tf_problems_message(pr, i));
+    }
+    tf_problems_free(pr);
+    refuse(c, pool_json, ns, name, "InvalidSpec", msg);
+    return 1;
+  }
+  tf_problems_free(pr);
+  for (int prev = 0; prev < 2; prev++) {
+    const char *sname = NULL, *skey = NULL;
+    if (tf_pool_secret_ref(in->pool, prev, &sname, &skey) < 0 || !sname || !*sname) {
+      if (!prev) {
+        refuse(c, pool_json, ns, name, "SecretMissing", "spec.auth.secretRef: required");
+        return 1;
+      }
+      continue;
+    }
+    char *skey_path = join3(ns, "/", sname), *sj = NULL;
+    char *value = NULL;
+    if (skey_path && tf_informer_get(c->secrets, skey_path, &sj) == 0) value = secret_value(sj, skey);
+    if (sj) OPENSSL_cleanse(sj, strlen(sj));
+    tf_free(sj);
+    free(skey_path);
+    if (!value || !*value) {
+      wipe_free(value);
+      char msg[512];
+      snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s has no key %s", prev ? "previousSecretRef" : "secretRef",
+               sname, skey);
+      if (!prev) {
+        refuse(c, pool_json, ns, name, "SecretMissing", msg);
+        return 1;
+      }
+      say(c, TF_LOG_WARN, "%s/%s: %s (the previous secret is optional)", ns, name, msg);
+      continue;
+    }
+    if (prev) in->previous = value;
+    else in->secret = value;
+  }
+  if (in->previous && strcmp(in->previous, in->secret) == 0) {
+    wipe_free(in->previous);
+    in->previous = NULL;
+  }
+  /* each pool's CLI master password from its own secret and name (the engine derives one per relay) */
+  char *ns_slash = join3("cli/", ns, "/"), *cli_for = ns_slash ? join3(ns_slash, name, "") : NULL;
+  free(ns_slash);
+  if (!cli_for || tf_reconcile_cli_password(&in->cli_master, in->secret, cli_for) < 0) {
+    free(cli_for);
+    return -1;
+  }
+  free(cli_for);
+  in->nodes_text = nodes_list(c);
+  return in->nodes_text ? 0 : -1;
+}
+
+/* Hand the inputs to the pool's engine (making it when new). 0; 1 refused; -1 retry. */
+static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const char *pool_json, const char *ns,
+                       const char *name)
+{
+  const char *secrets[2] = {in->secret, in->previous};
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = secrets;
+  co.secrets_count = in->previous ? 2 : 1;
+  co.state_dir = STATE_DIR;
+  co.cli_port = op_cli_port_base(ns, name, c->cfg.cli_port_base, c->cfg.cli_slots, c->cfg.cli_stride);
+  co.cli_password = in->cli_master;
+  unsigned char digest[32];
+  unsigned int dl = 0;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) && EVP_DigestUpdate(md, in->secret, strlen(in->secret) + 1) &&
+           (!in->previous || EVP_DigestUpdate(md, in->previous, strlen(in->previous) + 1)) &&
+           EVP_DigestFinal_ex(md, digest, &dl);
+  EVP_MD_CTX_free(md);
+  if (!ok) return -1;
+  char *pool_text = NULL;
+  if (tf_pool_to_json(&pool_text, in->pool) < 0) return -1;
+  tf_nodes *nodes = NULL;
+  if (tf_nodes_parse(&nodes, in->nodes_text, strlen(in->nodes_text)) < 0) {
+    say(c, TF_LOG_ERROR, "nodes: %s", tf_error_last()->message);
+    tf_free(pool_text);
+    return -1;
+  }
+  int rc = 0;
+  if (!s->engine) {
+    tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+    eo.coturn = &co;
+    eo.probe_interval_ms = c->cfg.probe_interval_ms;
+    eo.count_interval_ms = c->cfg.probe_interval_ms;
+    eo.publish_delay_ms = c->cfg.publish_delay_ms;
+    eo.probe_timeout_ms = PROBE_TIMEOUT_MS;
+    eo.count_timeout_ms = SCRAPE_TIMEOUT_MS;
+    eo.probe_first_delay_ms = 500;
+    eo.count_first_delay_ms = 1000;
+    tf_pool *pool = in->pool;
+    in->pool = NULL;
+    if (tf_engine_new(&s->engine, pool, nodes, &eo) < 0) {
+      refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
+      rc = 1;
+    } else {
+      (void)tf_engine_set_status(s->engine, pool_json, strlen(pool_json));
+      s->epoch = ++c->next_epoch;
+    }
+    nodes = NULL;
+  } else {
+    if (!s->pool_text || strcmp(s->pool_text, pool_text) != 0) {
+      tf_pool *pool = in->pool;
+      in->pool = NULL;
+      if (tf_engine_set_pool(s->engine, pool) < 0) {
+        event(c, pool_json, "Warning", "ChangeRefused", "the pool change is refused, the running pool stays: %s",
+              tf_error_last()->message);
+        tf_free(pool_text);
+        pool_text = NULL;
+      }
+    }
+    if (!s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0) {
+      tf_nodes *n = nodes;
+      nodes = NULL;
+      if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
+    }
+    if (memcmp(digest, s->secret_digest, sizeof(digest)) != 0) {
+      if (tf_engine_set_coturn_options(s->engine, &co) < 0)
+        event(c, pool_json, "Warning", "ChangeRefused", "the secret change is refused: %s", tf_error_last()->message);
+      else
+        s->secret_changed = 1;
+    }
+  }
+  tf_nodes_free(nodes);
+  if (rc == 0) {
+    if (pool_text) {
+      free(s->pool_text);
+      s->pool_text = strdup(pool_text);
+    }
+    free(s->nodes_text);
+    s->nodes_text = strdup(in->nodes_text);
+    memcpy(s->secret_digest, digest, sizeof(digest));
+  }
+  tf_free(pool_text);
+  OPENSSL_cleanse(digest, sizeof(digest));
+  return rc;
+}
+
+static size_t rec_index(const tf_reconcile *rec, const char *relay)
+{
+  for (size_t i = 0; i < tf_reconcile_relay_count(rec); i++)
+    if (strcmp(tf_reconcile_relay_name(rec, i), relay) == 0) return i;
+  return (size_t)-1;
+}
+
+static const tf_engine_relay *view_of(const tf_engine *e, const char *relay)
+{
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++)
+    if (strcmp(tf_engine_relay_at(e, i)->name, relay) == 0) return tf_engine_relay_at(e, i);
+  return NULL;
+}
+
+/* Create relay @p relay's pod from the current reconcile. The pod's uid (malloc'd), or NULL. */
+static char *create_pod(op_controller *c, pool_state *s, const char *pool_json, const char *ns, const char *uid,
+                        const char *relay)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  size_t i = rec ? rec_index(rec, relay) : (size_t)-1;
+  if (i == (size_t)-1) return NULL;
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->cfg.agent_image;
+  mo.agent_port = c->cfg.agent_port;
+  mo.state_dir = STATE_DIR;
+  char *body = NULL, *coll = NULL, *made = NULL, *out = NULL;
+  tf_kube_status *st = NULL;
+  if (tf_manifest_relay_pod(&body, tf_engine_pool(s->engine), rec, i, &mo) < 0) {
+    event(c, pool_json, "Warning", "PodRefused", "relay %s: %s", relay, tf_error_last()->message);
+    return NULL;
+  }
+  if (tf_kube_path(&coll, "/api/v1", "pods", ns, NULL, NULL) == 0) {
+    tf_err rc = tf_kube_create(c->kube, coll, body, &made, &st);
+    if (rc == TF_ECONFLICT) {
+      /* made before (an operator killed after the create): ours when we own it and it runs this config */
+      char *path = join3(coll, "/", relay);
+      tf_free(made);
+      made = NULL;
+      op_pod seen;
+      if (path && tf_kube_get(c->kube, path, &made, NULL) == 0 && op_pod_parse(&seen, made) == 0) {
+        if (strcmp(seen.owner_uid, uid) == 0 && !seen.deleting &&
+            strcmp(seen.config_hash, tf_reconcile_relay_config_hash(rec, i)) == 0)
+          out = strdup(seen.uid);
+        op_pod_clear(&seen);
+      }
+      free(path);
+      if (!out) event(c, pool_json, "Warning", "PodExists", "relay %s: a pod of that name exists and is not ours", relay);
+    } else if (rc == 0) {
+      out = op_meta_string(made, "uid");
+      say(c, TF_LOG_INFO, "create pod %s/%s", ns, relay);
+    } else {
+      event(c, pool_json, "Warning", "CreateFailed", "relay %s: pod: %s", relay, tf_kube_status_message(st));
+    }
+  }
+  tf_kube_status_free(st);
+  tf_free(made);
+  tf_free(coll);
+  tf_free(body);
+  return out;
+}
+
+/* Feed the facts: the pool's pods, results of probes and scrapes, pods that went. */
+static void observe(op_controller *c, pool_state *s, const pods_view *pv, const char *config_secret, int64_t now)
+{
+  op_result *res = NULL;
+  size_t nr = op_work_take(c->work, s->key, &res);
+  for (size_t i = 0; i < nr; i++) {
+    if (res[i].epoch == s->epoch) {
+      if (res[i].kind == OP_JOB_PROBE)
+        (void)tf_engine_probe_done(s->engine, res[i].id, res[i].ok, res[i].error_code, res[i].on_allocate,
+                                   res[i].message, now);
+      else
+        (void)tf_engine_count_done(s->engine, res[i].id, res[i].allocations, now);
+    }
+    op_result_clear(&res[i]);
+  }
+  free(res);
+  /* a stop is done when the pod is gone; a restart's old pod going lets the new one be made */
+  for (size_t i = 0; i < s->pend_count;) {
+    const op_pod *p = pod_find(pv, s->pend[i].relay);
+    if (s->pend[i].kind == PEND_STOP && !p) {
+      (void)tf_engine_done(s->engine, s->pend[i].id, 1, NULL, now);
+      pend_remove(s, i);
+      continue;
+    }
+    i++;
+  }
+  char **seen = calloc(pv->n + 1, sizeof(char *));
+  size_t ns = 0;
+  for (size_t i = 0; i < pv->n; i++) {
+    const op_pod *p = &pv->pods[i];
+    if (seen) seen[ns++] = strdup(p->name);
+    if (pend_for(s, p->name)) continue;
+    tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+    f.name = p->name;
+    f.id = p->uid;
+    f.running = !p->finished;
+    f.identity = p->identity;
+    f.config_hash = p->config_hash;
+    f.cli_port = observed_cli_port(config_secret, p->name);
+    if (tf_engine_observe(s->engine, &f, now) < 0)
+      say(c, TF_LOG_WARN, "%s: pod %s: %s", s->key, p->name, tf_error_last()->message);
+  }
+  for (size_t i = 0; i < s->seen_count; i++) {
+    if (!pod_find(pv, s->seen[i]) && !pend_for(s, s->seen[i]) && view_of(s->engine, s->seen[i])) {
+      tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+      f.name = s->seen[i];
+      f.running = 0;
+      (void)tf_engine_observe(s->engine, &f, now);
+    }
+    free(s->seen[i]);
+  }
+  free(s->seen);
+  s->seen = seen;
+  s->seen_count = seen ? ns : 0;
+}
+
+static void act(op_controller *c, pool_state *s, const pods_view *pv, const char *pool_json, const char *ns,
+                const char *secret, char ***starts, uint64_t **start_ids, size_t *start_count,
+                int64_t now)
+{
+  const tf_engine *e = s->engine;
+  long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(e)) + 999) / 1000) + 30;
+  for (size_t k = 0; k < tf_engine_action_count(e); k++) {
+    const tf_engine_action *a = tf_engine_action_at(e, k);
+    const op_pod *p = pod_find(pv, a->relay);
+    switch (a->kind) {
+    case TF_ENGINE_START:
+    case TF_ENGINE_RESTART: {
+      /* a new config: the relay leaves the URIs now, its pod goes after the publication delay, and the new
+       * pod is made once the old one is gone (one name, one relay address) */
+      if (a->kind == TF_ENGINE_RESTART || (p && p->deleting)) {
+        int due = a->kind == TF_ENGINE_RESTART && p && !p->deleting;
+        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL, due ? now + c->cfg.publish_delay_ms : 0);
+        if (due) event(c, pool_json, "Normal", "RelayRolling", "relay %s: replacing its pod (%s)", a->relay, a->reason);
+        break;
+      }
+      char **sg = realloc(*starts, (*start_count + 1) * sizeof(char *));
+      uint64_t *ig = sg ? realloc(*start_ids, (*start_count + 1) * sizeof(uint64_t)) : NULL;
+      if (sg) *starts = sg;
+      if (ig) *start_ids = ig;
+      if (!sg || !ig) break;
+      (*starts)[*start_count] = strdup(a->relay);
+      (*start_ids)[*start_count] = a->id;
+      (*start_count)++;
+      event(c, pool_json, "Normal", "RelayCreated", "relay %s on %s/%u-%u (%s)", a->relay, a->address,
+            a->ports.start, a->ports.end, a->reason);
+      break;
+    }
+    case TF_ENGINE_DRAIN: {
+      /* out of the turn URIs since the publication delay: now the pod goes, its agent's preStop drains coturn */
+      int ok = !p || p->deleting || delete_pod(c, ns, a->relay, p->uid, grace) == 0;
+      (void)tf_engine_done(s->engine, a->id, ok, NULL, now);
+      if (ok) event(c, pool_json, "Normal", "RelayDraining", "relay %s: draining (pod deleted with grace %lds)",
+                    a->relay, grace);
+      break;
+    }
+    case TF_ENGINE_STOP:
+      if (!p) {
+        (void)tf_engine_done(s->engine, a->id, 1, NULL, now);
+      } else {
+        if (!p->deleting) (void)delete_pod(c, ns, a->relay, p->uid, grace);
+        pend_add(s, PEND_STOP, a->id, a->relay, p->uid, 0);
+      }
+      event(c, pool_json, "Normal", "RelayRemoved", "relay %s: removed (%s)", a->relay, a->reason);
+      break;
+    case TF_ENGINE_PROBE:
+      if (op_work_probe(c->work, s->key, s->epoch, a->id, a->probe_uris, a->probe_addresses, a->probe_count,
+                        a->ports, secret, (int)(a->timeout_ms ? a->timeout_ms : PROBE_TIMEOUT_MS)) < 0)
+        (void)tf_engine_probe_done(s->engine, a->id, 0, 0, 0, "no memory", now);
+      break;
+    case TF_ENGINE_COUNT: {
+      char url[128];
+      uint16_t port = p && p->agent_port ? p->agent_port : c->cfg.agent_port;
+      int v6 = a->address && strchr(a->address, ':') != NULL;
+      snprintf(url, sizeof(url), "http://%s%s%s:%u/metrics", v6 ? "[" : "", a->address ? a->address : "",
+               v6 ? "]" : "", port);
+      if (!p || op_work_scrape(c->work, s->key, s->epoch, a->id, url, SCRAPE_TIMEOUT_MS) < 0)
+        (void)tf_engine_count_done(s->engine, a->id, -1, now);
+      break;
+    }
+    }
+  }
+}
+
+/* The URIs of relays whose pod someone else is deleting: they leave the ConfigMap at once. */
+static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char ***out)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  size_t n = 0, cap = 0;
+  *out = NULL;
+  for (size_t i = 0; rec && i < pv->n; i++) {
+    const pending *pd = pend_for(s, pv->pods[i].name);
+    int stale = 0;
+    for (size_t k = 0; k < s->stale_count && !stale; k++) stale = strcmp(s->stale[k], pv->pods[i].uid) == 0;
+    if (!pv->pods[i].deleting && !stale && !(pd && pd->kind == PEND_RESTART)) continue;
+    size_t r = rec_index(rec, pv->pods[i].name);
+    for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
+      if (n == cap) {
+        const char **g = realloc(*out, (cap = cap ? cap * 2 : 8) * sizeof(char *));
+        if (!g) return n;
+        *out = g;
+      }
+      (*out)[n++] = tf_reconcile_relay_uri(rec, r, j);
+    }
+  }
+  return n;
+}
+
+static int write_config(op_controller *c, pool_state *s, const char *ns, const char *name, const char *uid,
+                        const char *config_secret)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  const tf_pool *pool = tf_engine_pool(s->engine);
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->cfg.agent_image;
+  mo.agent_port = c->cfg.agent_port;
+  mo.state_dir = STATE_DIR;
+  int rc = 0;
+  char *coll = NULL, *body = NULL;
+  /* the relay configs first: a pod made next mounts its key */
+  if (tf_kube_path(&coll, "/api/v1", "secrets", ns, NULL, NULL) == 0 &&
+      tf_manifest_relay_config_secret(&body, pool, rec, config_secret, config_secret ? strlen(config_secret) : 0,
+                                      &mo) == 0) {
+    char *sname = join3(name, "-relay-config", "");
+    if (!sname || write_object(c, coll, sname, body, config_secret) < 0) rc = -1;
+    free(sname);
+    OPENSSL_cleanse(body, strlen(body));
+  } else {
+    rc = -1;
+  }
+  tf_free(body);
+  tf_free(coll);
+  return rc;
+}
+
+static int write_uris(op_controller *c, pool_state *s, const pods_view *pv, const char *ns, const char *name,
+                      const char *uid)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->cfg.agent_image;
+  char *coll = NULL, *body = NULL, *observed = NULL;
+  int rc = -1;
+  if (tf_kube_path(&coll, "/api/v1", "configmaps", ns, NULL, NULL) == 0 &&
+      tf_manifest_turn_uris(&body, tf_engine_pool(s->engine), rec, &mo) == 0) {
+    const char **gone = NULL;
+    size_t ng = leaving_uris(s, pv, &gone);
+    char *filtered = ng ? op_uris_without(body, gone, ng) : NULL;
+    free(gone);
+    char *cname = join3(name, "-turn-uris", ""), *key = join3(ns, "/", cname ? cname : "");
+    /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
+    tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
+    if (cname && (g == 0 || g == TF_ENOTFOUND))
+      rc = write_object(c, coll, cname, filtered ? filtered : body, g == 0 ? observed : NULL);
+    free(filtered);
+    free(cname);
+    free(key);
+  }
+  tf_free(observed);
+  tf_free(body);
+  tf_free(coll);
+  return rc;
+}
+
+static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, const char *ns)
+{
+  char now[32];
+  now_text(now, sizeof(now));
+  int rc = 0;
+  for (size_t i = 0; i < pv->n; i++) {
+    const op_pod *p = &pv->pods[i];
+    const tf_engine_relay *v = view_of(s->engine, p->name);
+    if (!v || p->deleting || (v->id && strcmp(v->id, p->uid) != 0)) continue;
+    int ready = v->state == TF_ENGINE_RELAY_READY;
+    if (!ready && p->gate != 1) continue; /* absent counts as not ready: no write for it */
+    int err = 0;
+    char *patch = op_gate_patch(p, ready, ready ? "AllocateSucceeded" : tf_engine_relay_state_name(v->state),
+                                ready ? "a TURN Allocate through the relay passed" :
+                                        (v->probe_message ? v->probe_message : ""),
+                                now, &err);
+    if (!patch) continue;
+    char *path = NULL;
+    tf_kube_status *st = NULL;
+    if (tf_kube_path(&path, "/api/v1", "pods", ns, p->name, "status") < 0 ||
+        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, NULL, &st) < 0) {
+      say(c, TF_LOG_WARN, "pod %s/%s: readiness: %s", ns, p->name, st ? tf_kube_status_message(st) : "no memory");
+      rc = -1;
+    } else {
+      say(c, TF_LOG_INFO, "pod %s/%s: %s=%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False");
+    }
+    tf_kube_status_free(st);
+    tf_free(path);
+    free(patch);
+  }
+  return rc;
+}
+
+static int write_status(op_controller *c, pool_state *s, const char *pool_json, const char *ns, const char *name)
+{
+  char *status = NULL, *body = NULL, *stable = NULL;
+  int rc = -1;
+  if (tf_engine_status_json(&status, s->engine) == 0 &&
+      tf_manifest_status(&body, tf_engine_pool(s->engine), status, strlen(status), op_generation(pool_json)) == 0 &&
+      (stable = op_status_stable(body, pool_json)) != NULL)
+    rc = patch_status(c, pool_json, ns, name, stable) < 0 ? -1 : 0;
+  free(stable);
+  tf_free(body);
+  tf_free(status);
+  return rc;
+}
+
+/* Every pool's samples in one text, made on the loop's thread (the engines are the loop's). */
+static void keep_metrics(op_controller *c)
+{
+  tf_metrics *m = NULL;
+  char *text = NULL;
+  int ok = tf_metrics_new(&m) == 0;
+  for (size_t i = 0; ok && i < c->state_count; i++) {
+    const tf_reconcile *rec = c->states[i]->engine ? tf_engine_reconcile(c->states[i]->engine) : NULL;
+    if (rec) ok = tf_reconcile_metrics(m, rec) == 0;
+  }
+  if (ok) (void)tf_metrics_to_text(&text, m);
+  tf_metrics_free(m);
+  pthread_mutex_lock(&c->mu);
+  free(c->metrics_text);
+  c->metrics_text = text ? strdup(text) : NULL;
+  pthread_mutex_unlock(&c->mu);
+  tf_free(text);
+}
+
+/* Reconcile one pool. 0 done (requeued for its engine's next wake-up); -1 retry with backoff. */
+static int reconcile(op_controller *c, const char *key)
+{
+  char *pool_json = NULL;
+  tf_err g = tf_informer_get(c->pools, key, &pool_json);
+  say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
+  if (g == TF_ENOTFOUND) {
+    /* deleted: what it owned goes with it (owner references); its engine's books go now, and the
+     * results of its last probes and scrapes with them */
+    state_drop(c, key);
+    op_result *res = NULL;
+    size_t nr = op_work_take(c->work, key, &res);
+    for (size_t i = 0; i < nr; i++) op_result_clear(&res[i]);
+    free(res);
+    return 0;
+  }
+  if (g < 0) return -1;
+  char *ns = op_meta_string(pool_json, "namespace"), *name = op_meta_string(pool_json, "name");
+  char *uid = op_meta_string(pool_json, "uid");
+  int rc = -1;
+  pool_inputs in;
+  memset(&in, 0, sizeof(in));
+  pods_view pv;
+  memset(&pv, 0, sizeof(pv));
+  char *config_secret = NULL;
+  char **starts = NULL;
+  uint64_t *start_ids = NULL;
+  size_t start_count = 0;
+  if (!ns || !name || !uid) goto out;
+  pool_state *s = state_find(c, key, NULL);
+  if (s && strcmp(s->uid, uid) != 0) { /* deleted and made again under the same name */
+    state_drop(c, key);
+    s = NULL;
+  }
+  int r = read_inputs(c, &in, pool_json, ns, name);
+  if (r != 0) {
+    rc = r > 0 ? 0 : -1;
+    goto out;
+  }
+  if (!s) {
+    if (!(s = calloc(1, sizeof(*s))) || !(s->key = strdup(key)) || !(s->uid = strdup(uid))) {
+      state_free(s);
+      goto out;
+    }
+    pthread_mutex_lock(&c->mu);
+    pool_state **grown = realloc(c->states, (c->state_count + 1) * sizeof(*grown));
+    if (grown) {
+      c->states = grown;
+      c->states[c->state_count++] = s;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!grown) {
+      state_free(s);
+      goto out;
+    }
+  }
+  r = feed_engine(c, s, &in, pool_json, ns, name);
+  if (r != 0) {
+    if (r > 0 && !s->engine) state_drop(c, key);
+    rc = r > 0 ? 0 : -1;
+    goto out;
+  }
+  char *skey = join3(key, "-relay-config", "");
+  if (!skey) goto out;
+  g = tf_informer_get(c->secrets, skey, &config_secret);
+  free(skey);
+  if (g < 0 && g != TF_ENOTFOUND) goto out;
+  if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
+  if (s->secret_changed) {
+    /* their coturn knows only the old secrets: out of the URIs until each is replaced (to keep them in,
+     * give the new secret as previousSecretRef first, let it roll, then make it the current one) */
+    s->secret_changed = 0;
+    for (size_t i = 0; i < pv.n; i++) {
+      char **grown = realloc(s->stale, (s->stale_count + 1) * sizeof(char *));
+      if (!grown) break;
+      s->stale = grown;
+      if ((s->stale[s->stale_count] = strdup(pv.pods[i].uid))) s->stale_count++;
+    }
+    if (pv.n) event(c, pool_json, "Normal", "SecretRotated", "the shared secret changed: %zu relays roll, "
+                    "each out of the turn URIs until replaced", pv.n);
+  }
+  for (size_t i = 0; i < s->stale_count;) { /* forget pods that are gone */
+    int live = 0;
+    for (size_t j = 0; j < pv.n && !live; j++) live = strcmp(pv.pods[j].uid, s->stale[i]) == 0;
+    if (live) {
+      i++;
+      continue;
+    }
+    free(s->stale[i]);
+    s->stale[i] = s->stale[--s->stale_count];
+  }
+  claims(c, s, key);
+  int64_t now = mono_ms();
+  observe(c, s, &pv, config_secret, now);
+  if (tf_engine_step(s->engine, now, wall_ms()) < 0) {
+    say(c, TF_LOG_ERROR, "%s: step: %s", key, tf_error_last()->message);
+    goto out;
+  }
+  act(c, s, &pv, pool_json, ns, in.secret, &starts, &start_ids, &start_count, now);
+  rc = write_config(c, s, ns, name, uid, config_secret);
+  /* the pods the engine asked for, and the restarts whose old pod is gone */
+  for (size_t i = 0; i < start_count; i++) {
+    char *pod_uid = rc == 0 ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
+    (void)tf_engine_done(s->engine, start_ids[i], pod_uid != NULL, pod_uid, now);
+    free(pod_uid);
+  }
+  for (size_t i = 0; rc == 0 && i < s->pend_count;) {
+    pending *p = &s->pend[i];
+    const op_pod *seen = pod_find(&pv, p->relay);
+    if (p->kind == PEND_RESTART && p->delete_due_ms && now >= p->delete_due_ms && seen && !seen->deleting) {
+      long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(s->engine)) + 999) / 1000) + 30;
+      if (delete_pod(c, ns, p->relay, p->old_uid, grace) == 0) p->delete_due_ms = 0;
+    }
+    if (p->kind == PEND_RESTART && (!seen || (p->old_uid && strcmp(seen->uid, p->old_uid) != 0))) {
+      char *pod_uid = create_pod(c, s, pool_json, ns, uid, p->relay);
+      (void)tf_engine_done(s->engine, p->id, pod_uid != NULL, pod_uid, now);
+      free(pod_uid);
+      pend_remove(s, i);
+      continue;
+    }
+    i++;
+  }
+  if (write_uris(c, s, &pv, ns, name, uid) < 0) rc = -1;
+  if (write_gates(c, s, &pv, ns) < 0) rc = -1;
+  if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
+  int64_t next = tf_engine_next_ms(s->engine);
+  for (size_t i = 0; i < s->pend_count; i++)
+    if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
+  long delay = next > 0 ? (long)(next - mono_ms()) : 0;
+  if (delay < 50) delay = 50;
+  /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */
+  if (delay > 5000) delay = 5000;
+  (void)tf_workqueue_add_after(c->queue, key, delay);
+out:
+  for (size_t i = 0; i < start_count; i++) free(starts[i]);
+  free(starts);
+  free(start_ids);
+  if (config_secret) OPENSSL_cleanse(config_secret, strlen(config_secret));
+  tf_free(config_secret);
+  pods_clear(&pv);
+  inputs_clear(&in);
+  free(ns);
+  free(name);
+  free(uid);
+  tf_free(pool_json);
+  return rc;
+}
+
+void op_controller_run_once(op_controller *c, long timeout_ms)
+{
+  char *key = NULL;
+  if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
+  int rc = reconcile(c, key);
+  keep_metrics(c);
+  if (rc < 0) {
+    (void)tf_workqueue_add_rate_limited(c->queue, key);
+  } else {
+    tf_workqueue_forget(c->queue, key);
+  }
+  tf_workqueue_done(c->queue, key);
+  tf_free(key);
+}
+
+char *op_controller_metrics(op_controller *c)
+{
+  pthread_mutex_lock(&c->mu);
+  char *out = strdup(c->metrics_text ? c->metrics_text : "");
+  pthread_mutex_unlock(&c->mu);
+  return out;
+}

@@ -1,0 +1,46 @@
+/* The Kubernetes driver of the fleet engine: informers on TURNPools, relay
+ * Pods, Nodes and Secrets feed a work queue keyed by pool; reconciling a pool
+ * feeds its engine the Node cache, the pool's pods and secret, carries out
+ * the engine's actions as Kubernetes writes and writes the relay-config
+ * Secret, the turn-uris ConfigMap, the pods' readiness condition and the
+ * pool's status only where they differ. One thread runs the loop
+ * (op_controller_run_once()); probes and scrapes run on work.h's workers. */
+#ifndef TURNFLEET_OPERATOR_H
+#define TURNFLEET_OPERATOR_H
+
+#include <stdint.h>
+
+#include <turnfleet.h>
+
+typedef struct op_config {
+  const char *namespace_;   /* only this namespace's pools; NULL: all */
+  const char *agent_image;  /* the relay pods' agent container (required) */
+  long probe_interval_ms;   /* between a relay's probe result and its next probe */
+  long publish_delay_ms;    /* from a relay leaving the turn-uris ConfigMap to its pod's deletion */
+  long resync_ms;           /* informer resync (every pool reconciled again); 0: never */
+  uint16_t cli_port_base;   /* the first CLI port of the first slot */
+  unsigned cli_slots;       /* slots of cli_stride ports from cli_port_base, one per pool by hash */
+  unsigned cli_stride;      /* ports per slot (the most relays of one pool on one node) */
+  uint16_t agent_port;      /* the agent's port on the relay address */
+  tf_log_cb log;
+  void *log_payload;
+} op_config;
+
+typedef struct op_controller op_controller;
+
+/* 0, or -1 with the reason logged. @p kube is borrowed and must outlive the controller. */
+int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg);
+/* Start the informers. 0 or -1. */
+int op_controller_start(op_controller *c);
+/* 1 once every informer has listed. */
+int op_controller_synced(const op_controller *c);
+/* Queue every known pool (on becoming the leader). */
+void op_controller_enqueue_all(op_controller *c);
+/* Take one pool from the queue (waiting up to @p timeout_ms) and reconcile it. */
+void op_controller_run_once(op_controller *c, long timeout_ms);
+/* The turnfleet_* metrics of every pool as Prometheus text (malloc'd; NULL on no memory). */
+char *op_controller_metrics(op_controller *c);
+/* Stop the informers and workers and release everything. Never touches the cluster. */
+void op_controller_free(op_controller *c);
+
+#endif

@@ -1,0 +1,288 @@
+/* Worker threads for probes and scrapes (work.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+
+#include "work.h"
+
+typedef struct op_job {
+  struct op_job *next;
+  op_job_kind kind;
+  char *key;
+  uint64_t epoch, id;
+  char **uris, **addresses;
+  size_t n;
+  tf_port_range ports;
+  char *secret, *url;
+  int timeout_ms;
+  op_result result;
+} op_job;
+
+struct op_work {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  op_job *todo, *todo_tail, *done;
+  int stopping;
+  pthread_t *threads;
+  size_t thread_count;
+  tf_workqueue *queue;
+};
+
+static void job_free(op_job *j)
+{
+  if (!j) return;
+  for (size_t i = 0; i < j->n; i++) {
+    free(j->uris ? j->uris[i] : NULL);
+    free(j->addresses ? j->addresses[i] : NULL);
+  }
+  free(j->uris);
+  free(j->addresses);
+  if (j->secret) {
+    OPENSSL_cleanse(j->secret, strlen(j->secret));
+    free(j->secret);
+  }
+  free(j->url);
+  free(j->key);
+  op_result_clear(&j->result);
+  free(j);
+}
+
+void op_result_clear(op_result *r)
+{
+  if (!r) return;
+  free(r->message);
+  r->message = NULL;
+}
+
+static void run_probe(op_job *j)
+{
+  j->result.ok = j->n > 0;
+  for (size_t i = 0; i < j->n && j->result.ok; i++) {
+    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+    po.uri = j->uris[i];
+    po.secret = j->secret;
+    po.user = "turnfleet-operator";
+    po.expect_address = j->addresses[i];
+    po.expect_port_start = j->ports.start;
+    po.expect_port_end = j->ports.end;
+    po.timeout_ms = j->timeout_ms;
+    tf_probe_result *res = NULL;
+    if (tf_probe_run(&res, &po) < 0) {
+      j->result.ok = 0;
+      j->result.message = strdup(tf_error_last()->message);
+      break;
+    }
+    if (!tf_probe_result_ok(res)) {
+      j->result.ok = 0;
+      j->result.error_code = tf_probe_result_error_code(res);
+      j->result.on_allocate = tf_probe_result_stage(res) == TF_PROBE_STAGE_ALLOCATE;
+      const char *m = tf_probe_result_message(res);
+      j->result.message = strdup(m ? m : "probe failed");
+    }
+    tf_probe_result_free(res);
+  }
+}
+
+typedef struct body {
+  char *p;
+  size_t len;
+} body;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+  body *b = arg;
+  size_t add = size * n;
+  if (b->len + add > ((size_t)4 << 20)) return 0; /* an agent's /metrics is small */
+  char *grown = realloc(b->p, b->len + add + 1);
+  if (!grown) return 0;
+  memcpy(grown + b->len, data, add);
+  b->len += add;
+  grown[b->len] = '\0';
+  b->p = grown;
+  return add;
+}
+
+static void run_scrape(op_job *j)
+{
+  j->result.allocations = -1;
+  CURL *c = curl_easy_init();
+  body b = {NULL, 0};
+  long code = 0;
+  if (!c) return;
+  curl_easy_setopt(c, CURLOPT_URL, j->url);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)j->timeout_ms);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  if (curl_easy_perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
+      code == 200 && b.p) {
+    tf_metrics *m = NULL;
+    double sum = 0;
+    (void)tf_metrics_parse(&m, b.p, b.len);
+    /* the agent leaves the sample out while its count fails: unknown, not zero */
+    int seen = 0;
+    for (size_t i = 0; m && i < tf_metrics_sample_count(m); i++) {
+      const char *name = NULL;
+      double v;
+      if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, "turnfleet_relay_ports_in_use") == 0) seen = 1;
+    }
+    if (seen && tf_metrics_sum(&sum, m, "turnfleet_relay_ports_in_use") == 0) j->result.allocations = (int64_t)sum;
+    tf_metrics_free(m);
+  }
+  free(b.p);
+  curl_easy_cleanup(c);
+}
+
+static void *worker(void *arg)
+{
+  op_work *w = arg;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->todo && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
+    if (w->stopping) break;
+    op_job *j = w->todo;
+    w->todo = j->next;
+    if (!w->todo) w->todo_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (j->kind == OP_JOB_PROBE) run_probe(j);
+    else run_scrape(j);
+    if (j->secret) {
+      OPENSSL_cleanse(j->secret, strlen(j->secret));
+      free(j->secret);
+      j->secret = NULL;
+    }
+    pthread_mutex_lock(&w->mu);
+    j->next = NULL;
+    op_job **tail = &w->done;
+    while (*tail) tail = &(*tail)->next;
+    *tail = j;
+    pthread_mutex_unlock(&w->mu);
+    (void)tf_workqueue_add(w->queue, j->key);
+    pthread_mutex_lock(&w->mu);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+op_work *op_work_new(size_t threads, tf_workqueue *queue)
+{
+  op_work *w = calloc(1, sizeof(*w));
+  if (!w) return NULL;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  w->queue = queue;
+  w->threads = calloc(threads, sizeof(pthread_t));
+  for (size_t i = 0; w->threads && i < threads; i++) {
+    if (pthread_create(&w->threads[i], NULL, worker, w) != 0) break;
+    w->thread_count++;
+  }
+  if (!w->thread_count) {
+    op_work_free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void op_work_free(op_work *w)
+{
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->stopping = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  for (size_t i = 0; i < w->thread_count; i++) pthread_join(w->threads[i], NULL);
+  free(w->threads);
+  for (op_job *lists[2] = {w->todo, w->done}, **l = lists; l < lists + 2; l++)
+    while (*l) {
+      op_job *next = (*l)->next;
+      job_free(*l);
+      *l = next;
+    }
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  free(w);
+}
+
+static int submit(op_work *w, op_job *j)
+{
+  pthread_mutex_lock(&w->mu);
+  if (w->todo_tail) w->todo_tail->next = j;
+  else w->todo = j;
+  w->todo_tail = j;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  return 0;
+}
+
+int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *const *uris,
+                  const char *const *addresses, size_t n, tf_port_range ports, const char *secret, int timeout_ms)
+{
+  op_job *j = calloc(1, sizeof(*j));
+  if (!j) return -1;
+  j->kind = OP_JOB_PROBE;
+  j->result.kind = OP_JOB_PROBE;
+  j->epoch = j->result.epoch = epoch;
+  j->id = j->result.id = id;
+  j->key = strdup(key);
+  j->uris = calloc(n + 1, sizeof(char *));
+  j->addresses = calloc(n + 1, sizeof(char *));
+  j->secret = strdup(secret ? secret : "");
+  int ok = j->key && j->uris && j->addresses && j->secret;
+  j->n = ok ? n : 0;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (j->uris[i] = strdup(uris[i])) && (j->addresses[i] = strdup(addresses[i]));
+  j->ports = ports;
+  j->timeout_ms = timeout_ms;
+  if (!ok) {
+    job_free(j);
+    return -1;
+  }
+  return submit(w, j);
+}
+
+int op_work_scrape(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms)
+{
+  op_job *j = calloc(1, sizeof(*j));
+  if (!j) return -1;
+  j->kind = OP_JOB_SCRAPE;
+  j->result.kind = OP_JOB_SCRAPE;
+  j->epoch = j->result.epoch = epoch;
+  j->id = j->result.id = id;
+  j->key = strdup(key);
+  j->url = strdup(url);
+  j->timeout_ms = timeout_ms;
+  if (!j->key || !j->url) {
+    job_free(j);
+    return -1;
+  }
+  return submit(w, j);
+}
+
+size_t op_work_take(op_work *w, const char *key, op_result **out)
+{
+  size_t n = 0, cap = 0;
+  *out = NULL;
+  pthread_mutex_lock(&w->mu);
+  for (op_job **l = &w->done; *l;) {
+    op_job *j = *l;
+    if (strcmp(j->key, key) != 0) {
+      l = &j->next;
+      continue;
+    }
+    if (n == cap) {
+      op_result *grown = realloc(*out, (cap = cap ? cap * 2 : 8) * sizeof(op_result));
+      if (!grown) break;
+      *out = grown;
+    }
+    (*out)[n++] = j->result;
+    j->result.message = NULL;
+    *l = j->next;
+    job_free(j);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
