@@ -42,7 +42,7 @@ def main():
     cluster = harness.Cluster(tmp, build=build)
     ok = False
     try:
-        cluster.apply(open(os.path.join(HERE, "testdata", "crd.yaml")).read())
+        cluster.apply(open(os.path.join(harness.SOURCE, "deploy", "crd", "turnpools.yaml")).read())
         cluster.kubectl("create", "namespace", NS)
         cluster.kubectl("create", "secret", "tls", "turnfleet-webhook-tls", "--cert", crt, "--key", key, ns=NS)
         # every manifest as kubectl reads it: deploy/webhook through its kustomization
@@ -90,10 +90,11 @@ def main():
             for wh in cfg["webhooks"]:
                 wh["clientConfig"]["caBundle"] = harness.b64file(ca[1])  # what cert-manager's CA injector does
             cluster.apply(cfg)
-        bad = harness.pool("bad", relayPortRange={"start": 50100, "end": 50000})
+        bad = harness.pool("bad", relayPortRange={"start": 3000, "end": 4000},
+                           listeners=[{"name": "turn", "protocol": "udp", "port": 3478}])
         r = cluster.apply(bad, check=False)
         expect(r.returncode != 0 and 'admission webhook "validate.turnfleet.hzmi.dev" denied the request: '
-               "spec.relayPortRange.end" in r.stderr,
+               "spec.listeners[0].port" in r.stderr,
                "the API server reaches it through the Service with the shipped configurations", r.stderr)
         cluster.apply(harness.pool("demo"))
         spec = json.loads(cluster.kubectl("get", "tp", "demo", "-o", "json").stdout)["spec"]

@@ -13,6 +13,7 @@ a rotated certificate is served without a restart; SIGTERM ends it with 0."""
 import base64
 import http.client
 import json
+import re
 import os
 import random
 import shutil
@@ -125,6 +126,53 @@ def malformed_reviews():
     return out
 
 
+def corpus_refused(cluster):
+    """Apply every invalid pool of the corpus as it is written (its namespaces made first)."""
+    import glob
+    import yaml
+    d = os.path.join(harness.SOURCE, "tests", "data", "invalid")
+    files = sorted(f for f in glob.glob(os.path.join(d, "pool-*")) if not f.endswith(".expected"))
+    namespaces = set()
+    for f in files:
+        try:
+            doc = yaml.safe_load(open(f))
+            ns = doc.get("metadata", {}).get("namespace")
+            if isinstance(ns, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns):
+                namespaces.add(ns)
+        except Exception:  # noqa: BLE001 - a syntax case: kubectl refuses it below
+            pass
+    for ns in sorted(namespaces - {"default"}):
+        cluster.kubectl("create", "namespace", ns, check=False)
+    out = {"named": 0, "other": 0, "normalized": 0, "failures": []}
+    for f in files:
+        want = open(os.path.splitext(f)[0] + ".expected").read().splitlines()[0]
+        name = os.path.basename(f)
+        try:
+            doc = yaml.safe_load(open(f, "rb"))
+        except Exception:  # noqa: BLE001
+            doc = None
+        sendable = isinstance(doc, dict) and doc.get("kind") and doc.get("apiVersion")
+        # what the parser says of the file's bytes (syntax, duplicate keys, encoding: "line L, column C ...") is
+        # kubectl's to refuse or to re-encode: the API server only ever sees the JSON kubectl makes of it
+        file_level = want.startswith("line ")
+        path = want.split(":")[0] if sendable and not file_level and re.match(r"(spec\.|metadata\.name:)", want) else None
+        r = cluster.kubectl("apply", "-f", f, check=False)  # kubectl reads it: some entries are not UTF-8
+        if r.returncode == 0:
+            cluster.kubectl("delete", "-f", f, check=False)
+            if file_level:
+                out["normalized"] += 1
+            else:
+                out["failures"].append("%s: accepted (%s)" % (name, r.stdout.strip()))
+            continue
+        # a map key: the parser writes spec.nodeSelector[k], the API server spec.nodeSelector.k
+        alt = re.sub(r"\[([^\]0-9][^\]]*)\]", r".\1", path) if path else None
+        if path and path not in r.stderr and alt not in r.stderr:
+            out["failures"].append("%s: refused without naming %s: %s" % (name, path, r.stderr.strip()))
+        else:
+            out["named" if path else "other"] += 1
+    return out
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     tmp = harness.tmpdir("tf-webhook-")
@@ -137,7 +185,7 @@ def main():
     wh = None
     ok = False
     try:
-        cluster.apply(open(os.path.join(HERE, "testdata", "crd.yaml")).read())
+        cluster.apply(open(os.path.join(harness.SOURCE, "deploy", "crd", "turnpools.yaml")).read())
         harness.wait_for("the CRD served", lambda: cluster.kubectl("get", "tp", check=False).returncode == 0)
         wh = Webhook(binary, tmp, cert_path, key_path, cluster.kubeconfig)
         ctx = tls_context(ca[1])
@@ -152,11 +200,21 @@ def main():
         for cfg in webhook_configs(ca[1]):
             cluster.apply(cfg)
 
-        # a bad pool is denied with the parser's field path
-        p = cluster.apply(harness.pool("bad", relayPortRange={"start": 50100, "end": 50000}), check=False)
-        expect(p.returncode != 0 and ('admission webhook "%s" denied the request: spec.relayPortRange.end: '
-                                      '50000 is below start 50100' % VALIDATE) in p.stderr,
+        # a bad pool the CRD's schema lets through is denied with the parser's field path
+        bad = dict(relayPortRange={"start": 3000, "end": 4000}, listeners=[{"name": "turn", "protocol": "udp", "port": 3478}])
+        p = cluster.apply(harness.pool("bad", **bad), check=False)
+        expect(p.returncode != 0 and ('admission webhook "%s" denied the request: spec.listeners[0].port: '
+                                      '3478 is inside spec.relayPortRange 3000-4000' % VALIDATE) in p.stderr,
                "a bad pool is denied with its field path", p.stderr)
+
+        # the invalid-pool corpus (what `turnfleet validate` refuses, tests/data/invalid/pool-*): every entry is
+        # refused by kubectl, the CRD's schema and CEL rules or this webhook, never stored; where the parser names a
+        # field (spec.*, metadata.name), the refusal names the same one
+        refused_by = corpus_refused(cluster)
+        expect(not refused_by["failures"] and refused_by["named"] >= 40,
+               "the invalid-pool corpus: %d refused naming the parser's field path, %d refused without one (syntax, "
+               "apiVersion, kind, namespace, no object), %d only the file's bytes are wrong and kubectl re-encodes them"
+               % (refused_by["named"], refused_by["other"], refused_by["normalized"]), "\n".join(refused_by["failures"]))
 
         # a good pool gets its defaults patched in by the mutating webhook
         cluster.apply(harness.pool("demo", replicas=2))
@@ -294,8 +352,8 @@ def main():
         for cfg in webhook_configs(ca2[1]):
             # replace, not apply: the stand-in's strategic merge does not know `webhooks` merges by name
             cluster.kubectl("replace", "-f", "-", input=json.dumps(cfg))
-        p = cluster.apply(harness.pool("bad2", relayPortRange={"start": 50100, "end": 50000}), check=False)
-        expect(('admission webhook "%s" denied the request: spec.relayPortRange.end' % VALIDATE) in p.stderr,
+        p = cluster.apply(harness.pool("bad2", **bad), check=False)
+        expect(('admission webhook "%s" denied the request: spec.listeners[0].port' % VALIDATE) in p.stderr,
                "the API server reaches the webhook through the new CA", p.stderr)
 
         log = wh.text()
