@@ -137,6 +137,29 @@ START_TEST(test_decide__a_refused_pool_keeps_its_transition_time)
 }
 END_TEST
 
+/* ReachableFromVantage joins the status: one of its type, the transition time kept while the status holds. */
+START_TEST(test_decide__vantage_condition_in_the_status)
+{
+  const char body[] = "{\"status\":{\"replicas\":2,\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+                      "{\"type\":\"ReachableFromVantage\",\"status\":\"Unknown\"}]}}";
+  const char seen[] = "{\"status\":{\"conditions\":[{\"type\":\"ReachableFromVantage\",\"status\":\"True\","
+                      "\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
+  char *out = op_with_condition(body, seen, "ReachableFromVantage", "True", "AllReachable", "3 of 3", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(out);
+  ck_assert_ptr_nonnull(strstr(out, "2024-01-01T00:00:00Z"));
+  ck_assert_ptr_nonnull(strstr(out, "\"Ready\""));
+  ck_assert_ptr_nonnull(strstr(out, "AllReachable"));
+  ck_assert_ptr_null(strstr(out, "Unknown"));               /* replaced, not added */
+  ck_assert_ptr_null(strstr(strstr(out, "ReachableFromVantage") + 1, "ReachableFromVantage")); /* once */
+  free(out);
+  out = op_with_condition(body, seen, "ReachableFromVantage", "False", "Unreachable", "turn:x failed", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-05-01T12:00:00Z"));
+  ck_assert_ptr_null(strstr(out, "2024-01-01T00:00:00Z"));
+  free(out);
+  ck_assert_ptr_null(op_with_condition("{\"no\":1}", NULL, "ReachableFromVantage", "True", "r", "m", "t"));
+}
+END_TEST
+
 START_TEST(test_decide__writes_only_what_differs)
 {
   const char desired[] = "{\"metadata\":{\"name\":\"c\"},\"data\":{\"k\":\"v\"}}";
@@ -183,6 +206,7 @@ int main(void)
   tcase_add_test(tc, test_decide__status_keeps_the_probe_time_while_the_outcome_holds);
   tcase_add_test(tc, test_decide__a_refused_pool_keeps_its_transition_time);
   tcase_add_test(tc, test_decide__writes_only_what_differs);
+  tcase_add_test(tc, test_decide__vantage_condition_in_the_status);
   tcase_add_test(tc, test_decide__cli_port_slots);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

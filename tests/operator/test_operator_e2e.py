@@ -233,7 +233,8 @@ def set_up():
     wait_for("the cluster", lambda: os.path.exists(os.path.join(d, "ready")) or CLUSTER.poll() is not None, 600)
     if CLUSTER.poll() is not None:
         raise AssertionError("cluster.py exited: %s" % open(os.path.join(TMP, "cluster.log")).read())
-    kubectl("apply", "-f", os.path.join(SOURCE, "deploy", "crd"), "-f", os.path.join(SOURCE, "deploy", "rbac"))
+    for part in ("crd", "rbac"):   # as deploy/default holds them (its operator Deployment aside: the test runs it)
+        kubectl("apply", "-k", os.path.join(SOURCE, "deploy", part))
     kubectl("create", "namespace", NS)
     token = kubectl("create", "token", "-n", "turnfleet-system", "turnfleet-operator", "--duration=2h").stdout.strip()
     kc = json.load(open(os.path.join(d, "kubeconfig")))
@@ -393,6 +394,34 @@ class OperatorE2E(unittest.TestCase):
         _, pods, u = self.converged(3)
         for uri in u[:3]:
             self.assertEqual(probe(uri, SECRET1)[0], 0, uri)
+
+    def test_04b_vantage_results_flip_reachable_from_vantage(self):
+        def reach():
+            return cond(pool_obj(), "ReachableFromVantage")
+        wait_for("ReachableFromVantage Unknown without results", lambda: reach().get("reason") == "NoVantageResults", 30)
+
+        def runner(secret):
+            r = subprocess.run([PROBE, "--vantage", POOL, "--namespace", NS, "--kubeconfig",
+                                os.path.join(TMP, "cluster", "kubeconfig"), "--runner", "e2e-vantage",
+                                "--secret-file", write_secret_file(secret), "--timeout-ms", "2000"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)   # 0 once the results are written
+        runner(SECRET1)
+        c = wait_for("ReachableFromVantage True", lambda: (c := reach()).get("status") == "True" and c, 30)
+        self.assertEqual(c["reason"], "AllReachable")
+        self.assertIn("e2e-vantage", c["message"])
+        runner("a-secret-the-relays-do-not-take")
+        c = wait_for("ReachableFromVantage False", lambda: (c := reach()).get("status") == "False" and c, 30)
+        self.assertEqual(c["reason"], "Unreachable")
+        self.assertIn("turn:", c["message"])                       # the failing URIs are named
+        # results older than the staleness bound (15 minutes) say nothing any more
+        old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+        kubectl("patch", "-n", NS, "configmap", POOL + "-vantage", "--type=merge", "-p", json.dumps({"data": {"time": old}}))
+        c = wait_for("ReachableFromVantage Unknown when stale", lambda: (c := reach()).get("reason") == "StaleVantageResults" and c, 30)
+        self.assertEqual(c["status"], "Unknown")
+        runner(SECRET1)
+        wait_for("ReachableFromVantage True again", lambda: reach().get("status") == "True", 30)
+        kubectl("delete", "-n", NS, "configmap", POOL + "-vantage")
 
     def watch_roll(self, done, what):
         """Poll until done(pods); the most pods being replaced at once, seen along the way."""

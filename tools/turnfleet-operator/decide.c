@@ -241,6 +241,46 @@ char *op_status_stable(const char *desired, const char *observed_pool)
   return out;
 }
 
+char *op_with_condition(const char *desired, const char *observed_pool, const char *type, const char *status,
+                        const char *reason, const char *message, const char *now)
+{
+  cJSON *want = cJSON_Parse(desired), *seen = observed_pool ? cJSON_Parse(observed_pool) : NULL;
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(want, "status");
+  char *out = NULL;
+  if (!cJSON_IsObject(st)) goto done;
+  const char *since = now;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(seen, "status"),
+                                                         "conditions"))
+  {
+    const char *t = str_at(c, "type"), *s = str_at(c, "status");
+    if (t && strcmp(t, type) == 0 && s && strcmp(s, status) == 0 && str_at(c, "lastTransitionTime"))
+      since = str_at(c, "lastTransitionTime");
+  }
+  cJSON *conds = cJSON_GetObjectItemCaseSensitive(st, "conditions");
+  if (!cJSON_IsArray(conds)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(st, "conditions");
+    conds = cJSON_AddArrayToObject(st, "conditions");
+  }
+  for (int i = cJSON_GetArraySize(conds) - 1; i >= 0; i--) {
+    const char *t = str_at(cJSON_GetArrayItem(conds, i), "type");
+    if (t && strcmp(t, type) == 0) cJSON_DeleteItemFromArray(conds, i);
+  }
+  cJSON *cond = cJSON_CreateObject();
+  if (!cond || !cJSON_AddStringToObject(cond, "type", type) || !cJSON_AddStringToObject(cond, "status", status) ||
+      !cJSON_AddStringToObject(cond, "reason", reason) || !cJSON_AddStringToObject(cond, "message", message) ||
+      !cJSON_AddStringToObject(cond, "lastTransitionTime", since)) {
+    cJSON_Delete(cond);
+    goto done;
+  }
+  cJSON_AddItemToArray(conds, cond);
+  out = cJSON_Print(want);
+done:
+  cJSON_Delete(want);
+  cJSON_Delete(seen);
+  return out;
+}
+
 char *op_refused_status(const char *observed_pool, int64_t generation, const char *reason, const char *message,
                         const char *now)
 {

@@ -48,6 +48,12 @@ char *op_status_stable(const char *desired, const char *observed_pool);
  * secret): Ready=False with @p reason and @p message, observedGeneration
  * @p generation, lastTransitionTime kept from @p observed_pool when Ready
  * was already False for the same reason, else @p now. NULL on no memory. */
+/* @p desired (a status body) with the condition @p type set to @p status/@p reason/@p message, replacing one
+ * of that type; its lastTransitionTime is the observed pool's while the status stays, else @p now. NULL on
+ * bad JSON or memory. */
+char *op_with_condition(const char *desired, const char *observed_pool, const char *type, const char *status,
+                        const char *reason, const char *message, const char *now);
+
 char *op_refused_status(const char *observed_pool, int64_t generation, const char *reason, const char *message,
                         const char *now);
 

@@ -270,7 +270,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   ok = ok && informer(c, &c->pools, c->pools_path, NULL, on_pool) == 0 &&
        informer(c, &c->pods, pods, POOL_LABEL, on_pod) == 0 && informer(c, &c->nodes, nodes, NULL, on_node) == 0 &&
        informer(c, &c->secrets, secrets, NULL, on_secret) == 0 &&
-       informer(c, &c->configmaps, configmaps, "app.kubernetes.io/managed-by=turnfleet-operator", on_configmap) == 0;
+       /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
+       informer(c, &c->configmaps, configmaps, POOL_LABEL, on_configmap) == 0;
   ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   ok = ok && (c->work = op_work_new(4, c->queue)) != NULL;
   tf_free(pods);
@@ -1098,14 +1099,35 @@ static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, con
   return rc;
 }
 
+/* The status with ReachableFromVantage from the pool's <pool>-vantage ConfigMap (the cache; absent: Unknown). */
+static char *with_vantage(op_controller *c, const char *body, const char *pool_json, const char *ns, const char *name)
+{
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL, *msg = NULL;
+  char *out = NULL, now[32];
+  const char *status = NULL, *reason = NULL;
+  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
+  if ((g == 0 || g == TF_ENOTFOUND) &&
+      tf_vantage_condition(&status, &reason, &msg, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0) {
+    now_text(now, sizeof(now));
+    out = op_with_condition(body, pool_json, "ReachableFromVantage", status, reason, msg, now);
+  }
+  tf_free(msg);
+  tf_free(cm);
+  free(key);
+  free(cname);
+  return out;
+}
+
 static int write_status(op_controller *c, pool_state *s, const char *pool_json, const char *ns, const char *name)
 {
-  char *status = NULL, *body = NULL, *stable = NULL;
+  char *status = NULL, *body = NULL, *stable = NULL, *full = NULL;
   int rc = -1;
   if (tf_engine_status_json(&status, s->engine) == 0 &&
       tf_manifest_status(&body, tf_engine_pool(s->engine), status, strlen(status), op_generation(pool_json)) == 0 &&
-      (stable = op_status_stable(body, pool_json)) != NULL)
-    rc = patch_status(c, pool_json, ns, name, stable) < 0 ? -1 : 0;
+      (stable = op_status_stable(body, pool_json)) != NULL &&
+      (full = with_vantage(c, stable, pool_json, ns, name)) != NULL)
+    rc = patch_status(c, pool_json, ns, name, full) < 0 ? -1 : 0;
+  free(full);
   free(stable);
   tf_free(body);
   tf_free(status);
