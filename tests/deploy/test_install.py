@@ -24,7 +24,6 @@ addresses, UDP 3478, relay ports 60200-60219, agents on 9700; the pool inst/edge
 operator's CLI port slot 5 (127.0.0.1:47850-47859)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,10 +46,7 @@ CERT_MANAGER_CRDS = [
     for kind in ("Issuer", "Certificate")]
 
 
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s%s" % (what, (": " + detail) if detail else ""))
-    print("ok -", what)
+expect = harness.expect
 
 
 def clients():
@@ -203,12 +199,7 @@ def main():
         expect(True, "deleting the pool removed its pods, Secret and ConfigMap")
         ok = True
     finally:
-        if cluster:
-            cluster.stop()
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            sys.stderr.write("kept %s\n" % tmp)
+        harness.finish(tmp, ok, cluster)
 
 
 if __name__ == "__main__":

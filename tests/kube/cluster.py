@@ -60,7 +60,9 @@ def default_images(build):
             rootfs = p.stdout.strip()
     except OSError:
         pass
-    binds = []
+    # the build directory itself at its own path, read-only: the binaries' build-tree RUNPATH names it,
+    # and a container's fresh /tmp would hide a build that lives under /tmp
+    binds = [(os.path.abspath(build), os.path.abspath(build))] if build and os.path.isdir(build) else []
     for rel in ("tools/turnfleet/turnfleet", "tools/turnfleet-probe/turnfleet-probe",
                 "tools/turnfleet-probe/turnfleet-probe-vantage", "tools/turnfleet-webhook/turnfleet-webhook",
                 "tools/turnfleet-operator/turnfleet-operator"):

@@ -11,7 +11,6 @@ URI with the secret from --secret-file, and writes <pool>-vantage (results,
 runner, time; no secret); a second run after a URI went bad updates it."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,10 +37,7 @@ NODES = ('{"kind":"List","items":[{"metadata":{"name":"n4","labels":{"turnfleet.
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
 
 
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s%s" % (what, (": " + detail) if detail else ""))
-    print("ok -", what)
+expect = harness.expect
 
 
 def main():
@@ -164,12 +160,7 @@ def main():
     finally:
         harness.stop_process(ts)
         log.close()
-        if cluster:
-            cluster.stop()
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            sys.stderr.write("kept %s\n" % tmp)
+        harness.finish(tmp, ok, cluster)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ stopped by PID. Python standard library only."""
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +147,23 @@ def pool(name, replicas=2, ns="default", **spec):
     s.update(spec)
     return {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool",
             "metadata": {"name": name, "namespace": ns}, "spec": s}
+
+
+def expect(cond, what, detail=""):
+    """A check of the run: fail naming @p what (and @p detail), or print "ok - what"."""
+    if not cond:
+        raise AssertionError("%s%s" % (what, (": " + detail) if detail else ""))
+    print("ok -", what)
+
+
+def finish(tmp, ok, cluster=None):
+    """The end of a run: the stand-in stopped by PID; the scratch directory removed, or kept after a failure."""
+    if cluster:
+        cluster.stop()
+    if ok:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        sys.stderr.write("kept %s\n" % tmp)
 
 
 def tmpdir(prefix):

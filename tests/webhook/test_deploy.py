@@ -14,7 +14,6 @@ the Service as kube-proxy would (a Ready pod's podIP and targetPort)."""
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -28,10 +27,7 @@ NS = "turnfleet-system"
 
 
 
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s%s" % (what, (": " + detail) if detail else ""))
-    print("ok -", what)
+expect = harness.expect
 
 
 def main():
@@ -102,11 +98,7 @@ def main():
                json.dumps(spec))
         ok = True
     finally:
-        cluster.stop()
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            sys.stderr.write("kept %s\n" % tmp)
+        harness.finish(tmp, ok, cluster)
 
 
 if __name__ == "__main__":

@@ -99,10 +99,7 @@ def pem_der(path):
     return ssl.PEM_cert_to_DER_cert(open(path).read())
 
 
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError("%s%s" % (what, (": " + detail) if detail else ""))
-    print("ok -", what)
+expect = harness.expect
 
 
 def malformed_reviews():
@@ -366,9 +363,7 @@ def main():
             harness.stop_process(wh.proc)
             if not ok:
                 sys.stderr.write("--- webhook log ---\n" + wh.text()[-5000:])
-        cluster.stop()
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
+        harness.finish(tmp, ok, cluster)
 
 
 if __name__ == "__main__":
