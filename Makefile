@@ -1,5 +1,7 @@
 # Thin wrapper over CMake. Each goal installs the Debian packages it needs first.
 JOBS ?= $(shell nproc)
+# Tests mostly wait on real processes (coturn, the stand-in, kubectl): twice the cores keeps them busy.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
@@ -20,13 +22,13 @@ build: deps
 test: deps test-plain test-asan
 
 test-plain: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
 
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DTF_WERROR=ON -DTF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
 # The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
 demo: build
