@@ -3,6 +3,7 @@
 
     kubectl create namespace turnfleet-system
     kubectl -n turnfleet-system create secret tls turnfleet-webhook-tls --cert … --key …
+    kubectl apply -k deploy/default               (the CRD, RBAC and the operator)
     kubectl apply -k deploy/with-webhook          (deploy/default plus the webhook)
 
 The test stands in for cert-manager: it accepts the Issuer and Certificate kinds (minimal CRDs),
@@ -100,11 +101,16 @@ def main():
         cluster.kubectl("wait", "--for=condition=established", "--timeout=20s", "crd/certificates.cert-manager.io")
         cluster.kubectl("create", "namespace", SYS)
         cluster.kubectl("create", "secret", "tls", "turnfleet-webhook-tls", "--cert", crt, "--key", key, ns=SYS)
+        # deploy/default first (the newest kubectl), then with-webhook over it (kubectl 1.20): what default made is kept
+        p = cluster.kubectl("apply", "-k", os.path.join(SOURCE, "deploy", "default"), check=False)
+        expect(p.returncode == 0 and "deployment.apps/turnfleet-operator created" in p.stdout,
+               "kubectl apply -k deploy/default", p.stdout + p.stderr)
         old = [kubectls["kubectl-1.20"], "--kubeconfig", cluster.kubeconfig, "--cache-dir", os.path.join(tmp, "k120")]
         p = subprocess.run(old + ["apply", "-k", os.path.join(SOURCE, "deploy", "with-webhook")], capture_output=True,
                            text=True, env=dict(os.environ, HOME=tmp))
-        expect(p.returncode == 0 and "deployment.apps/turnfleet-operator created" in p.stdout,
-               "kubectl 1.20 apply -k deploy/with-webhook", p.stdout + p.stderr)
+        expect(p.returncode == 0 and "deployment.apps/turnfleet-webhook created" in p.stdout and
+               "deployment.apps/turnfleet-operator created" not in p.stdout,
+               "kubectl 1.20 apply -k deploy/with-webhook (the operator's objects already there)", p.stdout + p.stderr)
         for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):   # cert-manager's CA injector
             cluster.kubectl("patch", kind, "turnfleet", "--type=json", "-p", json.dumps(
                 [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": harness.b64file(ca[1])}]))
