@@ -282,6 +282,12 @@ def main():
         e2e.start_operator("a", "--resync", "1s")
         e2e.wait_for("the operator", lambda: e2e.operator_get(0, "/readyz")[0] == 200, 30)
         noop_resync(seconds)
+        # parts 2 and 3 on the operator's default --resync (10m): a 1 s resync queues every pool every
+        # second, which is part 1's subject, not theirs
+        e2e.stop(e2e.OPERATORS["a"])
+        e2e.start_operator("a")
+        e2e.wait_for("the operator", lambda: e2e.operator_get(0, "/readyz")[0] == 200, 30)
+        time.sleep(6)   # past --lease-duration 4s: the new process leads, whoever held the Lease
         latency(events)
         rss()
     finally:
