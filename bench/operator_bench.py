@@ -238,13 +238,26 @@ def rss():
         api.call("PATCH", "/api/v1/nodes/%s/status" % name, body)
     t0 = time.monotonic()
 
+    marks = []    # (pods, seconds) each time another 100 pods exist
+
     def pods_made():
         items = json.loads(api.call("GET", "/api/v1/namespaces/%s/pods" % e2e.NS))["items"]
         n = len([p for p in items if p["metadata"]["name"].startswith("p") and
                  (p["spec"].get("nodeName") or "").startswith("b")])
+        while len(marks) < n // 100:
+            marks.append((100 * (len(marks) + 1), time.monotonic() - t0))
+        if e2e.OPERATORS["a"].poll() is not None:
+            return n    # the operator died: report it
         return n if n >= POOLS * RELAYS else None
-    n = e2e.wait_for("%d relay pods" % (POOLS * RELAYS), pods_made, 600, 1)
+    try:
+        n = e2e.wait_for("%d relay pods" % (POOLS * RELAYS), pods_made, 1200, 1)
+    except AssertionError:
+        n = None
     made = time.monotonic() - t0
+    print("== 3. operator RSS with %d pools x %d relays (pods stored, not run) ==" % (POOLS, RELAYS))
+    print("relay pods created, cumulative: " + ", ".join("%d in %.0f s" % m for m in marks))
+    if n is None or n < POOLS * RELAYS:
+        print("NOT ALL PODS CREATED within %.0f s (figures below are at that point)" % made)
     time.sleep(10)     # the operator's steady state with 1000 unstarted relays (probes failing)
     seq = e2e.last_seq()
     time.sleep(10)
@@ -252,8 +265,7 @@ def rss():
     after = proc_status(pid)
     bytes_after = cached_bytes()
     alive = e2e.OPERATORS["a"].poll() is None
-    print("== 3. operator RSS with %d pools x %d relays (pods stored, not run) ==" % (POOLS, RELAYS))
-    print("relay pods created: %d in %.1f s; operator alive: %s" % (n, made, alive))
+    print("relay pods created: %s in %.1f s; operator alive: %s" % (n, made, alive))
     print("operator requests over 10 s afterwards: %d (writes %d, Lease %d)" %
           (len(rate), len([r for r in rate if r["method"] in WRITES]), len([r for r in rate if "/leases/" in r["path"]])))
     print("operator VmRSS %d KiB, VmHWM %d KiB" % (after["VmRSS"], after["VmHWM"]))
