@@ -180,7 +180,9 @@ def latency(events):
 
 
 def proc_status(pid):
-    out = {}
+    out = {"VmRSS": 0, "VmHWM": 0}     # zeros when the process is gone
+    if not os.path.exists("/proc/%d/status" % pid):
+        return out
     for line in open("/proc/%d/status" % pid):
         k, _, v = line.partition(":")
         if k in ("VmRSS", "VmHWM"):
@@ -270,7 +272,7 @@ def rss():
           (len(rate), len([r for r in rate if r["method"] in WRITES]), len([r for r in rate if "/leases/" in r["path"]])))
     print("operator VmRSS %d KiB, VmHWM %d KiB" % (after["VmRSS"], after["VmHWM"]))
     print("reference 1, same run: the same operator before the pools (2 pools, 3 relays, informers synced): "
-          "VmRSS %d KiB, VmHWM %d KiB -> ratio %.2f" % (before["VmRSS"], before["VmHWM"], after["VmRSS"] / before["VmRSS"]))
+          "VmRSS %d KiB, VmHWM %d KiB -> ratio %.2f" % (before["VmRSS"], before["VmHWM"], after["VmRSS"] / max(before["VmRSS"], 1)))
     print("reference 2, same run: JSON LIST bytes of what it caches (%d collections): %d KiB before, %d KiB after"
           % (len(lists), bytes_before // 1024, bytes_after // 1024))
     print("ratio: RSS growth / cached JSON growth = %.2f; RSS / cached JSON = %.2f" %
