@@ -460,13 +460,15 @@ static int pods_read(op_controller *c, pods_view *v, const char *ns, const char 
     if (rc < 0) break;
     char *text = cJSON_PrintUnformatted(p);
     op_pod pod;
-    if (text && op_pod_parse(&pod, text) == 0 && strcmp(pod.owner_uid, pool_uid) == 0) {
-      v->pods[v->n] = pod;
-      v->json[v->n] = text;
-      v->n++;
-      continue;
+    if (text && op_pod_parse(&pod, text) == 0) {
+      if (strcmp(pod.owner_uid, pool_uid) == 0) {
+        v->pods[v->n] = pod;
+        v->json[v->n] = text;
+        v->n++;
+        continue;
+      }
+      op_pod_clear(&pod);
     }
-    if (text && op_pod_parse(&pod, text) == 0) op_pod_clear(&pod);
     cJSON_free(text);
   }
   cJSON_Delete(arr);
@@ -530,6 +532,22 @@ static void claims(op_controller *c, pool_state *s, const char *key)
     return;
   }
   cJSON *parr = cJSON_Parse(pools), *arr = cJSON_Parse(pods);
+  /* every relay pod parsed once, then matched against each other pool (parsing them per pool made a
+   * reconcile cost pools x pods parses: minutes per round at 100 pools x 10 relays) */
+  size_t cap = (size_t)cJSON_GetArraySize(arr), n = 0;
+  op_pod *rps = calloc(cap + 1, sizeof(op_pod));
+  const char **rns = calloc(cap + 1, sizeof(char *));
+  const cJSON *pod;
+  if (rps && rns) {
+    cJSON_ArrayForEach(pod, arr)
+    {
+      char *pt = cJSON_PrintUnformatted(pod);
+      if (pt && op_pod_parse(&rps[n], pt) == 0)
+        rns[n++] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "namespace"));
+      cJSON_free(pt);
+    }
+  }
   const cJSON *p;
   cJSON_ArrayForEach(p, parr)
   {
@@ -551,23 +569,15 @@ static void claims(op_controller *c, pool_state *s, const char *key)
         ports[np++] = tf_pool_listener_port(other, i);
     tf_pool_free(other);
     cJSON_free(text);
-    const cJSON *pod;
-    cJSON_ArrayForEach(pod, arr)
-    {
-      char *pt = cJSON_PrintUnformatted(pod);
-      op_pod rp;
-      if (pt && op_pod_parse(&rp, pt) == 0) {
-        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
-        const char *pns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pm, "namespace"));
-        if (pns && strcmp(pns, ns) == 0 && uid && strcmp(rp.owner_uid, uid) == 0)
-          if (tf_engine_add_claim(s->engine, name, rp.identity, ports, np) < 0)
-            say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rp.name, tf_error_last()->message);
-        op_pod_clear(&rp);
-      }
-      cJSON_free(pt);
-    }
+    for (size_t i = 0; i < n; i++)
+      if (rns[i] && strcmp(rns[i], ns) == 0 && uid && strcmp(rps[i].owner_uid, uid) == 0)
+        if (tf_engine_add_claim(s->engine, name, rps[i].identity, ports, np) < 0)
+          say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rps[i].name, tf_error_last()->message);
     free(pkey);
   }
+  for (size_t i = 0; i < n; i++) op_pod_clear(&rps[i]);
+  free(rps);
+  free(rns);
   cJSON_Delete(parr);
   cJSON_Delete(arr);
   tf_free(pools);
