@@ -53,7 +53,7 @@ def main():
     cluster = harness.Cluster(tmp, port=API)
     procs = []
     try:
-        cluster.apply(open(os.path.join(ROOT, "tests", "webhook", "testdata", "crd.yaml")).read())
+        cluster.apply(open(os.path.join(ROOT, "deploy", "crd", "turnpools.yaml")).read())
         harness.wait_for("the CRD", lambda: cluster.kubectl("get", "tp", check=False).returncode == 0)
         for i, name in enumerate(("other-a", "other-b")):
             cluster.apply(harness.pool(name, relayPortRange={"start": 51000 + 1000 * i, "end": 51099 + 1000 * i},

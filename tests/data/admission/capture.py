@@ -54,8 +54,7 @@ def main():
     t.start()
     cluster = harness.Cluster(tmp)
     try:
-        cluster.apply(os.path.join(harness.HERE, "testdata", "crd.yaml") and open(
-            os.path.join(harness.HERE, "testdata", "crd.yaml")).read())
+        cluster.apply(open(os.path.join(harness.SOURCE, "deploy", "crd", "turnpools.yaml")).read())
         harness.wait_for("the CRD served", lambda: cluster.kubectl("get", "tp", check=False).returncode == 0)
         cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                "metadata": {"name": "capture"},
