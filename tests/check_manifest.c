@@ -153,7 +153,7 @@ static tf_manifest_options opts(void)
 {
   tf_manifest_options o = TF_MANIFEST_OPTIONS_INIT;
   o.pool_uid = UID;
-  o.agent_image = "ghcr.io/hzmi/turnfleet:0.3.0";
+  o.agent_image = "registry.test/turnfleet:0.3.0";
   return o;
 }
 

@@ -1071,16 +1071,16 @@ class PythonClient(unittest.TestCase):
             self.fail("TURNFLEET is required (the build's turnfleet)")
         ns = self.ns("images")
         rootfs = os.path.dirname(os.path.dirname(os.path.dirname(CLIENTS["kubectl-rootfs"])))
-        want = {"coturn-418": ("docker.io/coturn/coturn:4.18", ["turnserver", "--version"], "4.18.0\n"),
+        want = {"coturn-418": ("registry.test/coturn/coturn:4.18", ["turnserver", "--version"], "4.18.0\n"),
                 "coturn-461": ("coturn/coturn:4.6.1", ["turnserver", "--version"], "4.6.1\n"),
-                "own": ("ghcr.io/hzmi/turnfleet:dev", ["/bin/sh", "-c", "for b in turnfleet turnfleet-probe; do command -v $b; done"],
+                "own": ("registry.test/turnfleet:dev", ["/bin/sh", "-c", "for b in turnfleet turnfleet-probe; do command -v $b; done"],
                         "/usr/local/bin/turnfleet\n/usr/local/bin/turnfleet-probe\n"),
                 "flag": ("registry.test/unstable:sid", ["cat", "/etc/debian_version"], open(rootfs + "/etc/debian_version").read())}
         for name, (image, cmd, _out) in want.items():
             self.v1.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {"nodeName": "n3", "restartPolicy": "Never",
                                                                                      "containers": [{"name": "c", "image": image, "command": cmd}]}})
         self.v1.create_namespaced_pod(ns, {"metadata": {"name": "unmapped"}, "spec": {"nodeName": "n3", "containers": [
-            {"name": "c", "image": "quay.io/nobody/nothing:1", "command": ["true"]}]}})
+            {"name": "c", "image": "registry.test/nobody/nothing:1", "command": ["true"]}]}})
         for name, (_image, _cmd, out) in want.items():
             wait_for(name + " Succeeded", lambda: self.v1.read_namespaced_pod(name, ns).status.phase == "Succeeded")
             self.assertEqual(self.v1.read_namespaced_pod_log(name, ns), out, name)
@@ -1246,7 +1246,7 @@ class CoturnAcceptance(unittest.TestCase):
         marker = tempfile.mkdtemp(dir=home)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"turnfleet.hzmi.dev/pool": "acc"}},
                "spec": {"nodeName": node, "hostNetwork": True, "terminationGracePeriodSeconds": 10, "containers": [
-                   {"name": "coturn", "image": "docker.io/coturn/coturn:4.18",
+                   {"name": "coturn", "image": "registry.test/coturn/coturn:4.18",
                     "command": ["/bin/sh", "-c", "mkdir -p /var/lib/turnfleet/%s && exec turnserver -c /etc/turnfleet/turnserver.conf" % name],
                     "readinessProbe": {"tcpSocket": {"port": self.PORT}, "periodSeconds": 1},
                     "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "turnserver --version > /marker/prestop"]}}},

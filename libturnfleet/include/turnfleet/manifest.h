@@ -60,7 +60,7 @@ typedef struct tf_manifest_options {
 TF_EXTERN(tf_err) tf_manifest_options_init(tf_manifest_options *opts, unsigned int version);
 
 /**
- * The Pod of planned relay @p relay of @p rec (DESIGN: named after the
+ * The Pod of planned relay @p relay of @p rec (docs/operator.md: named after the
  * relay, pinned to its node with spec.nodeName, hostNetwork except PodIP,
  * which takes the pod network and asks Multus for the relay's address on
  * spec.addressing.podIP.network; annotations relay-address, port-range,
