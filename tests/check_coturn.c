@@ -1121,12 +1121,12 @@ START_TEST(test_coturn__turnserver_cli_only_on_127_0_0_1)
                 "  auth: {realm: cloop.turnfleet.test, secretRef: {name: s}}\n";
   c.nodes_json = NODELIST(NODE("n26", IP("InternalIP", "127.0.0.26")));
   c.expect_relays = 1;
-  c.cli_port = 47661;
+  c.cli_port = 15661;
   c.cli_password = "cli pass 26";
   ts_run(&c);
   /* the quoted password works: log in and read the allocation count (pu) and the session list (ps) */
   tf_relayctl_request req = TF_RELAYCTL_REQUEST_INIT;
-  req.port = 47661;
+  req.port = 15661;
   req.password = "cli pass 26";
   req.timeout_ms = 5000;
   int64_t allocs = -1;

@@ -3,7 +3,7 @@
  * and the turnfleet-probe CLI (fork/exec of the built binary).
  *
  * Addresses 127.0.0.40-64 and ::1, listener ports 3500-3599, relay ranges in
- * 40000-58999 (47640 aside), CLI port 47640: distinct from the other suites so
+ * 40000-58999, CLI port 15640 (below the ephemeral range): distinct from the other suites so
  * `ctest -j` does not collide. ctest runs the suite once per coturn version
  * (4.6.1 on the host, 4.18 from the root filesystem), never both at once. */
 #include <arpa/inet.h>
@@ -108,7 +108,7 @@ static const char *pc_tmpdir(void)
 #define PC_TLS 0x1
 #define PC_LOOPBACK_PEERS 0x2
 #define PC_CLI 0x4 /* coturn's CLI on 127.0.0.1:PC_CLI_PORT */
-#define PC_CLI_PORT 47640
+#define PC_CLI_PORT 15640
 #define PC_CLI_PASSWORD "probe cli pw 40"
 
 

@@ -1,6 +1,6 @@
 """End-to-end tests of `turnfleet agent` and `turnfleet agent prestop` against a real coturn.
 
-One relay on 127.0.0.231 (listener 3901/udp, relays 63000-63199, CLI 47710), the agent on
+One relay on 127.0.0.231 (listener 3901/udp, relays 63000-63199, CLI 15710), the agent on
 127.0.0.231:3950. The config comes from `turnfleet render --cli-port --cli-password-file`, the
 allocations from `turnfleet-probe --hold`. Run once per coturn version (ctest registers the
 host's 4.6.1 and 4.18 through tools/dev/turnserver-rootfs, one at a time). Every process is
@@ -81,7 +81,7 @@ class TestAgent(unittest.TestCase):
         os.makedirs(p("run"))
         subprocess.run([TURNFLEET, "render", "-f", p("pool.yaml"), "--nodes", p("nodes.json"), "--relay", cls.relay,
                         "--secret-file", cls.secret, "--state-dir", state, "--log-file", p("turnserver.log"),
-                        "--cli-port", "47710", "--cli-password-file", cls.cli_pw, "--out", cls.conf], check=True)
+                        "--cli-port", "15710", "--cli-password-file", cls.cli_pw, "--out", cls.conf], check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -177,7 +177,7 @@ class TestAgent(unittest.TestCase):
         ]
         render = [TURNFLEET, "render", "-f", os.path.join(self.dir, "pool.yaml"), "--nodes",
                   os.path.join(self.dir, "nodes.json"), "--relay", self.relay, "--secret-file", self.secret]
-        cases += [(render + ["--cli-port", "47710"], "--cli-port and --cli-password-file go together"),
+        cases += [(render + ["--cli-port", "15710"], "--cli-port and --cli-password-file go together"),
                   (render + ["--cli-port", "0", "--cli-password-file", self.cli_pw], "--cli-port")]
         for argv, field in cases:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
@@ -259,7 +259,7 @@ class TestAgent(unittest.TestCase):
         # a decoy on a CLI port, and a config whose pidfile names a process that does not own it
         decoy = socket.socket()
         decoy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        decoy.bind(("127.0.0.1", 47711))
+        decoy.bind(("127.0.0.1", 15711))
         decoy.listen(8)
         decoy.settimeout(0.2)
         got, done = [], threading.Event()
@@ -288,7 +288,7 @@ class TestAgent(unittest.TestCase):
                 f.write("%d\n" % other.pid)
             with open(self.conf) as f:
                 text = f.read()
-            text = re.sub(r"^cli-port=.*$", "cli-port=47711", text, flags=re.M)
+            text = re.sub(r"^cli-port=.*$", "cli-port=15711", text, flags=re.M)
             text = re.sub(r"^pidfile=.*$", 'pidfile="%s"' % pidfile, text, flags=re.M)
             conf = os.path.join(self.dir, "decoy.conf")
             fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

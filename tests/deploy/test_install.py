@@ -22,7 +22,7 @@ the other replica takes over and acts, the pool is deleted and everything it own
 Addresses: the stand-in on 127.0.0.250:16700 with nodes 127.0.0.251-253 (tests/webhook/harness.py);
 the operator's metrics and the webhook on the pods' addresses (:8080, :8443); relays on the nodes'
 addresses, UDP 3478, relay ports 60200-60219, agents on 9700; the pool inst/edge takes the
-operator's CLI port slot 5 (127.0.0.1:47850-47859)."""
+operator's CLI port slot 5 (127.0.0.1:15850-15859)."""
 import json
 import os
 import subprocess

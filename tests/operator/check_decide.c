@@ -185,9 +185,9 @@ END_TEST
 START_TEST(test_decide__cli_port_slots)
 {
   /* FNV-1a("tfe2e/edge") mod 10 = 9, ("tfe2e/rival") mod 10 = 8 */
-  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 47800, 10, 10), 47890);
-  ck_assert_uint_eq(op_cli_port_base("tfe2e", "rival", 47800, 10, 10), 47880);
-  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 47800, 1, 10), 47800);
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 15800, 10, 10), 15890);
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "rival", 15800, 10, 10), 15880);
+  ck_assert_uint_eq(op_cli_port_base("tfe2e", "edge", 15800, 1, 10), 15800);
   ck_assert_int_eq(op_generation("{\"metadata\":{\"generation\":3}}"), 3);
   ck_assert_int_eq(op_generation("{}"), 0);
   char *uid = op_meta_string("{\"metadata\":{\"uid\":\"u\"}}", "uid");

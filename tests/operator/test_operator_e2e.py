@@ -5,7 +5,7 @@ usage: /usr/bin/python3 tests/operator/test_operator_e2e.py BUILD_DIR COTURN_VER
 One stand-in cluster (tests/kube/cluster.py) per run: API 127.0.0.240:16600,
 control :16601, nodes n1-n3 on 127.0.0.241-243 (relay addresses), relays
 3478 udp/tcp with ranges in 61000-61999, agents on :9700, coturn CLIs on
-127.0.0.1 47800-47899, operator metrics 127.0.0.240:16610-16611. The CRD and
+127.0.0.1 15800-15899, operator metrics 127.0.0.240:16610-16611. The CRD and
 RBAC come from deploy/ through real kubectl; the operator runs as a host
 process with a kubeconfig that holds its ServiceAccount's token (RBAC is the
 stand-in's, for real). The relay image is coturn COTURN_VERSION (4.6.1: the

@@ -44,7 +44,7 @@ static const char usage[] =
   "  --lease-name NAME       default turnfleet-operator\n"
   "  --lease-namespace NS    default the in-cluster namespace, else turnfleet-system\n"
   "  --lease-duration DUR    default 15s; --renew-deadline 10s; --retry-period 2s\n"
-  "  --cli-port PORT         the relays' coturn CLI ports on 127.0.0.1 start here (default 47800);\n"
+  "  --cli-port PORT         the relays' coturn CLI ports on 127.0.0.1 start here (default 15800);\n"
   "  --cli-port-slots N      each pool takes slot FNV-1a(ns/name) mod N (default 10) ...\n"
   "  --cli-ports-per-pool N  ... of N ports (default 10: the most relays of one pool on one node)\n"
   "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
   cfg.probe_interval_ms = 5000;
   cfg.publish_delay_ms = 2000;
   cfg.resync_ms = 600000;
-  cfg.cli_port_base = 47800;
+  cfg.cli_port_base = 15800;
   cfg.cli_slots = 10;
   cfg.cli_stride = 10;
   cfg.agent_port = 9700;
