@@ -24,7 +24,7 @@ typedef struct op_job {
 struct op_work {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  op_job *todo, *todo_tail, *done;
+  op_job *queued, *queued_tail, *finished;
   int stopping;
   pthread_t *threads;
   size_t thread_count;
@@ -142,11 +142,11 @@ static void *worker(void *arg)
   op_work *w = arg;
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->todo && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
+    while (!w->queued && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
     if (w->stopping) break;
-    op_job *j = w->todo;
-    w->todo = j->next;
-    if (!w->todo) w->todo_tail = NULL;
+    op_job *j = w->queued;
+    w->queued = j->next;
+    if (!w->queued) w->queued_tail = NULL;
     pthread_mutex_unlock(&w->mu);
     if (j->kind == OP_JOB_PROBE) run_probe(j);
     else run_scrape(j);
@@ -157,7 +157,7 @@ static void *worker(void *arg)
     }
     pthread_mutex_lock(&w->mu);
     j->next = NULL;
-    op_job **tail = &w->done;
+    op_job **tail = &w->finished;
     while (*tail) tail = &(*tail)->next;
     *tail = j;
     pthread_mutex_unlock(&w->mu);
@@ -196,7 +196,7 @@ void op_work_free(op_work *w)
   pthread_mutex_unlock(&w->mu);
   for (size_t i = 0; i < w->thread_count; i++) pthread_join(w->threads[i], NULL);
   free(w->threads);
-  for (op_job *lists[2] = {w->todo, w->done}, **l = lists; l < lists + 2; l++)
+  for (op_job *lists[2] = {w->queued, w->finished}, **l = lists; l < lists + 2; l++)
     while (*l) {
       op_job *next = (*l)->next;
       job_free(*l);
@@ -210,9 +210,9 @@ void op_work_free(op_work *w)
 static int submit(op_work *w, op_job *j)
 {
   pthread_mutex_lock(&w->mu);
-  if (w->todo_tail) w->todo_tail->next = j;
-  else w->todo = j;
-  w->todo_tail = j;
+  if (w->queued_tail) w->queued_tail->next = j;
+  else w->queued = j;
+  w->queued_tail = j;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
   return 0;
@@ -267,7 +267,7 @@ size_t op_work_take(op_work *w, const char *key, op_result **out)
   size_t n = 0, cap = 0;
   *out = NULL;
   pthread_mutex_lock(&w->mu);
-  for (op_job **l = &w->done; *l;) {
+  for (op_job **l = &w->finished; *l;) {
     op_job *j = *l;
     if (strcmp(j->key, key) != 0) {
       l = &j->next;
