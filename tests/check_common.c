@@ -1,5 +1,8 @@
 /* common, addr, map and doc: errors, versions, addresses, prefixes, ranges, JSON/YAML reading. */
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +182,57 @@ START_TEST(test_addr__lists)
 }
 END_TEST
 
+/* The keyed HMAC-SHA1 state and MD5 agree with OpenSSL's HMAC() and EVP MD5 byte for byte:
+ * RFC 2202's vectors, then keys of every length from 0 to 200 bytes (past the 64-byte block,
+ * where the key is hashed first) over messages of 0 to 300 bytes split at every kind of point. */
+START_TEST(test_mac__agrees_with_openssl)
+{
+  static const struct {
+    const char *key, *data, *hex;
+    size_t key_len;
+  } rfc2202[] = {
+    {"Jefe", "what do ya want for nothing?", "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79", 4},
+    {"\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa"
+     "\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa"
+     "\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa\xaa"
+     "\xaa\xaa\xaa\xaa\xaa",
+     "Test Using Larger Than Block-Size Key - Hash Key First", "aa4ae5e15272d00e95705637ce8a3b55ed402112", 80},
+  };
+  uint8_t mac[TF_MAC_SIZE], want[EVP_MAX_MD_SIZE];
+  char hex[2 * TF_MAC_SIZE + 1];
+  tf_mac m;
+  for (size_t i = 0; i < sizeof(rfc2202) / sizeof(rfc2202[0]); i++) {
+    tf_mac__init(&m, rfc2202[i].key, rfc2202[i].key_len);
+    tf_mac__sign(&m, rfc2202[i].data, strlen(rfc2202[i].data), NULL, 0, mac);
+    for (size_t k = 0; k < TF_MAC_SIZE; k++) snprintf(hex + 2 * k, 3, "%02x", mac[k]);
+    ck_assert_str_eq(hex, rfc2202[i].hex);
+  }
+  uint8_t key[200], data[300];
+  uint32_t x = 2202;
+  for (size_t i = 0; i < sizeof(key); i++) key[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+  for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+  for (size_t klen = 0; klen <= sizeof(key); klen++) {
+    size_t dlen = (klen * 7) % (sizeof(data) + 1), split = dlen ? (klen * 13) % (dlen + 1) : 0;
+    unsigned n = 0;
+    ck_assert_ptr_nonnull(HMAC(EVP_sha1(), key, (int)klen, data, dlen, want, &n));
+    ck_assert_uint_eq(n, TF_MAC_SIZE);
+    tf_mac__init(&m, key, klen);
+    tf_mac__sign(&m, data, split, data + split, dlen - split, mac);
+    ck_assert_msg(!memcmp(mac, want, TF_MAC_SIZE), "key of %zu bytes, %zu bytes split at %zu", klen, dlen, split);
+    tf_mac__sign(&m, data, dlen, NULL, 0, mac); /* the keyed state is reused unchanged */
+    ck_assert_msg(!memcmp(mac, want, TF_MAC_SIZE), "key of %zu bytes, reused", klen);
+  }
+  tf_mac__wipe(&m);
+  const char *parts[] = {"user", ":", "realm.test", ":", "pass word"};
+  uint8_t md5[16];
+  unsigned n = 0;
+  tf_mac__md5(md5, parts, 5);
+  ck_assert_int_eq(EVP_Digest("user:realm.test:pass word", 25, want, &n, EVP_md5(), NULL), 1);
+  ck_assert_uint_eq(n, 16);
+  ck_assert_mem_eq(md5, want, 16);
+}
+END_TEST
+
 /* The one hash table under random puts and deletes (deletion shifts entries back
  * within their probe runs): every answer agrees with a plain array. */
 START_TEST(test_map__random_puts_and_deletes_agree_with_an_array)
@@ -243,6 +297,7 @@ Suite *tf_test_common_suite(void)
   tcase_add_test(tc, test_doc__yaml_core_schema);
   tcase_add_test(tc, test_doc__yaml_errors);
   tcase_add_test(tc, test_map__random_puts_and_deletes_agree_with_an_array);
+  tcase_add_test(tc, test_mac__agrees_with_openssl);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -2,14 +2,12 @@
  * never copied by this module; every HMAC output is wiped after use. */
 #include <errno.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define TF_CRED__SHA1_SIZE 20
 /* base64 of 20 bytes: 28 characters and a NUL */
 #define TF_CRED__PASSWORD_SIZE 29
 
@@ -21,15 +19,12 @@ static int tf_cred__separator_ok(int sep) { return sep > 0x20 && sep < 0x7F && !
 /* base64(HMAC-SHA1(secret, username)) into @p out (TF_CRED__PASSWORD_SIZE bytes). */
 static tf_err tf_cred__compute(char out[TF_CRED__PASSWORD_SIZE], const char *secret, const char *username)
 {
-  uint8_t mac[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  size_t slen = strlen(secret), ulen = strlen(username);
-  if (slen > (size_t)INT32_MAX) return tf_error__set(TF_EINVALID, "secret: too long");
-  if (!HMAC(EVP_sha1(), secret, (int)slen, (const unsigned char *)username, ulen, mac, &n) || n != TF_CRED__SHA1_SIZE) {
-    tf_crypto__wipe(mac, sizeof(mac));
-    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
-  }
-  EVP_EncodeBlock((unsigned char *)out, mac, TF_CRED__SHA1_SIZE);
+  uint8_t mac[TF_MAC_SIZE];
+  tf_mac key;
+  tf_mac__init(&key, secret, strlen(secret));
+  tf_mac__sign(&key, username, strlen(username), NULL, 0, mac);
+  tf_mac__wipe(&key);
+  EVP_EncodeBlock((unsigned char *)out, mac, TF_MAC_SIZE);
   tf_crypto__wipe(mac, sizeof(mac));
   return TF_OK;
 }

@@ -4,6 +4,7 @@
  * them translated onto the wall clock of the step (wall - (now - t)), so every
  * interval it measures is a monotonic one. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -136,10 +136,25 @@ int tf_map__insert(tf_map *m, uint64_t scope, const char *key, size_t len, uint6
  * entries may move: pointers from find/insert are void afterwards. */
 int tf_map__remove(tf_map *m, uint64_t scope, const char *key, size_t len, uint64_t *value);
 
+/* ---- mac: HMAC-SHA1 keyed once per key, and MD5, on OpenSSL's SHA-1 and MD5 without the
+ * EVP layer (no allocation per message, no provider tables loaded) ---- */
+#include <openssl/sha.h>
+
+#define TF_MAC_SIZE 20
+typedef struct tf_mac {
+  SHA_CTX inner, outer; /* the states after the key's inner and outer pad blocks */
+} tf_mac;
+
+/* Key @p m with @p len bytes of @p key (any length). */
+void tf_mac__init(tf_mac *m, const void *key, size_t len);
+/* HMAC-SHA1 of the bytes of @p a then of @p b (@p blen 0: none) with the key of @p m. */
+void tf_mac__sign(const tf_mac *m, const void *a, size_t alen, const void *b, size_t blen, uint8_t out[TF_MAC_SIZE]);
+void tf_mac__wipe(tf_mac *m);
+/* MD5 of the @p n strings of @p parts, one after the other (hashed piecewise: never copied). */
+void tf_mac__md5(uint8_t out[16], const char *const *parts, size_t n);
+
 /* ---- stun internals for the probe: messages on the caller's storage (no
  * allocation, no zeroing of the buffer) and a keyed HMAC state made once per key ---- */
-#include <openssl/evp.h>
-
 struct tf_stun__attr {
   uint16_t type;
   uint16_t len;
@@ -157,17 +172,14 @@ struct tf_stun_msg {
   char reason_buf[764]; /* RFC 8489: a reason of up to 763 bytes, and the NUL */
 };
 
-/* An HMAC-SHA1 context keyed with @p key; @p hmac from EVP_MAC_fetch() (NULL: fetched here).
- * Free with EVP_MAC_CTX_free(). */
-tf_err tf_stun__mac_new(EVP_MAC_CTX **out, EVP_MAC *hmac, const uint8_t *key, size_t key_len);
 /* Start a message in @p m (tid NULL: a random one). tf_stun__msg_dispose() releases what it holds. */
 tf_err tf_stun__msg_begin(tf_stun_msg *m, int method, int cls, const uint8_t *tid);
 void tf_stun__msg_dispose(tf_stun_msg *m);
-/* MESSAGE-INTEGRITY with the key held by @p ctx. */
-tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, EVP_MAC_CTX *ctx);
-/* tf_stun_decode() / tf_stun_validate_response() into @p m; @p ctx NULL: no key check. */
+/* MESSAGE-INTEGRITY with the keyed state @p key. */
+tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, const tf_mac *key);
+/* tf_stun_decode() / tf_stun_validate_response() into @p m; @p key NULL: no key check. */
 tf_err tf_stun__msg_decode(tf_stun_msg *m, const void *data, size_t len);
 tf_err tf_stun__response_decode(tf_stun_msg *m, const void *data, size_t len, const uint8_t *tid, int method,
-                                EVP_MAC_CTX *ctx);
+                                const tf_mac *key);
 
 #endif

@@ -65,7 +65,7 @@ char *tf_probe__printable(const char *text);
  * options (the same second gives the same username): password and, per realm, the key
  * and its keyed HMAC context. */
 typedef struct pmac {
-  EVP_MAC_CTX *ctx; /* keyed; single-threaded use, re-initialised per message */
+  tf_mac mac; /* keyed once, copied per message */
   unsigned refs;
   uint8_t key[TF_STUN_KEY_SIZE];
 } pmac;
@@ -217,7 +217,6 @@ typedef struct probe {
 typedef struct ploop {
   int epfd;      /* -1: epoll_create1() failed with ep_errno (every probe fails with TF_ERESOURCE) */
   int ep_errno;
-  EVP_MAC *hmac; /* fetched once per loop */
   probe **slots;
   size_t nslots;
   /* no timer of any probe fires before this (a lower bound: lowered whenever a timer is set,

@@ -62,17 +62,15 @@ static tf_err loop_init(ploop *L, size_t nslots, int ports)
   memset(L, 0, offsetof(ploop, dgram));
   L->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (L->epfd < 0) L->ep_errno = errno;
-  L->hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
   L->slots = calloc(nslots, sizeof(*L->slots));
   L->nslots = nslots;
   /* 256 KiB of stamps, zero pages until a port is used */
   if (ports) L->recent = calloc(65536, sizeof(*L->recent));
-  if (!L->hmac || !L->slots || (ports && !L->recent)) {
+  if (!L->slots || (ports && !L->recent)) {
     if (L->epfd >= 0) close(L->epfd);
-    EVP_MAC_free(L->hmac);
     free(L->slots);
     free(L->recent);
-    return L->hmac ? tf_error__nomem() : tf_error__set(TF_ERROR, "OpenSSL has no HMAC");
+    return tf_error__nomem();
   }
   if (ports) loop_port_range(L);
   return TF_OK;
@@ -81,11 +79,9 @@ static tf_err loop_init(ploop *L, size_t nslots, int ports)
 static void loop_free(ploop *L)
 {
   if (L->epfd >= 0) close(L->epfd);
-  EVP_MAC_free(L->hmac);
   free(L->slots);
   free(L->recent);
   L->epfd = -1;
-  L->hmac = NULL;
   L->slots = NULL;
   L->recent = NULL;
 }

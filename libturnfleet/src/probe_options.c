@@ -74,7 +74,7 @@ pmac *tf_probe__mac_ref(pmac *m)
 void tf_probe__mac_unref(pmac *m)
 {
   if (!m || --m->refs > 0) return;
-  EVP_MAC_CTX_free(m->ctx);
+  tf_mac__wipe(&m->mac);
   tf_crypto__wipe(m->key, sizeof(m->key));
   free(m);
 }

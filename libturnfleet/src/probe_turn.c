@@ -260,7 +260,7 @@ static int leg_key(leg *l)
   }
   m->refs = 1;
   tf_err rc = tf_stun_long_term_key(m->key, l->username, l->realm, l->password);
-  if (rc == TF_OK) rc = tf_stun__mac_new(&m->ctx, p->loop ? p->loop->hmac : NULL, m->key, sizeof(m->key));
+  if (rc == TF_OK) tf_mac__init(&m->mac, m->key, sizeof(m->key));
   if (rc < 0) {
     tf_probe__mac_unref(m);
     tf_probe__fail(p, TF_ERROR, 0, NULL, "%scannot compute the key: %s", l->who, tf_error_last()->message);
@@ -345,7 +345,7 @@ static void leg_send_request(leg *l, double now)
     rc = tf_stun_msg_add(m, TF_STUN_ATTR_USERNAME, l->username, strlen(l->username));
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_REALM, l->realm, strlen(l->realm));
     if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, l->nonce, strlen(l->nonce));
-    if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac->ctx);
+    if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, &l->mac->mac);
   }
   if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
   tf_stun__msg_dispose(m);
@@ -416,7 +416,7 @@ static void leg_abandon(leg *l)
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_USERNAME, l->username, strlen(l->username));
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_REALM, l->realm, strlen(l->realm));
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, l->nonce, strlen(l->nonce));
-  if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, l->mac->ctx);
+  if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, &l->mac->mac);
   if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
   if (rc == TF_OK && (l->p->mode == TF_URI_MODE_UDP || (l->p->mode == TF_URI_MODE_TCP && l->tx_len == 0))) {
     ssize_t n = send(l->fd, m->buf, m->len, MSG_NOSIGNAL);
@@ -789,7 +789,7 @@ static void leg_on_response(leg *l, const uint8_t *data, size_t len, double now)
 {
   probe *p = l->p;
   tf_stun_msg msg, *m = &msg;
-  tf_err rc = tf_stun__response_decode(m, data, len, l->tid, method_of(l->req), l->authed ? l->mac->ctx : NULL);
+  tf_err rc = tf_stun__response_decode(m, data, len, l->tid, method_of(l->req), l->authed ? &l->mac->mac : NULL);
   if (rc == TF_EAUTH && raw_class(data) == TF_STUN_ERROR) {
     /* an error without a valid MI: report its code, never act on a success without one */
     tf_probe__log(p, TF_LOG_DEBUG, "%s%s: error response without valid MESSAGE-INTEGRITY: %s", l->who,

@@ -1,8 +1,5 @@
 /* stun: STUN/TURN messages (RFC 8489, RFC 8656), sans I/O. The decoder takes
  * untrusted bytes: every read is bounds-checked against the copied message. */
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,47 +496,24 @@ tf_err tf_stun_decode(tf_stun_msg **out, const void *data, size_t len)
   return TF_OK;
 }
 
-tf_err tf_stun__mac_new(EVP_MAC_CTX **out, EVP_MAC *hmac, const uint8_t *key, size_t key_len)
-{
-  *out = NULL;
-  EVP_MAC *own = hmac ? NULL : EVP_MAC_fetch(NULL, "HMAC", NULL);
-  EVP_MAC_CTX *ctx = hmac || own ? EVP_MAC_CTX_new(hmac ? hmac : own) : NULL;
-  EVP_MAC_free(own); /* the context holds its own reference */
-  char digest[] = "SHA1";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  if (!ctx || !EVP_MAC_init(ctx, key, key_len, params)) {
-    EVP_MAC_CTX_free(ctx);
-    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
-  }
-  *out = ctx;
-  return TF_OK;
-}
-
 /* HMAC-SHA1 over the message up to the attribute at @p mi_off, with the header
- * length patched to end just after a 24-byte MESSAGE-INTEGRITY. @p ctx holds the
- * key: EVP_MAC_init() without a key starts over with it. */
-static tf_err tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, EVP_MAC_CTX *ctx)
+ * length patched to end just after a 24-byte MESSAGE-INTEGRITY: the patched
+ * header, then the attributes, hashed in place. */
+static void tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, size_t mi_off, const tf_mac *key)
 {
-  /* a patched copy hashed in one update: cheaper than two through OpenSSL's layers */
-  uint8_t copy[TF_STUN_MAX_MESSAGE];
-  memcpy(copy, buf, mi_off);
-  tf_stun__put16(copy + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
-  size_t outl = 0;
-  if (!EVP_MAC_init(ctx, NULL, 0, NULL) || !EVP_MAC_update(ctx, copy, mi_off) ||
-      !EVP_MAC_final(ctx, mac, &outl, TF_STUN__MI_SIZE) || outl != TF_STUN__MI_SIZE)
-    return tf_error__set(TF_ERROR, "HMAC-SHA1 failed (OpenSSL)");
-  return TF_OK;
+  uint8_t header[TF_STUN__HEADER];
+  memcpy(header, buf, sizeof(header));
+  tf_stun__put16(header + 2, (uint16_t)(mi_off - TF_STUN__HEADER + 4 + TF_STUN__MI_SIZE));
+  tf_mac__sign(key, header, sizeof(header), buf + TF_STUN__HEADER, mi_off - TF_STUN__HEADER, mac);
 }
 
 /* 0 valid, TF_EAUTH mismatch, TF_ENOTFOUND no MESSAGE-INTEGRITY. */
-static tf_err tf_stun__check_mi(const tf_stun_msg *m, EVP_MAC_CTX *ctx)
+static tf_err tf_stun__check_mi(const tf_stun_msg *m, const tf_mac *key)
 {
   const struct tf_stun__attr *mi = tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY);
   if (!mi) return tf_error__set(TF_ENOTFOUND, "MISSING_MESSAGE_INTEGRITY at byte %zu: no MESSAGE-INTEGRITY", m->len);
   uint8_t mac[TF_STUN__MI_SIZE];
-  tf_err rc = tf_stun__hmac(mac, m->buf, mi->off, ctx);
-  if (rc < 0) return rc;
+  tf_stun__hmac(mac, m->buf, mi->off, key);
   int ok = tf_crypto__memeq(mac, tf_stun__value(m, mi), TF_STUN__MI_SIZE);
   tf_crypto__wipe(mac, sizeof(mac));
   if (!ok) return tf_stun__reject(TF_EAUTH, "INTEGRITY_MISMATCH", mi->off, "MESSAGE-INTEGRITY does not match the key");
@@ -553,18 +527,20 @@ tf_err tf_stun_check_integrity(const void *data, size_t len, const uint8_t *key,
   TF_ASSERT_ARG(key_len > 0);
   tf_stun_msg *m = calloc(1, sizeof(*m));
   if (!m) return tf_error__nomem();
-  EVP_MAC_CTX *ctx = NULL;
   tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 0);
-  if (rc >= 0) rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
-  if (rc >= 0) rc = tf_stun__check_mi(m, ctx);
-  EVP_MAC_CTX_free(ctx);
+  if (rc >= 0) {
+    tf_mac mac;
+    tf_mac__init(&mac, key, key_len);
+    rc = tf_stun__check_mi(m, &mac);
+    tf_mac__wipe(&mac);
+  }
   tf_stun__release(m);
   return rc;
 }
 
 /* The response checks after decoding: class, method, transaction id, required
  * attributes, MESSAGE-INTEGRITY (the reference order). */
-static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int method, EVP_MAC_CTX *ctx)
+static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int method, const tf_mac *key)
 {
   uint16_t type = tf_stun__get16(m->buf);
   int cls = tf_stun__class_of(type);
@@ -593,13 +569,13 @@ static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int me
     if (!tf_stun__first(m, TF_STUN_ATTR_LIFETIME))
       return tf_stun__reject(TF_EPROTO, "MISSING_LIFETIME", m->len, "Allocate success without LIFETIME");
   }
-  if (ctx) {
+  if (key) {
     if (!tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY)) {
       if (cls == TF_STUN_SUCCESS)
         return tf_stun__reject(TF_EAUTH, "MISSING_MESSAGE_INTEGRITY", m->len,
                                "success response to an authenticated request without MESSAGE-INTEGRITY");
     } else {
-      tf_err rc = tf_stun__check_mi(m, ctx);
+      tf_err rc = tf_stun__check_mi(m, key);
       if (rc < 0) return rc;
     }
   }
@@ -615,11 +591,13 @@ tf_err tf_stun_validate_response(tf_stun_msg **out, const void *data, size_t len
   TF_ASSERT_ARG(!key || key_len > 0);
   tf_stun_msg *m = calloc(1, sizeof(*m));
   if (!m) return tf_error__nomem();
-  EVP_MAC_CTX *ctx = NULL;
   tf_err rc = tf_stun__decode_into(m, data ? data : (const void *)"", len, 1);
-  if (rc >= 0 && key) rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
-  if (rc >= 0) rc = tf_stun__validate(m, tid, method, ctx);
-  EVP_MAC_CTX_free(ctx);
+  if (rc >= 0) {
+    tf_mac mac;
+    if (key) tf_mac__init(&mac, key, key_len);
+    rc = tf_stun__validate(m, tid, method, key ? &mac : NULL);
+    if (key) tf_mac__wipe(&mac);
+  }
   if (rc < 0 || !out) {
     tf_stun__release(m);
     return rc;
@@ -634,21 +612,8 @@ tf_err tf_stun_long_term_key(uint8_t *key, const char *username, const char *rea
   TF_ASSERT_ARG(username);
   TF_ASSERT_ARG(realm);
   TF_ASSERT_ARG(password);
-  uint8_t md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  /* hashed piecewise so the password is never copied */
-  int ok = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) && EVP_DigestUpdate(ctx, username, strlen(username)) &&
-           EVP_DigestUpdate(ctx, ":", 1) && EVP_DigestUpdate(ctx, realm, strlen(realm)) &&
-           EVP_DigestUpdate(ctx, ":", 1) && EVP_DigestUpdate(ctx, password, strlen(password)) &&
-           EVP_DigestFinal_ex(ctx, md, &n) && n == TF_STUN_KEY_SIZE;
-  EVP_MD_CTX_free(ctx);
-  if (!ok) {
-    tf_crypto__wipe(md, sizeof(md));
-    return tf_error__set(TF_ERROR, "MD5 failed (OpenSSL)");
-  }
-  memcpy(key, md, TF_STUN_KEY_SIZE);
-  tf_crypto__wipe(md, sizeof(md));
+  const char *parts[] = {username, ":", realm, ":", password};
+  tf_mac__md5(key, parts, 5);
   return TF_OK;
 }
 
@@ -684,11 +649,11 @@ tf_err tf_stun__msg_decode(tf_stun_msg *m, const void *data, size_t len)
 }
 
 tf_err tf_stun__response_decode(tf_stun_msg *m, const void *data, size_t len, const uint8_t *tid, int method,
-                                EVP_MAC_CTX *ctx)
+                                const tf_mac *key)
 {
   tf_stun__msg_clear(m);
   tf_err rc = tf_stun__decode_into(m, data, len, 1);
-  if (rc >= 0) rc = tf_stun__validate(m, tid, method, ctx);
+  if (rc >= 0) rc = tf_stun__validate(m, tid, method, key);
   return rc;
 }
 
@@ -781,7 +746,7 @@ tf_err tf_stun_msg_add_xor_address(tf_stun_msg *msg, uint16_t type, const tf_add
   return tf_stun_msg_add(msg, type, v, 4 + alen);
 }
 
-tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, EVP_MAC_CTX *ctx)
+tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, const tf_mac *key)
 {
   if (msg->has_mi || msg->has_fp)
     return tf_error__set(TF_EINVALID, "MESSAGE-INTEGRITY: the message already has %s",
@@ -789,9 +754,8 @@ tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, EVP_MAC_CTX *ctx)
   if (msg->nattrs == TF_STUN_MAX_ATTRIBUTES || 4 + TF_STUN__MI_SIZE > TF_STUN_MAX_MESSAGE - msg->len)
     return tf_error__set(TF_EBUFS, "MESSAGE-INTEGRITY: the message is full");
   uint8_t mac[TF_STUN__MI_SIZE];
-  tf_err rc = tf_stun__hmac(mac, msg->buf, msg->len, ctx);
-  if (rc < 0) return rc;
-  rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac));
+  tf_stun__hmac(mac, msg->buf, msg->len, key);
+  tf_err rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac));
   tf_crypto__wipe(mac, sizeof(mac));
   if (rc < 0) return rc;
   msg->has_mi = 1;
@@ -803,10 +767,10 @@ tf_err tf_stun_msg_add_integrity(tf_stun_msg *msg, const uint8_t *key, size_t ke
   TF_ASSERT_ARG(msg);
   TF_ASSERT_ARG(key);
   TF_ASSERT_ARG(key_len > 0);
-  EVP_MAC_CTX *ctx = NULL;
-  tf_err rc = tf_stun__mac_new(&ctx, NULL, key, key_len);
-  if (rc >= 0) rc = tf_stun__msg_add_integrity_mac(msg, ctx);
-  EVP_MAC_CTX_free(ctx);
+  tf_mac mac;
+  tf_mac__init(&mac, key, key_len);
+  tf_err rc = tf_stun__msg_add_integrity_mac(msg, &mac);
+  tf_mac__wipe(&mac);
   return rc;
 }
 

@@ -1,5 +1,6 @@
 /* vantage: the `<pool>-vantage` ConfigMap and the ReachableFromVantage condition. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
