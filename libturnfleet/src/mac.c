@@ -41,8 +41,7 @@ void tf_mac__sign(const tf_mac *m, const void *a, size_t alen, const void *b, si
   SHA1_Final(out, &c);
   c = m->outer;
   SHA1_Update(&c, out, TF_MAC_SIZE);
-  SHA1_Final(out, &c);
-  tf_crypto__wipe(&c, sizeof(c));
+  SHA1_Final(out, &c); /* cleanses the block it buffered: what is left in c is the MAC */
 }
 
 void tf_mac__wipe(tf_mac *m) { tf_crypto__wipe(m, sizeof(*m)); }

@@ -32,6 +32,7 @@
 #define PROBE_RX_CAP (2 * TF_STUN_MAX_MESSAGE + 64) /* a stream's receive buffer */
 #define PROBE_TX_CAP (4 * TF_STUN_MAX_MESSAGE)      /* a stream's send buffer */
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
+#define PROBE_RX_ARENA (64 * 1024)                  /* at most, for a round's datagrams */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
 #define PROBE_TIDS 512             /* transaction ids drawn at once */
@@ -151,6 +152,7 @@ typedef struct leg {
   int sends;
   int rto;
   int stale;
+  int queued; /* its message waits in the loop's batch of sends */
   uint32_t req_lifetime;
   double next_send, give_up;
   uint8_t tid[TF_STUN_TID_SIZE];
@@ -168,7 +170,7 @@ typedef struct leg {
   /* credentials (the password and key are secret) */
   puser *user; /* holds username and password */
   const char *username, *password;
-  char *realm, *nonce;
+  char *realm, *nonce; /* in realm_small / nonce_small when they fit */
   int sockets;     /* sockets opened for this Allocate (437 handling) */
   const char *who; /* "" for A, "peer " for B: prefixes messages */
   tf_addr peer;
@@ -181,6 +183,7 @@ typedef struct leg {
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
   char malformed[200]; /* the last unusable answer to this transaction */
+  char realm_small[64], nonce_small[64];
   uint8_t msg_small[256];
 } leg;
 
@@ -228,6 +231,7 @@ typedef struct ploop {
   probe **spare; /* disposed probes of the set, their memory kept for the next ones */
   size_t nspare;
   int fatal; /* a probe met TF_ENOMEM */
+  double now; /* ms, read after each epoll_wait() */
   uint32_t gen;
   /* UDP source ports: the loop hands them out in turn and keeps, for each, when its
    * socket closed, so no port comes back while the relay may remember its 5-tuple */
@@ -236,7 +240,13 @@ typedef struct ploop {
   /* transaction ids drawn from the CSPRNG in bulk: one RAND_bytes() per PROBE_TIDS */
   uint8_t tids[PROBE_TIDS * TF_STUN_TID_SIZE];
   size_t tids_used;
-  uint8_t dgram[PROBE_DGRAM_CAP];
+  /* a round in three phases (loop_once): the datagrams read, then handled with their UDP
+   * sends held, then the sends */
+  int hold;          /* UDP sends go to txq */
+  leg **txq;         /* legs whose message is to be sent, each once: room for every leg */
+  size_t ntx;
+  uint8_t *rx_arena; /* the round's datagrams, one after the other */
+  size_t rx_cap;     /* at least PROBE_DGRAM_CAP */
 } ploop;
 
 double tf_probe__now_ms(void);
@@ -272,6 +282,9 @@ void tf_probe__leg_close(leg *l);
 void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len);
 void tf_probe__leg_flush(leg *l);
 void tf_probe__leg_event(leg *l, uint32_t events, double now);
+/* One datagram of a UDP leg into @p buf (PROBE_DGRAM_CAP bytes): its length, or -1 when none
+ * was queued or the leg failed (handled here). */
+ssize_t tf_probe__leg_recv(leg *l, uint8_t *buf);
 void tf_probe__leg_fail_net(leg *l, int err, const char *what);
 
 /* probe_tls.c */

@@ -39,7 +39,8 @@ void tf_probe__leg_fail_net(leg *l, int err, const char *what)
                  tf_probe__transport_name(p->mode), strerror(err));
 }
 
-static uint32_t port_stamp(void) { return (uint32_t)(uint64_t)tf_probe__now_ms() | 1u; }
+/* The round's clock: a port's quarantine is seconds long, a round milliseconds. */
+static uint32_t port_stamp(const ploop *L) { return (uint32_t)(uint64_t)L->now | 1u; }
 
 /* Bind @p fd to the loop's next UDP source port that no recent socket of the loop
  * used. Nothing bound (the kernel picks at connect) when the loop does not hand
@@ -49,7 +50,7 @@ static void bind_fresh_port(leg *l, int fd)
   ploop *L = l->p->loop;
   l->port = 0;
   if (!L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return;
-  uint32_t stamp = port_stamp();
+  uint32_t stamp = port_stamp(L);
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof(ss));
   socklen_t len;
@@ -97,7 +98,7 @@ void tf_probe__leg_close(leg *l)
   }
   if (l->fd >= 0) {
     ploop *L = l->p->loop;
-    if (l->port && L && L->recent) L->recent[l->port] = port_stamp();
+    if (l->port && L && L->recent) L->recent[l->port] = port_stamp(L);
     close(l->fd); /* leaves the epoll set with it */
   }
   l->fd = -1;
@@ -163,11 +164,18 @@ void tf_probe__leg_open(leg *l)
   if (rc == 0) leg_connected(l);
 }
 
-/* Send a datagram (UDP) or queue bytes for the stream. */
+/* Send a datagram (UDP) or queue bytes for the stream. While the loop holds UDP sends (it
+ * is handling a round's datagrams), the leg's message waits for the end of the round. */
 void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
 {
   probe *p = l->p;
   if (p->mode == TF_URI_MODE_UDP) {
+    ploop *L = p->loop;
+    if (L && L->hold && data == l->msg) {
+      if (!l->queued) L->txq[L->ntx++] = l;
+      l->queued = 1;
+      return;
+    }
     ssize_t n = send(l->fd, data, len, MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS) {
       if (errno == ECONNREFUSED) {
@@ -213,26 +221,25 @@ void tf_probe__leg_flush(leg *l)
 }
 
 /* One datagram per readiness: the loop comes back while more are queued. */
-static void leg_read_dgram(leg *l, double now)
+ssize_t tf_probe__leg_recv(leg *l, uint8_t *buf)
 {
   probe *p = l->p;
-  uint8_t *buf = p->loop->dgram;
   ssize_t n = recv(l->fd, buf, PROBE_DGRAM_CAP, MSG_TRUNC);
   if (n < 0) {
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return -1;
     if (errno == ECONNREFUSED) {
       tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over udp is unreachable: connection refused (nothing listens there)",
                      l->who, p->server);
-      return;
+      return -1;
     }
     tf_probe__leg_fail_net(l, errno, "cannot receive from");
-    return;
+    return -1;
   }
   if ((size_t)n > PROBE_DGRAM_CAP) {
     tf_probe__unusable(l, "a datagram of %zd bytes, over the %d-byte message limit", n, TF_STUN_MAX_MESSAGE);
-    return;
+    return -1;
   }
-  tf_probe__on_packet(l, buf, (size_t)n, now);
+  return n;
 }
 
 static void leg_read_stream(leg *l, double now)
@@ -293,6 +300,5 @@ void tf_probe__leg_event(leg *l, uint32_t events, double now)
   if (events & EPOLLOUT) tf_probe__leg_flush(l);
   if (p->finished || l->gen != gen) return;
   if (!(events & (EPOLLIN | EPOLLERR | EPOLLHUP))) return;
-  if (p->mode == TF_URI_MODE_UDP) leg_read_dgram(l, now);
-  else leg_read_stream(l, now);
+  leg_read_stream(l, now); /* datagrams: the loop reads them (tf_probe__leg_recv) */
 }

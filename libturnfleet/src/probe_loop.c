@@ -59,20 +59,26 @@ static void loop_port_range(ploop *L)
 /* @p ports: hand out UDP source ports (sets). */
 static tf_err loop_init(ploop *L, size_t nslots, int ports)
 {
-  memset(L, 0, offsetof(ploop, dgram));
+  memset(L, 0, sizeof(*L));
   L->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (L->epfd < 0) L->ep_errno = errno;
   L->slots = calloc(nslots, sizeof(*L->slots));
   L->nslots = nslots;
   /* 256 KiB of stamps, zero pages until a port is used */
   if (ports) L->recent = calloc(65536, sizeof(*L->recent));
-  if (!L->slots || (ports && !L->recent)) {
+  L->txq = malloc(2 * nslots * sizeof(*L->txq));
+  L->rx_cap = nslots < PROBE_RX_ARENA / (2 * PROBE_DGRAM_CAP) ? 2 * nslots * PROBE_DGRAM_CAP : PROBE_RX_ARENA;
+  L->rx_arena = malloc(L->rx_cap);
+  if (!L->slots || (ports && !L->recent) || !L->txq || !L->rx_arena) {
     if (L->epfd >= 0) close(L->epfd);
     free(L->slots);
     free(L->recent);
+    free(L->txq);
+    free(L->rx_arena);
     return tf_error__nomem();
   }
   if (ports) loop_port_range(L);
+  L->now = tf_probe__now_ms();
   return TF_OK;
 }
 
@@ -81,6 +87,10 @@ static void loop_free(ploop *L)
   if (L->epfd >= 0) close(L->epfd);
   free(L->slots);
   free(L->recent);
+  free(L->txq);
+  free(L->rx_arena);
+  L->txq = NULL;
+  L->rx_arena = NULL;
   L->epfd = -1;
   L->slots = NULL;
   L->recent = NULL;
@@ -154,8 +164,41 @@ static void loop_timers(ploop *L, double now)
   L->due = due;
 }
 
+/* A datagram read in a round, handled after the round's reads. */
+typedef struct rxrec {
+  leg *l;
+  uint32_t gen;
+  uint32_t off, len; /* in the loop's rx_arena */
+} rxrec;
+
+/* Handle the datagrams read so far with the UDP sends they cause held, then send them. */
+static void loop_handle(ploop *L, const rxrec *rx, size_t nrx, double now)
+{
+  L->hold = 1;
+  for (size_t i = 0; i < nrx; i++) {
+    leg *l = rx[i].l;
+    probe *p = l->p;
+    if (p->finished || l->fd < 0 || l->gen != rx[i].gen) continue; /* an earlier one ended it */
+    tf_probe__on_packet(l, L->rx_arena + rx[i].off, rx[i].len, now);
+    loop_check_done(L, p);
+    if (p->fatal) L->fatal = 1;
+  }
+  L->hold = 0;
+  for (size_t i = 0; i < L->ntx; i++) {
+    leg *l = L->txq[i];
+    l->queued = 0;
+    if (l->fd < 0 || l->p->finished) continue;
+    tf_probe__leg_write(l, l->msg, l->msg_len);
+    loop_check_done(L, l->p);
+  }
+  L->ntx = 0;
+}
+
 /* One epoll_wait() round: events, then the timers that are due. Only the probes with events
- * are touched, and all of them only when a timer may fire. */
+ * are touched, and all of them only when a timer may fire. A round runs in three phases,
+ * each one kind of code back to back so it finds its instructions and shared data still in
+ * the cache: every UDP datagram is read (the kernel's receive path), then handled (the
+ * probe's), then the requests they lead to are sent (the kernel's send path). */
 static tf_err loop_once(ploop *L)
 {
   double now = tf_probe__now_ms();
@@ -166,7 +209,9 @@ static tf_err loop_once(ploop *L)
   int n = 0;
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
-  now = tf_probe__now_ms(); /* one clock for the batch: it drives timers only (stages read their own) */
+  now = L->now = tf_probe__now_ms(); /* one clock for the batch: timers and port stamps (stages read their own) */
+  rxrec rx[LOOP_EVENTS];
+  size_t nrx = 0, used = 0;
   for (int i = 0; i < n; i++) {
     uint64_t d = ev[i].data.u64;
     size_t slot = (size_t)((d & 0xFFFFFFFFu) >> 1);
@@ -174,11 +219,25 @@ static tf_err loop_once(ploop *L)
     if (!p || p->finished) continue;
     leg *l = &p->legs[d & 1];
     if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
-    tf_probe__leg_event(l, ev[i].events, now);
+    if (p->mode != TF_URI_MODE_UDP) {
+      tf_probe__leg_event(l, ev[i].events, now);
+    } else if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+      if (L->rx_cap - used < PROBE_DGRAM_CAP && nrx) {
+        loop_handle(L, rx, nrx, now);
+        nrx = used = 0;
+        if (p->finished || l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue;
+      }
+      ssize_t len = tf_probe__leg_recv(l, L->rx_arena + used);
+      if (len >= 0) {
+        rx[nrx++] = (rxrec){l, l->gen, (uint32_t)used, (uint32_t)len};
+        used += ((size_t)len + 7) & ~(size_t)7;
+      }
+    }
     loop_check_done(L, p);
     if (p->fatal) L->fatal = 1;
   }
-  if (n > 0) now = tf_probe__now_ms();
+  if (nrx) loop_handle(L, rx, nrx, now);
+  if (n > 0) now = L->now = tf_probe__now_ms();
   if (now >= L->due) loop_timers(L, now);
   if (L->fatal) return tf_error__nomem();
   return TF_OK;

@@ -7,13 +7,18 @@
 
 #include "probe_internal.h"
 
-static const char *const stage_names[TF_PROBE_STAGE_COUNT] = {
-    "resolve", "connect", "tls", "allocate", "verify", "permission", "channel", "data", "release", "done"};
+#define STAGE(name) {name, sizeof(name) - 1}
+static const struct {
+  const char *name;
+  size_t len;
+} stages[TF_PROBE_STAGE_COUNT] = {STAGE("resolve"),    STAGE("connect"), STAGE("tls"),  STAGE("allocate"),
+                                  STAGE("verify"),     STAGE("permission"), STAGE("channel"), STAGE("data"),
+                                  STAGE("release"),    STAGE("done")};
 
 const char *tf_probe_stage_name(tf_probe_stage stage)
 {
   if ((int)stage < 0 || (int)stage >= TF_PROBE_STAGE_COUNT) return "unknown";
-  return stage_names[stage];
+  return stages[stage].name;
 }
 
 tf_probe_result *tf_probe__result_new(const char *uri)
@@ -147,21 +152,20 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
 /* a literal's length is known: the copy compiles to a few moves */
 #define put_lit(o, lit) ((char *)memcpy(o, lit, sizeof(lit) - 1) + sizeof(lit) - 1)
 
+/* Short runs (names, digits) byte by byte: a call to memcpy costs more than they do. */
 static char *put_bytes(char *o, const char *s, size_t n)
 {
-  memcpy(o, s, n);
+  for (size_t i = 0; i < n; i++) o[i] = s[i];
   return o + n;
 }
 
-/* Decimal text of @p v. */
+/* Decimal text of @p v, written in place from its last digit. */
 static char *put_uint(char *o, uint64_t v)
 {
-  char t[20], *d = t + sizeof(t);
-  do {
-    *--d = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  return put_bytes(o, d, (size_t)(t + sizeof(t) - d));
+  size_t n = 1;
+  for (uint64_t t = v; t >= 10; t /= 10) n++;
+  for (size_t i = n; i-- > 0; v /= 10) o[i] = (char)('0' + v % 10);
+  return o + n;
 }
 
 /* A JSON string: '"' and '\\' escaped, \n \t \r by name, other control bytes as \u00XX
@@ -236,8 +240,8 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
   o = put_str(o, result->uri);
   if (tf_probe_result_ok(result)) o = put_lit(o, ",\"ok\":true,\"stage\":\"");
   else o = put_lit(o, ",\"ok\":false,\"stage\":\"");
-  const char *stage = tf_probe_stage_name(result->stage);
-  o = put_bytes(o, stage, strlen(stage));
+  int st = (int)result->stage >= 0 && (int)result->stage < TF_PROBE_STAGE_COUNT ? (int)result->stage : -1;
+  o = st < 0 ? put_lit(o, "unknown") : put_bytes(o, stages[st].name, stages[st].len);
   o = put_lit(o, "\",\"errorCode\":");
   o = put_uint(o, result->error_code < 0 ? 0 : (uint64_t)result->error_code);
   o = put_lit(o, ",\"errorReason\":");
@@ -257,7 +261,7 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
     if (result->rtt[i] < 0) continue;
     if (!first) *o++ = ',';
     *o++ = '"';
-    o = put_bytes(o, stage_names[i], strlen(stage_names[i]));
+    o = put_bytes(o, stages[i].name, stages[i].len);
     o = put_lit(o, "\":");
     o = put_ms(o, result->rtt[i]);
     first = 0;

@@ -104,11 +104,17 @@ static void leg_forget_key(leg *l)
   l->mac = NULL;
 }
 
+static void leg_text_free(char **slot, char *small)
+{
+  if (*slot != small) free(*slot);
+  *slot = NULL;
+}
+
 static void leg_wipe(leg *l)
 {
   tf_probe__user_unref(l->user);
-  free(l->realm);
-  free(l->nonce);
+  leg_text_free(&l->realm, l->realm_small);
+  leg_text_free(&l->nonce, l->nonce_small);
   l->user = NULL;
   l->username = l->password = NULL;
   l->realm = l->nonce = NULL;
@@ -302,14 +308,21 @@ static uint8_t *leg_msg(leg *l, size_t need)
   return l->msg;
 }
 
-static int leg_set_text(char **slot, const tf_stun_msg *m, uint16_t type)
+/* The text attribute @p type of @p m into *@p slot: in @p small (64 bytes) when it fits. */
+static int leg_set_text(char **slot, char *small, const tf_stun_msg *m, uint16_t type)
 {
   const uint8_t *v = NULL;
   size_t n = 0;
   if (tf_stun_msg_find(m, type, &v, &n) < 0) return -1;
-  char *copy = tf_strndup__((const char *)v, n);
+  const char *end = n ? memchr(v, '\0', n) : NULL;
+  if (end) n = (size_t)(end - (const char *)v); /* as strndup() reads it */
+  char *copy = n < 64 ? small : tf_strndup__((const char *)v, n);
   if (!copy) return -1;
-  free(*slot);
+  if (*slot != small) free(*slot);
+  if (copy == small) {
+    memcpy(small, v, n);
+    small[n] = '\0';
+  }
   *slot = copy;
   return 0;
 }
@@ -703,7 +716,8 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
   const char *method = tf_probe__method_name(l->req);
   if (code == 401 && !l->authed) {
     /* the challenge: REALM and NONCE, then the same request with credentials */
-    if (leg_set_text(&l->realm, m, TF_STUN_ATTR_REALM) < 0 || leg_set_text(&l->nonce, m, TF_STUN_ATTR_NONCE) < 0) {
+    if (leg_set_text(&l->realm, l->realm_small, m, TF_STUN_ATTR_REALM) < 0 ||
+        leg_set_text(&l->nonce, l->nonce_small, m, TF_STUN_ATTR_NONCE) < 0) {
       tf_probe__fail(p, TF_EPROTO, code, reason, "%s%s: 401 without a usable REALM and NONCE", l->who, method);
       return;
     }
@@ -720,13 +734,13 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
     }
     int realm_changed = 0;
     char *old_realm = l->realm ? strdup(l->realm) : NULL;
-    if (leg_set_text(&l->nonce, m, TF_STUN_ATTR_NONCE) < 0) {
+    if (leg_set_text(&l->nonce, l->nonce_small, m, TF_STUN_ATTR_NONCE) < 0) {
       free(old_realm);
       tf_probe__fail(p, TF_EPROTO, code, reason, "%s%s: 438 without a usable NONCE", l->who, method);
       return;
     }
     if (tf_stun_msg_find(m, TF_STUN_ATTR_REALM, NULL, NULL) == 0) {
-      if (leg_set_text(&l->realm, m, TF_STUN_ATTR_REALM) < 0) {
+      if (leg_set_text(&l->realm, l->realm_small, m, TF_STUN_ATTR_REALM) < 0) {
         free(old_realm);
         tf_probe__fail(p, TF_EPROTO, code, reason, "%s%s: 438 with an unusable REALM", l->who, method);
         return;
@@ -758,8 +772,7 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
     }
     tf_probe__log(p, TF_LOG_DEBUG, "%sAllocate: 437, starting again on a new socket", l->who);
     /* from scratch: the nonce belongs to the old 5-tuple */
-    free(l->nonce);
-    l->nonce = NULL;
+    leg_text_free(&l->nonce, l->nonce_small);
     leg_forget_key(l);
     tf_probe__leg_jump_ports(l); /* someone else walks the ports just ahead: leave their way */
     tf_probe__leg_open(l);

@@ -687,7 +687,7 @@ static tf_err tf_stun__append(tf_stun_msg *m, uint16_t type, const void *value, 
   tf_stun__put16(p, type);
   tf_stun__put16(p + 2, (uint16_t)len);
   if (len) memcpy(p + 4, value, len);
-  memset(p + 4 + len, 0, tf_stun__pad4(len));
+  for (size_t i = len; i < need - 4; i++) p[4 + i] = 0; /* the padding: at most 3 bytes */
   m->attrs[m->nattrs].type = type;
   m->attrs[m->nattrs].len = (uint16_t)len;
   m->attrs[m->nattrs].off = (uint16_t)m->len;
@@ -755,8 +755,7 @@ tf_err tf_stun__msg_add_integrity_mac(tf_stun_msg *msg, const tf_mac *key)
     return tf_error__set(TF_EBUFS, "MESSAGE-INTEGRITY: the message is full");
   uint8_t mac[TF_STUN__MI_SIZE];
   tf_stun__hmac(mac, msg->buf, msg->len, key);
-  tf_err rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac));
-  tf_crypto__wipe(mac, sizeof(mac));
+  tf_err rc = tf_stun__append(msg, TF_STUN_ATTR_MESSAGE_INTEGRITY, mac, sizeof(mac)); /* sent: not secret */
   if (rc < 0) return rc;
   msg->has_mi = 1;
   return TF_OK;
