@@ -154,7 +154,7 @@ void tf_mac__wipe(tf_mac *m);
 void tf_mac__md5(uint8_t out[16], const char *const *parts, size_t n);
 
 /* ---- stun internals for the probe: messages on the caller's storage (no
- * allocation, no zeroing of the buffer) and a keyed HMAC state made once per key ---- */
+ * allocation, no zeroing of the buffer), signed and checked with a tf_mac ---- */
 struct tf_stun__attr {
   uint16_t type;
   uint16_t len;

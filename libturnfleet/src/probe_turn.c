@@ -77,24 +77,33 @@ void tf_probe__fmt_addr(char *buf, size_t size, const tf_addr *a, uint16_t port)
 
 /* ---- stage accounting ---- */
 
-/* Stage times use a fresh clock: callers' `now` may predate work done since. */
-static void stage_end(probe *p)
+/* When a stage ends: @p now when the caller has just read the clock (a socket connected)
+ * or is handling a round's datagrams (the round's clock, when epoll_wait() returned with
+ * them: their arrival as the probe can know it, the same instant for all of them rather than
+ * later for each by the handling of the ones before it); else a fresh clock. */
+static void stage_end_at(probe *p, double now)
 {
-  double now = tf_probe__now_ms();
   if (p->res->rtt[p->stage] < 0) p->res->rtt[p->stage] = 0;
-  if (now > p->stage_t0) p->res->rtt[p->stage] += now - p->stage_t0;
+  if (now <= p->stage_t0) return; /* the round began before this stage did */
+  p->res->rtt[p->stage] += now - p->stage_t0;
   p->stage_t0 = now;
 }
 
-void tf_probe__stage_begin(probe *p, tf_probe_stage st)
+static double stage_clock(const probe *p) { return p->loop && p->loop->hold ? p->loop->now : tf_probe__now_ms(); }
+
+static void stage_end(probe *p) { stage_end_at(p, stage_clock(p)); }
+
+static void stage_begin_at(probe *p, tf_probe_stage st, double now)
 {
   if (p->stage != st) {
-    stage_end(p);
+    stage_end_at(p, now);
     p->stage = st;
   }
   if (p->res->rtt[st] < 0) p->res->rtt[st] = 0;
   p->res->stage = st;
 }
+
+void tf_probe__stage_begin(probe *p, tf_probe_stage st) { stage_begin_at(p, st, stage_clock(p)); }
 
 
 static void leg_forget_key(leg *l)
@@ -493,7 +502,7 @@ static void probe_next(probe *p, double now)
   switch (p->phase) {
   case PH_A_OPEN:
     p->phase = PH_A_ALLOC;
-    tf_probe__stage_begin(p, TF_PROBE_STAGE_ALLOCATE);
+    stage_begin_at(p, TF_PROBE_STAGE_ALLOCATE, now); /* now: the socket just connected */
     leg_allocate(a, now);
     return;
   case PH_A_ALLOC:
@@ -517,7 +526,7 @@ static void probe_next(probe *p, double now)
     return;
   case PH_B_OPEN:
     p->phase = PH_B_ALLOC;
-    tf_probe__stage_begin(p, TF_PROBE_STAGE_ALLOCATE);
+    stage_begin_at(p, TF_PROBE_STAGE_ALLOCATE, now);
     leg_allocate(b, now);
     return;
   case PH_B_ALLOC:
@@ -1137,10 +1146,11 @@ void tf_probe__start(probe *p)
   tf_probe__loop_due(p, p->deadline);
   p->stage = TF_PROBE_STAGE_RESOLVE;
   p->stage_t0 = now;
-  tf_probe__stage_begin(p, TF_PROBE_STAGE_RESOLVE);
+  stage_begin_at(p, TF_PROBE_STAGE_RESOLVE, now);
+  int literal = p->opts->salen != 0; /* an address: nothing to resolve, no time spent */
   if (probe_resolve(p) < 0) return;
   p->phase = PH_A_OPEN;
-  tf_probe__stage_begin(p, TF_PROBE_STAGE_CONNECT);
+  stage_begin_at(p, TF_PROBE_STAGE_CONNECT, literal ? now : tf_probe__now_ms());
   tf_probe__leg_open(&p->legs[0]);
 }
 
