@@ -16,17 +16,15 @@ set -euo pipefail
 
 suite=unstable
 packages=coturn,kubernetes-client
-cache=${TF_ROOTFS_CACHE:-/var/cache/turnfleet}
 check_only=0
 [ "${1:-}" = "--check" ] && check_only=1
 
 die() { echo "coturn-rootfs: $*" >&2; exit 1; }
 
-# shellcheck source=debian-mirror.sh
-. "$(dirname "$0")/debian-mirror.sh"
+# shellcheck source=debian-rootfs.sh
+. "$(dirname "$0")/debian-rootfs.sh"
 
-key=$(printf '%s\n' "v1" "$suite" "$packages" "essential" "$(uname -m)" | sha256sum | cut -c1-16)
-root="$cache/rootfs-$suite-$key"
+root=$(rootfs_path "$suite" "$packages")
 marker="$root/.turnfleet-rootfs"
 
 valid() {
@@ -40,35 +38,17 @@ if [ "$check_only" = 1 ]; then
   exit 1
 fi
 
-mkdir -p "$cache"
-exec 9>"$cache/.rootfs.lock"
-flock 9
+rootfs_lock
 if valid; then
   echo "$root"
   exit 0
 fi
 
-command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is not installed (tools/dev/install-deps.sh installs it)"
-[ "$(id -u)" -eq 0 ] || die "building the root filesystem needs root (mmdebstrap in root mode, chroot)"
-uri=$(debian_mirror)
-[ -n "$uri" ] || die "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d"
-
-echo "coturn-rootfs: building Debian $suite with $packages into $root (about a minute)" >&2
-rm -rf "$root" "$root.tmp"
 # The mirror's unstable Release file can be past its Valid-Until date (a
 # snapshot of the archive is served): apt would then refuse it as stale, so the
 # check is skipped. The signatures are still verified against Debian's keyring.
-if ! mmdebstrap --quiet --variant=essential --include="$packages" \
-    --aptopt='Acquire::Check-Valid-Until "false"' \
-    "$suite" "$root.tmp" "$uri" >"$cache/rootfs-build.log" 2>&1; then
-  rm -rf "$root.tmp"
-  die "mmdebstrap failed (log: $cache/rootfs-build.log): $(tail -n 3 "$cache/rootfs-build.log" | tr '\n' ' ')"
-fi
-mv "$root.tmp" "$root"
-{
-  echo "suite=$suite"
-  echo "packages=$packages"
-  chroot "$root" dpkg-query -W -f='${Package}=${Version}\n' coturn kubernetes-client
-} >"$marker"
+rootfs_build "$suite" "$packages" "$root" "$rootfs_cache/rootfs-build.log" \
+  --aptopt='Acquire::Check-Valid-Until "false"'
+chroot "$root" dpkg-query -W -f='${Package}=${Version}\n' coturn kubernetes-client >>"$marker"
 valid || { rm -rf "$root"; die "the new root filesystem does not run turnserver and kubectl"; }
 echo "$root"

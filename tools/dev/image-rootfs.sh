@@ -21,35 +21,15 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
 out=${2:-$build/image-root}
 suite=bookworm
-cache=${TF_ROOTFS_CACHE:-/var/cache/turnfleet}
 packages=$(grep -v '^#' "$src/deploy/image/packages" | paste -sd, -)
 
 die() { echo "image-rootfs: $*" >&2; exit 1; }
-# shellcheck source=debian-mirror.sh
-. "$src/tools/dev/debian-mirror.sh"
+# shellcheck source=debian-rootfs.sh
+. "$src/tools/dev/debian-rootfs.sh"
 
-key=$(printf '%s\n' "v1" "$suite" "$packages" "essential" "$(uname -m)" | sha256sum | cut -c1-16)
-base="$cache/rootfs-$suite-$key"
-marker="$base/.turnfleet-rootfs"
-
-mkdir -p "$cache"
-exec 9>"$cache/.rootfs.lock"
-flock 9
-if ! [ -f "$marker" ]; then
-  command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is not installed (tools/dev/install-deps.sh installs it)"
-  [ "$(id -u)" -eq 0 ] || die "building the root filesystem needs root (mmdebstrap in root mode, chroot)"
-  uri=$(debian_mirror)
-  [ -n "$uri" ] || die "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d"
-  echo "image-rootfs: building Debian $suite with $packages into $base" >&2
-  rm -rf "$base" "$base.tmp"
-  if ! mmdebstrap --quiet --variant=essential --include="$packages" \
-      "$suite" "$base.tmp" "$uri" >"$cache/image-rootfs-build.log" 2>&1; then
-    rm -rf "$base.tmp"
-    die "mmdebstrap failed (log: $cache/image-rootfs-build.log): $(tail -n 3 "$cache/image-rootfs-build.log" | tr '\n' ' ')"
-  fi
-  mv "$base.tmp" "$base"
-  { echo "suite=$suite"; echo "packages=$packages"; } >"$marker"
-fi
+base=$(rootfs_path "$suite" "$packages")
+rootfs_lock
+[ -f "$base/.turnfleet-rootfs" ] || rootfs_build "$suite" "$packages" "$base" "$rootfs_cache/image-rootfs-build.log"
 exec 9>&-
 
 rm -rf "$out"
