@@ -32,7 +32,6 @@
 #define PROBE_RX_CAP (2 * TF_STUN_MAX_MESSAGE + 64) /* a stream's receive buffer */
 #define PROBE_TX_CAP (4 * TF_STUN_MAX_MESSAGE)      /* a stream's send buffer */
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
-#define PROBE_RX_ARENA (64 * 1024)                  /* at most, for a round's datagrams */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
 #define PROBE_TIDS 512             /* transaction ids drawn at once */
@@ -246,7 +245,6 @@ typedef struct ploop {
   leg **txq;         /* legs whose message is to be sent, each once: room for every leg */
   size_t ntx;
   uint8_t *rx_arena; /* the round's datagrams, one after the other */
-  size_t rx_cap;     /* at least PROBE_DGRAM_CAP */
 } ploop;
 
 double tf_probe__now_ms(void);

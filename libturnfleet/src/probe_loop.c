@@ -18,6 +18,8 @@
 #include "probe_internal.h"
 
 #define LOOP_EVENTS 128
+/* a round's datagram in the arena: at most PROBE_DGRAM_CAP bytes, the next one 8-aligned */
+#define LOOP_RX_SLOT (((size_t)PROBE_DGRAM_CAP + 7) & ~(size_t)7)
 #define PORT_LO_DEFAULT 32768
 #define PORT_HI_DEFAULT 60999
 
@@ -67,8 +69,9 @@ static tf_err loop_init(ploop *L, size_t nslots, int ports)
   /* 256 KiB of stamps, zero pages until a port is used */
   if (ports) L->recent = calloc(65536, sizeof(*L->recent));
   L->txq = malloc(2 * nslots * sizeof(*L->txq));
-  L->rx_cap = nslots < PROBE_RX_ARENA / (2 * PROBE_DGRAM_CAP) ? 2 * nslots * PROBE_DGRAM_CAP : PROBE_RX_ARENA;
-  L->rx_arena = malloc(L->rx_cap);
+  /* room for a whole round's datagrams (one per leg at most, and at most LOOP_EVENTS): only
+   * the bytes they fill are ever touched */
+  L->rx_arena = malloc((2 * nslots < LOOP_EVENTS ? 2 * nslots : LOOP_EVENTS) * LOOP_RX_SLOT);
   if (!L->slots || (ports && !L->recent) || !L->txq || !L->rx_arena) {
     if (L->epfd >= 0) close(L->epfd);
     free(L->slots);
@@ -209,7 +212,7 @@ static tf_err loop_once(ploop *L)
   int n = 0;
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
-  now = L->now = tf_probe__now_ms(); /* one clock for the batch: timers and port stamps (stages read their own) */
+  now = L->now = tf_probe__now_ms(); /* one clock for the batch: timers, port stamps, the stages its answers end */
   rxrec rx[LOOP_EVENTS];
   size_t nrx = 0, used = 0;
   for (int i = 0; i < n; i++) {
@@ -222,15 +225,10 @@ static tf_err loop_once(ploop *L)
     if (p->mode != TF_URI_MODE_UDP) {
       tf_probe__leg_event(l, ev[i].events, now);
     } else if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-      if (L->rx_cap - used < PROBE_DGRAM_CAP && nrx) {
-        loop_handle(L, rx, nrx, now);
-        nrx = used = 0;
-        if (p->finished || l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue;
-      }
       ssize_t len = tf_probe__leg_recv(l, L->rx_arena + used);
       if (len >= 0) {
         rx[nrx++] = (rxrec){l, l->gen, (uint32_t)used, (uint32_t)len};
-        used += ((size_t)len + 7) & ~(size_t)7;
+        used += ((size_t)len + 7) & ~(size_t)7; /* at most LOOP_RX_SLOT */
       }
     }
     loop_check_done(L, p);

@@ -1147,7 +1147,8 @@ void tf_probe__start(probe *p)
   p->stage = TF_PROBE_STAGE_RESOLVE;
   p->stage_t0 = now;
   stage_begin_at(p, TF_PROBE_STAGE_RESOLVE, now);
-  int literal = p->opts->salen != 0; /* an address: nothing to resolve, no time spent */
+  tf_uri_host_type host = tf_uri_host_kind(p->uri);
+  int literal = host == TF_URI_HOST_IPV4 || host == TF_URI_HOST_IPV6; /* nothing to resolve, no time spent */
   if (probe_resolve(p) < 0) return;
   p->phase = PH_A_OPEN;
   stage_begin_at(p, TF_PROBE_STAGE_CONNECT, literal ? now : tf_probe__now_ms());

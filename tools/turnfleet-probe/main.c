@@ -188,12 +188,16 @@ typedef struct tally {
   double last_flush; /* coarse clock */
 } tally;
 
-static double mono_s(void)
+/* Seconds on @p clock: CLOCK_MONOTONIC, or its _COARSE twin (the tick's resolution, no timer
+ * read) for the flush deadline. */
+static double clock_s(clockid_t clock)
 {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+static double mono_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 /* "\r  1200/2000 probes, 1198 ok, 2 failed, 4700/s" on stderr, at most ten times a second. */
 static void progress(tally *t, int last)
@@ -209,14 +213,6 @@ static void progress(tally *t, int last)
   fflush(stderr);
 }
 
-/* Seconds on the coarse clock (the tick's resolution, no timer read): for the flush deadline. */
-static double coarse_s(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int on_result(size_t index, const tf_probe_result *r, void *payload)
 {
   (void)index;
@@ -224,7 +220,7 @@ static int on_result(size_t index, const tf_probe_result *r, void *payload)
   t->done++;
   if (!t->c->quiet) {
     print_result(t->c, r, 0);
-    double now = coarse_s();
+    double now = clock_s(CLOCK_MONOTONIC_COARSE);
     if (now - t->last_flush >= 0.1) { /* no result waits in the buffer much longer */
       fflush(stdout);
       t->last_flush = now;
@@ -343,7 +339,7 @@ static int probe_many(const cli *c, tf_probe_options *o)
   t->c = c;
   t->probes = total;
   t->t0 = mono_s();
-  t->last_flush = coarse_s();
+  t->last_flush = clock_s(CLOCK_MONOTONIC_COARSE);
   tf_err rc = tf_probe_set_run(set, on_result, t);
   double elapsed = mono_s() - t->t0;
   tf_probe_set_free(set);

@@ -140,7 +140,7 @@ class Workloads:
                 name = "%s-%s-%s" % (md["name"], h, gen_suffix(5))
                 current.append(self._create_pod("Deployment", d, "apps/v1", template, name, {"pod-template-hash": h}, current))
             ready = sum(1 for p in current if p.get("status") and _ready(p))
-            status = {"observedGeneration": md.get("generation", 1), "replicas": len([p for p in live]),
+            status = {"observedGeneration": md.get("generation", 1), "replicas": len(live),
                       "updatedReplicas": min(len(current), want), "readyReplicas": ready,
                       "availableReplicas": ready, "unavailableReplicas": max(0, want - ready),
                       "conditions": [{"type": "Available", "status": "True" if ready >= want else "False",
