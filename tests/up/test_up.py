@@ -351,16 +351,17 @@ class TestUp(unittest.TestCase):
             raise AssertionError("pressure did not clear: %s" % json.dumps(self.status()))
 
     def test_5_scale_down_drains_the_emptiest_uri_first(self):
-        # 127.0.0.83 holds the fewest allocations: the scale-down drains it
+        # 127.0.0.83 holds the fewest allocations (2 against 4): the scale-down drains it
         for a in ("127.0.0.81", "127.0.0.82"):
-            self.hold("turn:%s:3701?transport=udp" % a, 1, tries=5)
+            self.hold("turn:%s:3701?transport=udp" % a, 2, tries=5)
 
         def counted():
             s = self.status()
             n = {r["relayAddress"]: r["allocations"] or 0 for r in s["relays"]}
-            # `pu` counts sessions: a probe's passing session may add one for a moment
+            # `pu` counts sessions: a probe's passing session may add one for a moment, so the
+            # emptiest is ahead by two, and a probe on it at the scale-down cannot make a tie
             low = n["127.0.0.83"]
-            return low >= 2 and n["127.0.0.81"] > low and n["127.0.0.82"] > low and s
+            return low >= 2 and n["127.0.0.81"] >= low + 2 and n["127.0.0.82"] >= low + 2 and s
 
         try:
             wait_for("127.0.0.83 counted with the fewest allocations", counted, 15)
