@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "probe_internal.h"
 #include "tf_coturn.h"
 #include "tf_test.h"
 
@@ -516,6 +517,42 @@ START_TEST(test_probe__results_are_null_safe_and_stages_named)
   tf_probe_result_free(NULL);
   tf_probe_set_free(NULL);
   tf_allocation_free(NULL);
+}
+END_TEST
+
+/* Every byte (but NUL) at every place of an eight-byte chunk and across chunks, in each of the
+ * three strings: the JSON parses back to the same bytes, with no raw control byte in it. */
+START_TEST(test_probe__json_strings_escape_every_byte_anywhere)
+{
+  char text[64];
+  for (int c = 1; c < 256; c++) {
+    for (size_t pos = 0; pos < 20; pos++) {
+      size_t n = 0;
+      for (size_t i = 0; i < pos; i++) text[n++] = (char)('a' + i % 26);
+      text[n++] = (char)c;
+      for (size_t i = 0; i < pos % 11; i++) text[n++] = i % 2 ? '"' : 'Z';
+      text[n] = '\0';
+      tf_probe_result *r = tf_probe__result_new(text);
+      ck_assert_ptr_nonnull(r);
+      r->error_reason = strdup(text);
+      r->message = strdup(text + pos);
+      ck_assert(r->error_reason && r->message);
+      r->rtt[TF_PROBE_STAGE_ALLOCATE] = 1.0005; /* half a microsecond rounds up: 1.001 */
+      r->rtt[TF_PROBE_STAGE_RELEASE] = 12.5;
+      char *json = NULL;
+      ck_assert_int_eq(tf_probe_result_to_json(&json, r), TF_OK);
+      for (const char *q = json; *q; q++) ck_assert_msg((unsigned char)*q >= 0x20, "raw byte 0x%02x in %s", *q, json);
+      cJSON *j = cJSON_Parse(json);
+      ck_assert_msg(j != NULL, "byte 0x%02x at %zu: not JSON: %s", c, pos, json);
+      ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "uri")->valuestring, text);
+      ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "errorReason")->valuestring, text);
+      ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "message")->valuestring, text + pos);
+      ck_assert_msg(strstr(json, "\"rttMs\":{\"allocate\":1.001,\"release\":12.5}"), "rttMs in %s", json);
+      cJSON_Delete(j);
+      tf_free(json);
+      tf_probe_result_free(r);
+    }
+  }
 }
 END_TEST
 
@@ -2161,6 +2198,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(tc, test_probe__options_init_gives_the_defaults);
   tcase_add_test(tc, test_probe__bad_options_name_the_field_never_the_secret);
   tcase_add_test(tc, test_probe__results_are_null_safe_and_stages_named);
+  tcase_add_test(tc, test_probe__json_strings_escape_every_byte_anywhere);
   tcase_add_test(tc, test_probe__v1_options_are_read_only_up_to_their_version);
   suite_add_tcase(s, tc);
 

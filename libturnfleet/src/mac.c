@@ -38,10 +38,26 @@ void tf_mac__sign(const tf_mac *m, const void *a, size_t alen, const void *b, si
   SHA_CTX c = m->inner;
   SHA1_Update(&c, a, alen);
   if (blen) SHA1_Update(&c, b, blen);
-  SHA1_Final(out, &c);
+  /* The outer hash takes the inner digest after the pad block: one more block, always the
+   * digest then SHA-1's padding of a 64 + 20-byte message (0x80, zeros, the length in bits,
+   * 672 = 0x2A0), so it is built here and hashed by one SHA1_Transform(), and the MAC read
+   * from the state words, rather than buffered, padded and cleansed by SHA1_Update/Final. */
+  uint8_t block[TF_MAC__BLOCK] = {0};
+  SHA1_Final(block, &c); /* cleanses the block it buffered: the message's, not secret */
+  block[TF_MAC_SIZE] = 0x80;
+  block[TF_MAC__BLOCK - 2] = 0x02;
+  block[TF_MAC__BLOCK - 1] = 0xA0;
   c = m->outer;
-  SHA1_Update(&c, out, TF_MAC_SIZE);
-  SHA1_Final(out, &c); /* cleanses the block it buffered: what is left in c is the MAC */
+  SHA1_Transform(&c, block);
+  const SHA_LONG h[5] = {c.h0, c.h1, c.h2, c.h3, c.h4};
+  for (int i = 0; i < 5; i++) {
+    out[4 * i] = (uint8_t)(h[i] >> 24);
+    out[4 * i + 1] = (uint8_t)(h[i] >> 16);
+    out[4 * i + 2] = (uint8_t)(h[i] >> 8);
+    out[4 * i + 3] = (uint8_t)h[i];
+  }
+  /* left in block and c: the inner digest and the MAC's state, from which neither the key nor
+   * another message's MAC follows */
 }
 
 void tf_mac__wipe(tf_mac *m) { tf_crypto__wipe(m, sizeof(*m)); }

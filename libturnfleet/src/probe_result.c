@@ -7,9 +7,10 @@
 
 #include "probe_internal.h"
 
+/* names padded to 16 bytes: each is written with one fixed-size copy */
 #define STAGE(name) {name, sizeof(name) - 1}
 static const struct {
-  const char *name;
+  char name[16];
   size_t len;
 } stages[TF_PROBE_STAGE_COUNT] = {STAGE("resolve"),    STAGE("connect"), STAGE("tls"),  STAGE("allocate"),
                                   STAGE("verify"),     STAGE("permission"), STAGE("channel"), STAGE("data"),
@@ -148,14 +149,15 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
 /* ---- JSON, written straight into one block sized for the worst case: --count prints one
  * object per probe, so no printf, no regrowth, no second pass ---- */
 
-#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most */
+#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most, and the slack below */
 /* a literal's length is known: the copy compiles to a few moves */
 #define put_lit(o, lit) ((char *)memcpy(o, lit, sizeof(lit) - 1) + sizeof(lit) - 1)
 
-/* Short runs (names, digits) byte by byte: a call to memcpy costs more than they do. */
-static char *put_bytes(char *o, const char *s, size_t n)
+/* Short runs (names, digits) of at most 16 bytes, from a source of at least 16 readable bytes:
+ * one fixed-size copy, of which the first @p n bytes count (the block has room for the rest). */
+static char *put_short(char *o, const char *s, size_t n)
 {
-  for (size_t i = 0; i < n; i++) o[i] = s[i];
+  memcpy(o, s, 16);
   return o + n;
 }
 
@@ -168,30 +170,55 @@ static char *put_uint(char *o, uint64_t v)
   return o + n;
 }
 
-/* A JSON string: '"' and '\\' escaped, \n \t \r by name, other control bytes as \u00XX
- * (at most 6 bytes out per byte in). */
-static char *put_str(char *o, const char *s)
+/* Nonzero exactly when one of the eight bytes of @p x is below 0x20, '"' or '\\': what a JSON
+ * string escapes (the SWAR tests for a byte below n and a zero byte). Such a chunk is
+ * written byte by byte. */
+static uint64_t needs_escape(uint64_t x)
+{
+  const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+  uint64_t quote = x ^ (ones * '"'), slash = x ^ (ones * '\\');
+  /* a byte below 0x20, and a zero byte of each XOR: nonzero exactly when one exists */
+  return (((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash)) & high;
+}
+
+/* A JSON string of the @p n bytes at @p s: '"' and '\\' escaped, \n \t \r by name, other
+ * control bytes as \u00XX (at most 6 bytes out per byte in). Clean runs go eight at a time. */
+static char *put_str(char *o, const char *s, size_t n)
 {
   static const char hex[] = "0123456789abcdef";
   *o++ = '"';
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    unsigned ch = *p;
-    if (ch >= 0x20 && ch != '"' && ch != '\\') {
-      *o++ = (char)ch;
-      continue;
+  size_t i = 0;
+  while (i < n) {
+    if (n - i >= 8) {
+      uint64_t x;
+      memcpy(&x, s + i, 8);
+      if (!needs_escape(x)) {
+        memcpy(o, &x, 8);
+        o += 8;
+        i += 8;
+        continue;
+      }
     }
-    *o++ = '\\';
-    switch (ch) {
-    case '"': *o++ = '"'; break;
-    case '\\': *o++ = '\\'; break;
-    case '\n': *o++ = 'n'; break;
-    case '\t': *o++ = 't'; break;
-    case '\r': *o++ = 'r'; break;
-    default:
-      o = put_lit(o, "u00");
-      *o++ = hex[ch >> 4];
-      *o++ = hex[ch & 15];
-      break;
+    size_t end = n - i >= 8 ? i + 8 : n;
+    for (; i < end; i++) {
+      unsigned ch = (unsigned char)s[i];
+      if (ch >= 0x20 && ch != '"' && ch != '\\') {
+        *o++ = (char)ch;
+        continue;
+      }
+      *o++ = '\\';
+      switch (ch) {
+      case '"': *o++ = '"'; break;
+      case '\\': *o++ = '\\'; break;
+      case '\n': *o++ = 'n'; break;
+      case '\t': *o++ = 't'; break;
+      case '\r': *o++ = 'r'; break;
+      default:
+        o = put_lit(o, "u00");
+        *o++ = hex[ch >> 4];
+        *o++ = hex[ch & 15];
+        break;
+      }
     }
   }
   *o++ = '"';
@@ -211,20 +238,21 @@ static char *put_addr(char *o, int has, const tf_addr *a)
   }
   char text[TF_ADDR_STRLEN];
   if (!has || tf_addr_format(text, sizeof(text), a) < 0) return put_lit(o, "null");
-  return put_str(o, text);
+  return put_str(o, text, strlen(text));
 }
 
-/* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5. */
+/* Milliseconds to the microsecond, without trailing zeros: 1.619, 0, 12.5 (half a
+ * microsecond rounds up, as llround() would for these positive values). */
 static char *put_ms(char *o, double ms)
 {
-  uint64_t us = ms > 0 && ms < 1e15 ? (uint64_t)llround(ms * 1000.0) : 0;
+  uint64_t us = ms > 0 && ms < 1e15 ? (uint64_t)(ms * 1000.0 + 0.5) : 0;
   o = put_uint(o, us / 1000);
   unsigned f = (unsigned)(us % 1000);
   if (!f) return o;
-  char frac[4] = {'.', (char)('0' + f / 100), (char)('0' + f / 10 % 10), (char)('0' + f % 10)};
+  char frac[16] = {'.', (char)('0' + f / 100), (char)('0' + f / 10 % 10), (char)('0' + f % 10)};
   size_t n = 4;
   while (frac[n - 1] == '0') n--;
-  return put_bytes(o, frac, n);
+  return put_short(o, frac, n);
 }
 
 tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
@@ -233,19 +261,19 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
   TF_ASSERT_ARG(result);
   /* every string in a result is printable UTF-8 (tf_probe__printable): the text is valid JSON */
   const char *reason = tf_probe_result_error_reason(result), *message = tf_probe_result_message(result);
-  size_t strings = strlen(result->uri) + strlen(reason) + strlen(message);
-  char *text = malloc(6 * strings + JSON_FIXED), *o = text;
+  size_t uri_len = strlen(result->uri), reason_len = strlen(reason), message_len = strlen(message);
+  char *text = malloc(6 * (uri_len + reason_len + message_len) + JSON_FIXED), *o = text;
   if (!text) return tf_error__nomem();
   o = put_lit(o, "{\"uri\":");
-  o = put_str(o, result->uri);
+  o = put_str(o, result->uri, uri_len);
   if (tf_probe_result_ok(result)) o = put_lit(o, ",\"ok\":true,\"stage\":\"");
   else o = put_lit(o, ",\"ok\":false,\"stage\":\"");
   int st = (int)result->stage >= 0 && (int)result->stage < TF_PROBE_STAGE_COUNT ? (int)result->stage : -1;
-  o = st < 0 ? put_lit(o, "unknown") : put_bytes(o, stages[st].name, stages[st].len);
+  o = st < 0 ? put_lit(o, "unknown") : put_short(o, stages[st].name, stages[st].len);
   o = put_lit(o, "\",\"errorCode\":");
   o = put_uint(o, result->error_code < 0 ? 0 : (uint64_t)result->error_code);
   o = put_lit(o, ",\"errorReason\":");
-  o = put_str(o, reason);
+  o = put_str(o, reason, reason_len);
   o = put_lit(o, ",\"relayedAddress\":");
   o = put_addr(o, result->has_relayed, &result->relayed);
   o = put_lit(o, ",\"relayedPort\":");
@@ -261,14 +289,14 @@ tf_err tf_probe_result_to_json(char **out, const tf_probe_result *result)
     if (result->rtt[i] < 0) continue;
     if (!first) *o++ = ',';
     *o++ = '"';
-    o = put_bytes(o, stages[i].name, stages[i].len);
+    o = put_short(o, stages[i].name, stages[i].len);
     o = put_lit(o, "\":");
     o = put_ms(o, result->rtt[i]);
     first = 0;
   }
   if (result->draining) o = put_lit(o, "},\"draining\":true,\"message\":");
   else o = put_lit(o, "},\"draining\":false,\"message\":");
-  o = put_str(o, message);
+  o = put_str(o, message, message_len);
   *o++ = '}';
   *o = '\0';
   *out = text;

@@ -283,6 +283,16 @@ static const struct tf_stun__attr *tf_stun__first(const tf_stun_msg *m, uint16_t
   return NULL;
 }
 
+/* An attribute a decoded message holds at most once near its end (MESSAGE-INTEGRITY, which
+ * only FINGERPRINT and MESSAGE-INTEGRITY-SHA256 may follow; FINGERPRINT, the last), found
+ * from the end. */
+static const struct tf_stun__attr *tf_stun__trailer(const tf_stun_msg *m, uint16_t type)
+{
+  for (size_t i = m->nattrs; i-- > 0;)
+    if (m->attrs[i].type == type) return &m->attrs[i];
+  return NULL;
+}
+
 /* ERROR-CODE reason phrase, trailing NULs stripped (coturn pads with them). */
 static tf_err tf_stun__cache_reason(tf_stun_msg *m, const struct tf_stun__attr *a)
 {
@@ -456,7 +466,7 @@ static tf_err tf_stun__decode_into(tf_stun_msg *m, const uint8_t *p, size_t len,
     tf_err rc = tf_stun__check_value(m, &m->attrs[i], response);
     if (rc < 0) return rc;
   }
-  const struct tf_stun__attr *fp = tf_stun__first(m, TF_STUN_ATTR_FINGERPRINT);
+  const struct tf_stun__attr *fp = m->has_fp ? tf_stun__trailer(m, TF_STUN_ATTR_FINGERPRINT) : NULL;
   if (fp) {
     uint32_t want = tf_stun__crc32(m->buf, fp->off) ^ TF_STUN__FP_XOR;
     if (tf_stun__get32(tf_stun__value(m, fp)) != want)
@@ -510,7 +520,7 @@ static void tf_stun__hmac(uint8_t mac[TF_STUN__MI_SIZE], const uint8_t *buf, siz
 /* 0 valid, TF_EAUTH mismatch, TF_ENOTFOUND no MESSAGE-INTEGRITY. */
 static tf_err tf_stun__check_mi(const tf_stun_msg *m, const tf_mac *key)
 {
-  const struct tf_stun__attr *mi = tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY);
+  const struct tf_stun__attr *mi = m->has_mi ? tf_stun__trailer(m, TF_STUN_ATTR_MESSAGE_INTEGRITY) : NULL;
   if (!mi) return tf_error__set(TF_ENOTFOUND, "MISSING_MESSAGE_INTEGRITY at byte %zu: no MESSAGE-INTEGRITY", m->len);
   uint8_t mac[TF_STUN__MI_SIZE];
   tf_stun__hmac(mac, m->buf, mi->off, key);
@@ -570,7 +580,7 @@ static tf_err tf_stun__validate(const tf_stun_msg *m, const uint8_t *tid, int me
       return tf_stun__reject(TF_EPROTO, "MISSING_LIFETIME", m->len, "Allocate success without LIFETIME");
   }
   if (key) {
-    if (!tf_stun__first(m, TF_STUN_ATTR_MESSAGE_INTEGRITY)) {
+    if (!m->has_mi) {
       if (cls == TF_STUN_SUCCESS)
         return tf_stun__reject(TF_EAUTH, "MISSING_MESSAGE_INTEGRITY", m->len,
                                "success response to an authenticated request without MESSAGE-INTEGRITY");
@@ -679,21 +689,21 @@ static tf_err tf_stun__append(tf_stun_msg *m, uint16_t type, const void *value, 
   if (m->nattrs == TF_STUN_MAX_ATTRIBUTES)
     return tf_error__set(TF_EBUFS, "attribute 0x%04x: a message holds at most %d attributes", type,
                          TF_STUN_MAX_ATTRIBUTES);
-  size_t need = 4 + len + tf_stun__pad4(len);
+  size_t need = 4 + ((len + 3) & ~(size_t)3);
   if (len > 0xFFFF || need > TF_STUN_MAX_MESSAGE - m->len)
     return tf_error__set(TF_EBUFS, "attribute 0x%04x: %zu bytes would exceed the %d-byte message limit", type, len,
                          TF_STUN_MAX_MESSAGE);
   uint8_t *p = m->buf + m->len;
-  tf_stun__put16(p, type);
-  tf_stun__put16(p + 2, (uint16_t)len);
-  if (len) memcpy(p + 4, value, len);
-  for (size_t i = len; i < need - 4; i++) p[4 + i] = 0; /* the padding: at most 3 bytes */
+  /* the bookkeeping first and the value's copy last, so nothing waits on the copy */
+  tf_stun__put32(p, (uint32_t)type << 16 | (uint32_t)len);
+  if (len % 4) memset(p + need - 4, 0, 4); /* the last word: its padding stays zero under the value */
   m->attrs[m->nattrs].type = type;
   m->attrs[m->nattrs].len = (uint16_t)len;
   m->attrs[m->nattrs].off = (uint16_t)m->len;
   m->nattrs++;
   m->len += need;
   tf_stun__put16(m->buf + 2, (uint16_t)(m->len - TF_STUN__HEADER));
+  if (len) memcpy(p + 4, value, len);
   return TF_OK;
 }
 
