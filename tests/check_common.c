@@ -184,7 +184,8 @@ END_TEST
 
 /* The keyed HMAC-SHA1 state and MD5 agree with OpenSSL's HMAC() and EVP MD5 byte for byte:
  * RFC 2202's vectors, then keys of every length from 0 to 200 bytes (past the 64-byte block,
- * where the key is hashed first) over messages of 0 to 300 bytes split at every kind of point. */
+ * where the key is hashed first) over messages of 0 to 300 bytes split at every kind of point,
+ * then messages of every length from 0 to 300 bytes. */
 START_TEST(test_mac__agrees_with_openssl)
 {
   static const struct {
@@ -221,6 +222,18 @@ START_TEST(test_mac__agrees_with_openssl)
     ck_assert_msg(!memcmp(mac, want, TF_MAC_SIZE), "key of %zu bytes, %zu bytes split at %zu", klen, dlen, split);
     tf_mac__sign(&m, data, dlen, NULL, 0, mac); /* the keyed state is reused unchanged */
     ck_assert_msg(!memcmp(mac, want, TF_MAC_SIZE), "key of %zu bytes, reused", klen);
+  }
+  /* every message length to 300 (each place of SHA-1's padding: one final block or two),
+   * split at its start, a STUN header's 20 bytes, its middle and its end */
+  tf_mac__init(&m, key, 16);
+  for (size_t dlen = 0; dlen <= sizeof(data); dlen++) {
+    unsigned n = 0;
+    ck_assert_ptr_nonnull(HMAC(EVP_sha1(), key, 16, data, dlen, want, &n));
+    const size_t splits[] = {0, dlen < 20 ? dlen : 20, dlen / 2, dlen};
+    for (size_t s = 0; s < sizeof(splits) / sizeof(splits[0]); s++) {
+      tf_mac__sign(&m, data, splits[s], data + splits[s], dlen - splits[s], mac);
+      ck_assert_msg(!memcmp(mac, want, TF_MAC_SIZE), "%zu bytes split at %zu", dlen, splits[s]);
+    }
   }
   tf_mac__wipe(&m);
   const char *parts[] = {"user", ":", "realm.test", ":", "pass word"};
