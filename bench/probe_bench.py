@@ -20,6 +20,7 @@ import resource
 import shlex
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -105,6 +106,14 @@ def bench_one(cmd, build, count, concurrency, uclient, repeat):
     floor = os.path.join(build, "bench/bench_probe_floor")
     version_text = subprocess.run(cmd + ["--version"], capture_output=True, text=True).stdout.strip()
     version = version_text.split()[-1] if version_text else "4.6.1"
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):  # a relay left running there would answer too
+        with socket.socket(socket.AF_INET, kind) as s:
+            if kind == socket.SOCK_STREAM:  # a TIME_WAIT is no relay; a listener still refuses the bind
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((ADDR, PORT))
+            except OSError as e:
+                sys.exit(f"bench/probe: {ADDR}:{PORT} is taken ({e.strerror}): another relay runs there; stop it first")
     work = tempfile.mkdtemp(prefix="turnfleet-bench-")
     procs = []
     try:
@@ -126,6 +135,9 @@ def bench_one(cmd, build, count, concurrency, uclient, repeat):
         # turnutils_uclient needs a loopback peer for its data: the one deliberate addition to the rendered config
         with open(conf, "a") as f:
             f.write("allow-loopback-peers\n")
+        # coturn in this session, as the probe is: where the scheduler runs coturn's threads against
+        # the probe moves the probe's user CPU (a coturn in a session of its own, so its own
+        # autogroup, made the same build spend 12-16 us per allocation rather than about 9)
         server = subprocess.Popen(cmd + ["-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(server)
         peer = subprocess.Popen(["turnutils_peer", "-L", PEER, "-p", str(PEER_PORT)],
@@ -162,7 +174,8 @@ def bench_one(cmd, build, count, concurrency, uclient, repeat):
         rows = [
             measure("turnfleet-probe", probe_argv + ["--count", str(count), "--concurrency", str(concurrency)],
                     server.pid, probe_allocations, repeat),
-            measure("floor (bare UDP)", [floor, ADDR, str(PORT), str(count), "3"], server.pid, floor_iterations, repeat),
+            measure("floor (bare UDP)", [floor, ADDR, str(PORT), str(count), "3"], server.pid, floor_iterations,
+                    max(5, repeat // 6)),
             measure("python-reference", ref + [str(count)], server.pid, ref_allocations, optional=True),
             # the fixed cost of a run (exec, dynamic linking, OpenSSL's start): one probe
             measure("probe startup", probe_argv + ["--count", "1"], server.pid, probe_allocations, repeat, settle=False),
@@ -193,7 +206,7 @@ def report(version_text, rows, count, concurrency):
     probe, floor, startup = rows[0], rows[1], rows[3]
     print(f"\n{version_text} on {ADDR}:{PORT}: {count} allocate+release cycles per run, turnfleet-probe at "
           f"concurrency {concurrency} with --json; the floor and the Python reference sequential; CPU summed over "
-          f"{probe['runs']} runs of the probe, the floor and the startup")
+          f"{probe['runs']} runs of the probe and the startup, {floor['runs']} of the floor")
     print(f"{'client':<19}{'allocs':>8}{'wall s':>8}{'allocs/s':>10}{'user us':>9}{'sys us':>8}{'total us':>10}"
           f"{'coturn us':>11}{'client/coturn':>15}")
     for r in rows[:3] + rows[4:]:
@@ -213,9 +226,11 @@ def report(version_text, rows, count, concurrency):
           f"{startup['user'] * 1e6 / count:.1f} us of their user CPU per allocation")
     ratio = ptotal / max(probe["serverCpu"], 1e-12)
     user, se = probe["user"] * 1e6, probe["userSe"] * 1e6
-    ok_ratio, ok_user = ratio <= 0.33, user <= 10.0
+    # the user goal is met when the mean's interval (two standard errors) lies under it
+    ok_ratio, ok_user = ratio <= 0.33, user + 2 * se <= 10.0
+    verdict = "met" if ok_user else "met on the mean, not beyond its error" if user <= 10.0 else "NOT met"
     print(f"goal: client CPU/alloc <= 0.33 x coturn's: {ratio:.2f} {'met' if ok_ratio else 'NOT met'}; "
-          f"user CPU/alloc <= 10 us: {user:.1f} us {'met' if ok_user else 'NOT met'} (the mean of {probe['runs']} "
+          f"user CPU/alloc <= 10 us: {user:.1f} us {verdict} (the mean of {probe['runs']} "
           f"runs; standard error {se:.1f} us, so about {max(user - 2 * se, 0):.1f}-{user + 2 * se:.1f} us)")
     return ok_ratio and ok_user
 
@@ -228,9 +243,10 @@ def main():
     ap.add_argument("--turnserver", action="append", metavar="CMD",
                     help="a turnserver command (same CLI as turnserver); repeat for several versions")
     ap.add_argument("--no-uclient", action="store_true", help="skip turnutils_uclient (about 25 s per coturn)")
-    ap.add_argument("--repeat", type=int, default=20,
-                    help="runs of the probe, the floor and the startup per coturn (default 20: a run's user CPU is a "
-                         "count of a few 4 ms ticks)")
+    ap.add_argument("--repeat", type=int, default=60,
+                    help="runs of the probe and of the startup per coturn (default 60: a run's user CPU is a "
+                         "count of a few 4 ms ticks, so the mean's standard error is about 0.5 us); the floor, a "
+                         "reference line, runs a sixth as often (at least 5)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     for exe in (os.path.join(build, "tools/turnfleet-probe/turnfleet-probe"), os.path.join(build, "bench/bench_probe_floor")):

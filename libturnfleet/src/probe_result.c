@@ -149,7 +149,7 @@ int tf_probe_result_exit_code(const tf_probe_result *result)
 /* ---- JSON, written straight into one block sized for the worst case: --count prints one
  * object per probe, so no printf, no regrowth, no second pass ---- */
 
-#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most, and the slack below */
+#define JSON_FIXED 704 /* every part but the three strings: 627 bytes at most, and room for put_short()'s 16 */
 /* a literal's length is known: the copy compiles to a few moves */
 #define put_lit(o, lit) ((char *)memcpy(o, lit, sizeof(lit) - 1) + sizeof(lit) - 1)
 
