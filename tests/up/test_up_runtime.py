@@ -170,11 +170,12 @@ class TestUpRuntime(unittest.TestCase):
         order, most = self.drain_order(since, names)
         self.assertEqual(order, [addrs[2], addrs[1], addrs[0]])
         self.assertEqual(most, 1)  # one at a time
-        # scale-down 3 -> 1: .90 stays (the most allocations), .92 goes first, then .91
+        # scale-down 3 -> 1: .90 stays (the most allocations), .92 goes first, then .91; each
+        # ahead by two, so a probe's passing session (counted for a moment) cannot make a tie
         self.release()
         names = {r["name"]: r["relayAddress"] for r in st["relays"]}
-        self.hold(addrs[0], 62600, 3)
-        self.hold(addrs[1], 62600, 1)
+        self.hold(addrs[0], 62600, 4)
+        self.hold(addrs[1], 62600, 2)
         self.counted({addrs[0]: 2, addrs[1]: 1, addrs[2]: 0})
         since = len(self.events("reconcile"))
         self.write_pool(1, 62520, 62600)
