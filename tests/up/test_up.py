@@ -359,7 +359,7 @@ class TestUp(unittest.TestCase):
             s = self.status()
             n = {r["relayAddress"]: r["allocations"] or 0 for r in s["relays"]}
             # `pu` counts sessions: a probe's passing session may add one for a moment, so the
-            # emptiest is ahead by two, and a probe on it at the scale-down cannot make a tie
+            # others lead the emptiest by two, and a probe on it at the scale-down cannot make a tie
             low = n["127.0.0.83"]
             return low >= 2 and n["127.0.0.81"] >= low + 2 and n["127.0.0.82"] >= low + 2 and s
 
