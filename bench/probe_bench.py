@@ -220,7 +220,9 @@ def report(version_text, rows, count, concurrency):
     ptotal = probe["user"] + probe["sys"]
     ftotal = floor["user"] + floor["sys"]
     print(f"probe over the floor: {ptotal / max(ftotal, 1e-12):.2f}x its CPU, "
-          f"{(ptotal - ftotal) * 1e6:.1f} us per allocation above it")
+          f"{(ptotal - ftotal) * 1e6:.1f} us per allocation above it; user CPU "
+          f"{(probe['user'] - floor['user']) * 1e6:.1f} us above the floor's (the machine's drift moves both user "
+          f"figures, this difference less)")
     print(f"probe startup (a run of one probe): user {startup['user'] * 1e3:.1f} ms, system "
           f"{startup['sys'] * 1e3:.1f} ms per run; the figures above include it: "
           f"{startup['user'] * 1e6 / count:.1f} us of their user CPU per allocation")
