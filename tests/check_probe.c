@@ -355,6 +355,19 @@ static tf_probe_result *pc_run(const tf_probe_options *o)
 
 static void pc_addr(tf_addr *a, const char *text) { PC_OK(tf_addr_parse(a, text)); }
 
+/* A UDP socket bound to @p ip:@p port that takes datagrams and never answers (close it). */
+static int pc_silent_udp(const char *ip, uint16_t port)
+{
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s:%u: %s", ip, port, strerror(errno));
+  return fd;
+}
+
 #define PC_EXPECT_OK(r)                                                                                        \
   PC_CHECK(tf_probe_result_ok(r), "probe of %s failed: stage %s, status %s, code %d: %s", tf_probe_result_uri(r), \
            tf_probe_stage_name(tf_probe_result_stage(r)), tf_error_name(tf_probe_result_status(r)),            \
@@ -915,13 +928,7 @@ START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
     tf_probe_result_free(r);
   }
   /* a UDP port that takes datagrams and never answers: retransmissions, then a timeout */
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(3512);
-  inet_pton(AF_INET, "127.0.0.50", &sa.sin_addr);
-  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+  int fd = pc_silent_udp("127.0.0.50", 3512);
   tf_probe_options o = pc_opts("turn:127.0.0.50:3512");
   o.timeout_ms = 1000;
   o.rto_ms = 100; /* sends at 0, 100, 300, 700 ms */
@@ -1813,13 +1820,7 @@ END_TEST
  * and the first lines arrive long before the 200 or so that fill a block (a minute). */
 START_TEST(test_probe__cli_slow_results_are_not_held_back)
 {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(3597);
-  inet_pton(AF_INET, "127.0.0.60", &sa.sin_addr);
-  PC_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind 127.0.0.60:3597: %s", strerror(errno));
+  int fd = pc_silent_udp("127.0.0.60", 3597);
   const char *secret = pc_write_secret(SECRET);
   const char *args[] = {"--uri", "turn:127.0.0.60:3597", "--secret-file", secret, "--count", "1000",
                         "--concurrency", "1", "--timeout-ms", "300", "--json", NULL};

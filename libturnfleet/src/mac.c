@@ -5,8 +5,9 @@
  * message, and the EVP layer's first use loads OpenSSL's provider tables: the
  * probe signs or checks four messages per allocation. Here the state after the
  * key's inner and outer pad blocks (RFC 2104) is kept as two SHA_CTX values, and
- * a message costs two copies by value and the hashing. tests/check_common.c holds
- * every result to OpenSSL's HMAC() and EVP MD5. */
+ * a message costs two copies by value, the inner hash and one SHA1_Transform() of
+ * the outer block. tests/check_common.c holds every result to OpenSSL's HMAC() and
+ * EVP MD5. */
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA1_*, MD5_*: deprecated in 3.0, not removed */
 #include <openssl/md5.h>
 #include <openssl/sha.h>

@@ -32,6 +32,7 @@
 #define PROBE_RX_CAP (2 * TF_STUN_MAX_MESSAGE + 64) /* a stream's receive buffer */
 #define PROBE_TX_CAP (4 * TF_STUN_MAX_MESSAGE)      /* a stream's send buffer */
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
+#define PROBE_TEXT_SMALL 64 /* a leg keeps a REALM or NONCE shorter than this in itself */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
 #define PROBE_TIDS 512             /* transaction ids drawn at once */
@@ -182,7 +183,7 @@ typedef struct leg {
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
   char malformed[200]; /* the last unusable answer to this transaction */
-  char realm_small[64], nonce_small[64];
+  char realm_small[PROBE_TEXT_SMALL], nonce_small[PROBE_TEXT_SMALL];
   uint8_t msg_small[256];
 } leg;
 

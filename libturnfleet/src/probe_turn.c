@@ -317,7 +317,7 @@ static uint8_t *leg_msg(leg *l, size_t need)
   return l->msg;
 }
 
-/* The text attribute @p type of @p m into *@p slot: in @p small (64 bytes) when it fits. */
+/* The text attribute @p type of @p m into *@p slot: in @p small (PROBE_TEXT_SMALL bytes) when it fits. */
 static int leg_set_text(char **slot, char *small, const tf_stun_msg *m, uint16_t type)
 {
   const uint8_t *v = NULL;
@@ -325,7 +325,7 @@ static int leg_set_text(char **slot, char *small, const tf_stun_msg *m, uint16_t
   if (tf_stun_msg_find(m, type, &v, &n) < 0) return -1;
   const char *end = n ? memchr(v, '\0', n) : NULL;
   if (end) n = (size_t)(end - (const char *)v); /* as strndup() reads it */
-  char *copy = n < 64 ? small : tf_strndup__((const char *)v, n);
+  char *copy = n < PROBE_TEXT_SMALL ? small : tf_strndup__((const char *)v, n);
   if (!copy) return -1;
   if (*slot != small) free(*slot);
   if (copy == small) {
