@@ -182,6 +182,7 @@ typedef struct leg {
   size_t rx_len;
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
+  /* buffers last: a leg is reset up to here (tf_probe__leg_reset) */
   char malformed[200]; /* the last unusable answer to this transaction */
   char realm_small[PROBE_TEXT_SMALL], nonce_small[PROBE_TEXT_SMALL];
   uint8_t msg_small[256];
@@ -203,7 +204,6 @@ typedef struct probe {
   popts *opts;
   struct ploop *loop; /* the loop that runs it */
   size_t slot;        /* in the loop */
-  leg legs[2];
   tf_uri *uri; /* borrowed from opts */
   uint64_t number; /* the probe's index in its set (user_numbered) */
   size_t index;    /* in the set */
@@ -214,6 +214,9 @@ typedef struct probe {
   char server[TF_ADDR_STRLEN + 16]; /* "addr:port" for messages */
   int payload_used; /* payload holds random bytes (wiped at the end) */
   uint8_t payload[2][PROBE_PAYLOAD];
+  /* legs last: a probe's memory used again is cleared only up to here, and leg B (the peer
+   * check's) only when it opens; until then it is as its last probe's dispose left it */
+  leg legs[2];
 } probe;
 
 /* The loop: one epoll instance and the probes it runs, one per slot. */
@@ -265,6 +268,7 @@ void tf_probe__start(probe *p);
 void tf_probe__stage_begin(probe *p, tf_probe_stage st);
 void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const char *fmt, ...) TF__PRINTF(5, 6);
 void tf_probe__release_all(probe *p);
+void tf_probe__leg_reset(probe *p, leg *l);
 void tf_probe__leg_ready(probe *p, leg *l, double now);
 void tf_probe__leg_request(leg *l, int kind, double now);
 void tf_probe__on_packet(leg *l, const uint8_t *data, size_t len, double now);
