@@ -738,10 +738,12 @@ START_TEST(test_probe__ipv6_relay_on_loopback)
 }
 END_TEST
 
+static int64_t pc_cli_count(void);
+
 START_TEST(test_probe__peer_check_passes_over_udp_tcp_and_tls)
 {
   pc_start_v4("ppeer", 44, 3505, 3555, 56200, 56249, "  peerPolicy: {denyPrivate: false}\n",
-              PC_TLS | PC_LOOPBACK_PEERS);
+              PC_TLS | PC_LOOPBACK_PEERS | PC_CLI);
   const char *uris[] = {"turn:127.0.0.44:3505", "turn:127.0.0.44:3505?transport=tcp", "turns:127.0.0.44:3555"};
   for (size_t i = 0; i < 3; i++) {
     tf_probe_options o = pc_opts(uris[i]);
@@ -754,6 +756,29 @@ START_TEST(test_probe__peer_check_passes_over_udp_tcp_and_tls)
     PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_CHANNEL) > 0, "%s: channel ran", uris[i]);
     PC_CHECK(tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_DATA) > 0, "%s: data ran", uris[i]);
     tf_probe_result_free(r);
+  }
+  /* one slot, so each probe runs in the memory of the one before, with and without the peer
+   * check in turn, over UDP and TCP: a reused probe clears leg B only when the check opens it */
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 1));
+  for (int i = 0; i < 6; i++) {
+    tf_probe_options o = pc_opts(uris[i % 3 == 1]);
+    o.peer_check = i % 2 == 0;
+    PC_OK(tf_probe_set_add(set, &o));
+  }
+  PC_OK(tf_probe_set_run(set, NULL, NULL));
+  for (size_t i = 0; i < 6; i++) {
+    const tf_probe_result *r = tf_probe_set_result(set, i);
+    PC_EXPECT_OK(r);
+    double data = tf_probe_result_rtt_ms(r, TF_PROBE_STAGE_DATA);
+    PC_CHECK(i % 2 == 0 ? data > 0 : data == -1, "probe %zu: data stage %g ms", i, data);
+  }
+  tf_probe_set_free(set);
+  /* and every leg released what it allocated: none is left on the relay */
+  int64_t deadline = tf_ts_now_ms() + 5000;
+  while (pc_cli_count() != 0) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "allocations left on the relay after the probes");
+    tf_ts_sleep_ms(100);
   }
   pc_stop_all();
   pc_cleanup();

@@ -182,7 +182,7 @@ typedef struct leg {
   size_t rx_len;
   uint8_t *tx; /* streams only (PROBE_TX_CAP) */
   size_t tx_len;
-  /* buffers last: a leg is reset up to here (tf_probe__leg_reset) */
+  /* buffers last: a leg is reset up to here (leg_reset) */
   char malformed[200]; /* the last unusable answer to this transaction */
   char realm_small[PROBE_TEXT_SMALL], nonce_small[PROBE_TEXT_SMALL];
   uint8_t msg_small[256];
@@ -268,7 +268,6 @@ void tf_probe__start(probe *p);
 void tf_probe__stage_begin(probe *p, tf_probe_stage st);
 void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const char *fmt, ...) TF__PRINTF(5, 6);
 void tf_probe__release_all(probe *p);
-void tf_probe__leg_reset(probe *p, leg *l);
 void tf_probe__leg_ready(probe *p, leg *l, double now);
 void tf_probe__leg_request(leg *l, int kind, double now);
 void tf_probe__on_packet(leg *l, const uint8_t *data, size_t len, double now);

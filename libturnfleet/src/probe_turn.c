@@ -136,6 +136,16 @@ static void leg_wipe(leg *l)
   l->msg = l->rx = l->tx = NULL;
 }
 
+/* A leg as new: what it holds zeroed, its buffers left as they are. */
+static void leg_reset(probe *p, leg *l)
+{
+  memset(l, 0, offsetof(leg, malformed));
+  l->malformed[0] = '\0';
+  l->p = p;
+  l->fd = -1;
+  l->who = l == &p->legs[0] ? "" : "peer ";
+}
+
 void tf_probe__dispose(probe *p)
 {
   for (int i = 0; i < p->nlegs; i++) {
@@ -518,7 +528,7 @@ static void probe_next(probe *p, double now)
     if (p->finished) return;
     if (p->opts->o.peer_check) {
       p->phase = PH_B_OPEN;
-      tf_probe__leg_reset(p, b);
+      leg_reset(p, b);
       p->nlegs = 2;
       tf_probe__stage_begin(p, TF_PROBE_STAGE_CONNECT);
       tf_probe__leg_open(b);
@@ -1043,16 +1053,6 @@ double tf_probe__next_timer(const probe *p)
 
 /* ---- creating and starting probes ---- */
 
-/* A leg as new: what it holds zeroed, its buffers left as they are. */
-void tf_probe__leg_reset(probe *p, leg *l)
-{
-  memset(l, 0, offsetof(leg, malformed));
-  l->malformed[0] = '\0';
-  l->p = p;
-  l->fd = -1;
-  l->who = l == &p->legs[0] ? "" : "peer ";
-}
-
 tf_err tf_probe__new(probe **out, popts *c, probe *reuse)
 {
   probe *p = reuse ? reuse : malloc(sizeof(*p));
@@ -1063,8 +1063,8 @@ tf_err tf_probe__new(probe **out, popts *c, probe *reuse)
   /* cleared only as far as a probe of one leg uses it: of a load test's 2 KiB probes, the
    * cache lines a new one writes are the ones it goes on to use */
   memset(p, 0, offsetof(probe, legs));
-  if (!reuse) tf_probe__leg_reset(p, &p->legs[1]); /* as a dispose leaves it */
-  tf_probe__leg_reset(p, &p->legs[0]);
+  if (!reuse) leg_reset(p, &p->legs[1]); /* as a dispose leaves it */
+  leg_reset(p, &p->legs[0]);
   p->nlegs = 1;
   p->opts = c;
   p->uri = c->uri;
