@@ -689,7 +689,7 @@ static tf_err tf_stun__append(tf_stun_msg *m, uint16_t type, const void *value, 
   if (m->nattrs == TF_STUN_MAX_ATTRIBUTES)
     return tf_error__set(TF_EBUFS, "attribute 0x%04x: a message holds at most %d attributes", type,
                          TF_STUN_MAX_ATTRIBUTES);
-  size_t need = 4 + ((len + 3) & ~(size_t)3);
+  size_t need = 4 + len + tf_stun__pad4(len);
   if (len > 0xFFFF || need > TF_STUN_MAX_MESSAGE - m->len)
     return tf_error__set(TF_EBUFS, "attribute 0x%04x: %zu bytes would exceed the %d-byte message limit", type, len,
                          TF_STUN_MAX_MESSAGE);
