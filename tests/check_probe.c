@@ -353,6 +353,26 @@ static tf_probe_result *pc_run(const tf_probe_options *o)
   return r;
 }
 
+/* One probe through tf_probe_run() (@p as_set 0: epoll) or as a set of one (1: a set's
+ * datagrams go through io_uring where the kernel has it); free with pc_result_free(). */
+static tf_probe_result *pc_run_as(const tf_probe_options *o, int as_set, tf_probe_set **set)
+{
+  *set = NULL;
+  if (!as_set) return pc_run(o);
+  PC_OK(tf_probe_set_new(set, 1));
+  PC_OK(tf_probe_set_add(*set, o));
+  PC_OK(tf_probe_set_run(*set, NULL, NULL));
+  const tf_probe_result *r = tf_probe_set_result(*set, 0);
+  PC_CHECK(r != NULL, "no result");
+  return (tf_probe_result *)r;
+}
+
+static void pc_result_free(tf_probe_result *r, tf_probe_set *set)
+{
+  if (set) tf_probe_set_free(set);
+  else tf_probe_result_free(r);
+}
+
 static void pc_addr(tf_addr *a, const char *text) { PC_OK(tf_addr_parse(a, text)); }
 
 /* A UDP socket bound to @p ip:@p port that takes datagrams and never answers (close it). */
@@ -988,8 +1008,10 @@ enum hostile {
   H_HUGE,        /* a 60 KB datagram */
   H_FF_REASON,   /* a well-formed 486 whose reason is 763 bytes of 0xFF */
   H_LONG_CHALLENGE, /* 401 with a 200-byte REALM and a 100-byte NONCE; 486 once a request carries both back */
-  H_TCP_UNRELATED /* TCP: a stream of well-formed responses to other transactions */
+  H_TCP_UNRELATED, /* TCP: a stream of well-formed responses to other transactions */
+  H_FLOOD_CHALLENGE /* H_GARBAGE 100 times, then H_LONG_CHALLENGE's answer */
 };
+#define PC_FLOOD 100
 
 /* The answer to the request in @p req (its transaction id at byte 8). */
 static size_t pc_hostile_answer(int mode, const uint8_t *req, size_t req_len, uint8_t *out, size_t size)
@@ -1012,7 +1034,7 @@ static size_t pc_hostile_answer(int mode, const uint8_t *req, size_t req_len, ui
   }
   uint8_t tid[TF_STUN_TID_SIZE];
   memcpy(tid, req + 8, sizeof(tid));
-  if (mode == H_LONG_CHALLENGE) {
+  if (mode == H_LONG_CHALLENGE || mode == H_FLOOD_CHALLENGE) {
     char realm[201], nonce[101];
     memset(realm, 'r', 200);
     memset(nonce, 'n', 100);
@@ -1101,6 +1123,10 @@ static pid_t pc_hostile_server(int mode, const char *ip, uint16_t port)
       socklen_t fl = sizeof(from);
       ssize_t n = recvfrom(fd, req, sizeof(req), 0, (struct sockaddr *)&from, &fl);
       if (n < 20) continue;
+      for (int i = 0; mode == H_FLOOD_CHALLENGE && i < PC_FLOOD; i++) {
+        size_t len = pc_hostile_answer(H_GARBAGE, req, (size_t)n, out, sizeof(out));
+        sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
+      }
       size_t len = pc_hostile_answer(mode, req, (size_t)n, out, sizeof(out));
       if (len) sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
     }
@@ -1939,18 +1965,21 @@ START_TEST(test_probe__unusable_answers_fail_with_the_last_reason)
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     pc_children[0] =
         pc_hostile_server(cases[i].mode, "127.0.0.60", (uint16_t)(3590 + (cases[i].mode == H_TCP_UNRELATED ? 5 : i)));
-    tf_probe_options o = pc_opts(cases[i].uri);
-    o.timeout_ms = 700;
-    o.rto_ms = 100;
-    tf_probe_result *r = pc_run(&o);
-    /* answers came, none usable: the relay answered wrongly (exit 1), not "no answer" (exit 3) */
-    PC_CHECK(tf_probe_result_status(r) == TF_EPROTO && tf_probe_result_exit_code(r) == 1,
-             "case %zu: status %s, exit %d: %s", i, tf_error_name(tf_probe_result_status(r)),
-             tf_probe_result_exit_code(r), tf_probe_result_message(r));
-    PC_CHECK(strstr(tf_probe_result_message(r), "only unusable answers") &&
-                 strstr(tf_probe_result_message(r), cases[i].why),
-             "case %zu: message: %s", i, tf_probe_result_message(r));
-    tf_probe_result_free(r);
+    for (int as_set = 0; as_set < 2; as_set++) { /* epoll, then a set's io_uring */
+      tf_probe_options o = pc_opts(cases[i].uri);
+      o.timeout_ms = 700;
+      o.rto_ms = 100;
+      tf_probe_set *set;
+      tf_probe_result *r = pc_run_as(&o, as_set, &set);
+      /* answers came, none usable: the relay answered wrongly (exit 1), not "no answer" (exit 3) */
+      PC_CHECK(tf_probe_result_status(r) == TF_EPROTO && tf_probe_result_exit_code(r) == 1,
+               "case %zu (set %d): status %s, exit %d: %s", i, as_set, tf_error_name(tf_probe_result_status(r)),
+               tf_probe_result_exit_code(r), tf_probe_result_message(r));
+      PC_CHECK(strstr(tf_probe_result_message(r), "only unusable answers") &&
+                   strstr(tf_probe_result_message(r), cases[i].why),
+               "case %zu (set %d): message: %s", i, as_set, tf_probe_result_message(r));
+      pc_result_free(r, set);
+    }
     tf_ts_reap(&pc_children[0]);
   }
   pc_cleanup();
@@ -1958,17 +1987,31 @@ START_TEST(test_probe__unusable_answers_fail_with_the_last_reason)
 END_TEST
 
 /* A realm and a nonce too long for the leg's own buffers (64 bytes) go to the heap and come
- * back byte for byte: the fake relay answers 486, not 401 again, only when they do. */
+ * back byte for byte: the fake relay answers 486, not 401 again, only when they do. Then the same
+ * behind a hundred datagrams of noise ahead of every answer: more than a set of one has receive
+ * buffers in its ring (16), so the socket's receive ends for want of a buffer and is armed again,
+ * and the answers behind the noise still arrive. */
 START_TEST(test_probe__long_realm_and_nonce_are_sent_back_whole)
 {
-  pc_children[0] = pc_hostile_server(H_LONG_CHALLENGE, "127.0.0.60", 3596);
-  tf_probe_options o = pc_opts("turn:127.0.0.60:3596");
-  o.timeout_ms = 2000;
-  tf_probe_result *r = pc_run(&o);
-  PC_CHECK(tf_probe_result_error_code(r) == 486, "code %d: %s", tf_probe_result_error_code(r),
-           tf_probe_result_message(r));
-  tf_probe_result_free(r);
-  tf_ts_reap(&pc_children[0]);
+  static const struct {
+    int mode;
+    const char *uri;
+    int rto_ms; /* the flood: an answer from behind it, not from a retransmission */
+  } cases[] = {{H_LONG_CHALLENGE, "turn:127.0.0.60:3596", 500}, {H_FLOOD_CHALLENGE, "turn:127.0.0.60:3597", 1000}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    pc_children[0] = pc_hostile_server(cases[i].mode, "127.0.0.60", (uint16_t)(3596 + i));
+    for (int as_set = 0; as_set < 2; as_set++) {
+      tf_probe_options o = pc_opts(cases[i].uri);
+      o.timeout_ms = 4000;
+      o.rto_ms = cases[i].rto_ms;
+      tf_probe_set *set;
+      tf_probe_result *r = pc_run_as(&o, as_set, &set);
+      PC_CHECK(tf_probe_result_error_code(r) == 486, "case %zu, set %d: code %d: %s", i, as_set,
+               tf_probe_result_error_code(r), tf_probe_result_message(r));
+      pc_result_free(r, set);
+    }
+    tf_ts_reap(&pc_children[0]);
+  }
   pc_cleanup();
 }
 END_TEST
@@ -2104,6 +2147,76 @@ START_TEST(test_probe__count_streams_in_constant_memory)
   long small = pc_cli_rss_kb(secret, "10000"), big = pc_cli_rss_kb(secret, "1000000");
   PC_CHECK(small > 0 && big > 0 && big - small < 16 * 1024, "VmRSS after 50 results: %ld kB with --count 10000, "
            "%ld kB with --count 1000000", small, big);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* Whether this process holds an io_uring instance now. */
+static int pc_holds_io_uring(void)
+{
+  for (int fd = 0; fd < 4096; fd++) {
+    char path[64], target[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strcmp(target, "anon_inode:[io_uring]") == 0) return 1;
+  }
+  return 0;
+}
+
+typedef struct ring_seen {
+  counter c;
+  int with_ring, without;
+} ring_seen;
+
+static int pc_ring_cb(size_t index, const tf_probe_result *r, void *payload)
+{
+  ring_seen *s = payload;
+  if (pc_holds_io_uring()) s->with_ring++;
+  else s->without++;
+  return pc_count_cb(index, r, &s->c);
+}
+
+/* A set's UDP datagrams go through io_uring on this kernel, and through epoll with
+ * TURNFLEET_PROBE_IO=epoll (or where the kernel has none): both allocate, peer check and all. */
+START_TEST(test_probe__sets_run_on_io_uring_and_on_epoll)
+{
+  pc_start_v4("pring", 65, 3524, 0, 57000, 57999, "  peerPolicy: {denyPrivate: false}\n", PC_LOOPBACK_PEERS | PC_CLI);
+  int lowest = dup(0); /* the lowest free descriptor before any set ran */
+  close(lowest);
+  for (int epoll_only = 0; epoll_only < 2; epoll_only++) {
+    if (epoll_only) setenv("TURNFLEET_PROBE_IO", "epoll", 1);
+    tf_probe_set *set = NULL;
+    PC_OK(tf_probe_set_new(&set, 16));
+    tf_probe_options o = pc_opts("turn:127.0.0.65:3524");
+    o.peer_check = 1;
+    PC_OK(tf_probe_set_add_repeated(set, &o, 120));
+    tf_probe_options plain = pc_opts("turn:127.0.0.65:3524");
+    PC_OK(tf_probe_set_add_repeated(set, &plain, 120));
+    ring_seen seen;
+    memset(&seen, 0, sizeof(seen));
+    tf_err rc = tf_probe_set_run(set, pc_ring_cb, &seen);
+    unsetenv("TURNFLEET_PROBE_IO");
+    tf_probe_set_free(set);
+    PC_OK(rc);
+    PC_CHECK(seen.c.calls == 240 && seen.c.ok == 240, "epoll only %d: %zu ok of %zu; first: %s", epoll_only,
+             seen.c.ok, seen.c.calls, seen.c.first_failure);
+    if (epoll_only) PC_CHECK(seen.with_ring == 0, "TURNFLEET_PROBE_IO=epoll: an io_uring was open");
+    else PC_CHECK(seen.without == 0, "no io_uring while the set ran (does the kernel refuse io_uring_setup?)");
+    PC_CHECK(!pc_holds_io_uring(), "the set's io_uring outlived it");
+    /* every leg released what it allocated, and its socket is closed */
+    int64_t deadline = tf_ts_now_ms() + 5000;
+    while (pc_cli_count() != 0) {
+      PC_CHECK(tf_ts_now_ms() < deadline, "epoll only %d: allocations left on the relay after the set", epoll_only);
+      tf_ts_sleep_ms(100);
+    }
+    int fd = dup(0);
+    PC_CHECK(fd == lowest, "epoll only %d: descriptors left open: the lowest free one is %d, not %d", epoll_only, fd,
+             lowest);
+    close(fd);
+  }
   pc_stop_all();
   pc_cleanup();
 }
@@ -2250,6 +2363,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(ts, test_probe__cli_counts_and_drain_per_version);
   tcase_add_test(ts, test_probe__set_callback_can_stop_the_set);
   tcase_add_test(ts, test_probe__two_thousand_cycles_at_concurrency_64);
+  tcase_add_test(ts, test_probe__sets_run_on_io_uring_and_on_epoll);
   tcase_add_test(ts, test_probe__unusable_answers_fail_with_the_last_reason);
   tcase_add_test(ts, test_probe__any_reason_bytes_give_valid_json);
   tcase_add_test(ts, test_probe__long_realm_and_nonce_are_sent_back_whole);

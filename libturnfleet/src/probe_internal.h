@@ -4,7 +4,8 @@
  *   probe_tls.c      TLS over the probe's own socket I/O (memory BIOs)
  *   probe_turn.c     the TURN state machine: requests, answers, phases, timers
  *   probe_io.c       sockets: open (a fresh 5-tuple), write, read, events
- *   probe_loop.c     the epoll loop: tf_probe_run, probe sets, held allocations
+ *   probe_loop.c     the loop: tf_probe_run, probe sets, held allocations
+ *   probe_ring.c     a set's UDP datagrams through io_uring, a round's in one system call
  *
  * One non-blocking state machine per probe, driven by one epoll loop. A probe
  * has one or two legs: leg A is the allocation under test; with peer_check,
@@ -145,7 +146,7 @@ typedef struct leg {
   struct probe *p;
   int fd;
   uint32_t gen;    /* new on every socket, so stale events are ignored */
-  uint32_t events; /* epoll interest registered for fd */
+  uint32_t events; /* epoll interest registered for fd (a UDP leg of a ring: EPOLLIN while its receive is armed) */
   int conn;
   int req;
   int authed;
@@ -219,7 +220,8 @@ typedef struct probe {
   leg legs[2];
 } probe;
 
-/* The loop: one epoll instance and the probes it runs, one per slot. */
+/* The loop: one epoll instance (and for a set, an io_uring for its datagrams, where the kernel has
+ * one) and the probes it runs, one per slot. */
 typedef struct ploop {
   int epfd;      /* -1: epoll_create1() failed with ep_errno (every probe fails with TF_ERESOURCE) */
   int ep_errno;
@@ -248,8 +250,22 @@ typedef struct ploop {
   int hold;          /* UDP sends go to txq */
   leg **txq;         /* legs whose message is to be sent, each once: room for every leg */
   size_t ntx;
-  uint8_t *rx_arena; /* the round's datagrams, one after the other */
+  uint8_t *rx_arena; /* the round's datagrams, one after the other (epoll; a ring has its own buffers) */
+  struct pring *ring; /* NULL: every socket through epoll */
+  int streams_more;   /* with a ring: the last epoll_wait() was full, more stream events wait */
 } ploop;
+
+/* What a round brought one leg: a datagram (data, len: its whole length, which may be over
+ * PROBE_DGRAM_CAP, the bytes kept) or a failed receive or send (err). */
+typedef struct rxrec {
+  leg *l;
+  uint32_t gen;
+  uint32_t len;
+  const uint8_t *data;
+  int err;  /* an errno: the receive (or with sent, the send) failed */
+  int sent; /* err is a send's */
+  int bid;  /* the ring's buffer holding data, -1: none */
+} rxrec;
 
 double tf_probe__now_ms(void);
 const char *tf_probe__transport_name(int mode);
@@ -284,10 +300,32 @@ void tf_probe__leg_close(leg *l);
 void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len);
 void tf_probe__leg_flush(leg *l);
 void tf_probe__leg_event(leg *l, uint32_t events, double now);
-/* One datagram of a UDP leg into @p buf (PROBE_DGRAM_CAP bytes): its length, or -1 when none
- * was queued or the leg failed (handled here). */
+/* One datagram of a UDP leg into @p buf (PROBE_DGRAM_CAP bytes): its whole length, -errno when
+ * the receive failed, or INT_MIN when none was queued. */
 ssize_t tf_probe__leg_recv(leg *l, uint8_t *buf);
+/* A UDP leg's datagram (len: its whole length) or failed receive or send, as a round brought it. */
+void tf_probe__leg_input(leg *l, const rxrec *r, double now);
 void tf_probe__leg_fail_net(leg *l, int err, const char *what);
+
+/* probe_ring.c: where the kernel has io_uring (Linux 6.1 and later, not refused by a seccomp
+ * policy, not TURNFLEET_PROBE_IO=epoll), a set's UDP legs receive, send and close through it. */
+/* 0: L->ring set; -1: none (the loop stays on epoll). */
+int tf_probe__ring_open(ploop *L);
+/* Submits what is queued, cancels what is armed, waits for it, and frees the ring. */
+void tf_probe__ring_free(ploop *L);
+/* Arm the receive of a UDP leg (once per socket; again when the kernel ended it): 0 or -errno. */
+int tf_probe__ring_watch(leg *l);
+/* Queue a datagram (copied): 0, or -1 when the ring has no room for it (send it now). */
+int tf_probe__ring_send(leg *l, const uint8_t *data, size_t len);
+/* Cancel the leg's receive and close its socket (at the next submit). */
+void tf_probe__ring_drop(leg *l, int fd);
+/* Submit now: the closes queued so far take effect. 1 when any was queued. */
+int tf_probe__ring_flush(ploop *L);
+/* Submit what is queued and wait at most @p timeout_ms for completions; then up to @p cap of
+ * them into @p rx (*nrx) and *streams set when the epoll set has events. */
+tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, size_t *nrx, int *streams);
+/* The round's buffers back to the kernel, and legs whose receive ended armed again. */
+void tf_probe__ring_release(ploop *L, const rxrec *rx, size_t nrx);
 
 /* probe_tls.c */
 void tf_probe__tls_start(leg *l);

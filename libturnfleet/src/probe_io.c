@@ -4,6 +4,7 @@
  * buffers or ports is this machine's problem (TF_ERESOURCE), not the relay's. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -99,7 +100,8 @@ void tf_probe__leg_close(leg *l)
   if (l->fd >= 0) {
     ploop *L = l->p->loop;
     if (l->port && L && L->recent) L->recent[l->port] = port_stamp(L);
-    close(l->fd); /* leaves the epoll set with it */
+    if (L && L->ring && l->p->mode == TF_URI_MODE_UDP) tf_probe__ring_drop(l, l->fd);
+    else close(l->fd); /* leaves the epoll set with it */
   }
   l->fd = -1;
   l->port = 0;
@@ -136,6 +138,9 @@ void tf_probe__leg_open(leg *l)
   }
   int type = p->mode == TF_URI_MODE_UDP ? SOCK_DGRAM : SOCK_STREAM;
   int fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  /* a ring closes sockets at its next submit: those it holds first */
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && p->loop && p->loop->ring && tf_probe__ring_flush(p->loop))
+    fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     tf_probe__leg_fail_net(l, errno, "cannot open a socket towards");
     return;
@@ -164,6 +169,19 @@ void tf_probe__leg_open(leg *l)
   if (rc == 0) leg_connected(l);
 }
 
+/* A UDP leg's send or receive failed with @p err: a lost datagram (retransmission covers
+ * it) or the end of the probe. */
+static void leg_io_failed(leg *l, int err, int sent)
+{
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || (sent && err == ENOBUFS)) return;
+  if (err == ECONNREFUSED) {
+    tf_probe__fail(l->p, TF_ENET, 0, NULL,
+                   "%s%s over udp is unreachable: connection refused (nothing listens there)", l->who, l->p->server);
+    return;
+  }
+  tf_probe__leg_fail_net(l, err, sent ? "cannot send to" : "cannot receive from");
+}
+
 /* Send a datagram (UDP) or queue bytes for the stream. While the loop holds UDP sends (it
  * is handling a round's datagrams), the leg's message waits for the end of the round. */
 void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
@@ -176,16 +194,8 @@ void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
       l->queued = 1;
       return;
     }
-    ssize_t n = send(l->fd, data, len, MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS) {
-      if (errno == ECONNREFUSED) {
-        tf_probe__fail(p, TF_ENET, 0, NULL,
-                       "%s%s over udp is unreachable: connection refused (nothing listens there)", l->who, p->server);
-        return;
-      }
-      tf_probe__leg_fail_net(l, errno, "cannot send to");
-    }
-    /* EAGAIN, ENOBUFS: lost like any datagram; retransmission covers it */
+    if (L && L->ring && tf_probe__ring_send(l, data, len) == 0) return;
+    if (send(l->fd, data, len, MSG_NOSIGNAL) < 0) leg_io_failed(l, errno, 1);
     return;
   }
   if (p->mode == TF_URI_MODE_TLS) {
@@ -223,23 +233,23 @@ void tf_probe__leg_flush(leg *l)
 /* One datagram per readiness: the loop comes back while more are queued. */
 ssize_t tf_probe__leg_recv(leg *l, uint8_t *buf)
 {
-  probe *p = l->p;
   ssize_t n = recv(l->fd, buf, PROBE_DGRAM_CAP, MSG_TRUNC);
-  if (n < 0) {
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return -1;
-    if (errno == ECONNREFUSED) {
-      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over udp is unreachable: connection refused (nothing listens there)",
-                     l->who, p->server);
-      return -1;
-    }
-    tf_probe__leg_fail_net(l, errno, "cannot receive from");
-    return -1;
+  if (n >= 0) return n;
+  if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return INT_MIN;
+  return -errno;
+}
+
+void tf_probe__leg_input(leg *l, const rxrec *r, double now)
+{
+  if (r->err) {
+    leg_io_failed(l, r->err, r->sent);
+    return;
   }
-  if ((size_t)n > PROBE_DGRAM_CAP) {
-    tf_probe__unusable(l, "a datagram of %zd bytes, over the %d-byte message limit", n, TF_STUN_MAX_MESSAGE);
-    return -1;
+  if (r->len > PROBE_DGRAM_CAP) {
+    tf_probe__unusable(l, "a datagram of %u bytes, over the %d-byte message limit", r->len, TF_STUN_MAX_MESSAGE);
+    return;
   }
-  return n;
+  tf_probe__on_packet(l, r->data, r->len, now);
 }
 
 static void leg_read_stream(leg *l, double now)

@@ -2,8 +2,11 @@
  * one), tf_probe_set_run() (at most `concurrency` in flight, started as slots
  * free up, so a set of a million repeated probes holds only the ones in flight)
  * and tf_allocation (one held allocation). Sockets are registered once and
- * leave the set when closed; only a stream with bytes waiting asks for EPOLLOUT. */
+ * leave the set when closed; only a stream with bytes waiting asks for EPOLLOUT.
+ * A set's UDP datagrams go through an io_uring where the kernel has one
+ * (probe_ring.c): a round is then one system call, not one per datagram. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <openssl/rand.h>
@@ -58,35 +61,9 @@ static void loop_port_range(ploop *L)
   L->port_next = (uint16_t)(lo + r % (hi - lo + 1)); /* another run starts elsewhere */
 }
 
-/* @p ports: hand out UDP source ports (sets). */
-static tf_err loop_init(ploop *L, size_t nslots, int ports)
-{
-  memset(L, 0, sizeof(*L));
-  L->epfd = epoll_create1(EPOLL_CLOEXEC);
-  if (L->epfd < 0) L->ep_errno = errno;
-  L->slots = calloc(nslots, sizeof(*L->slots));
-  L->nslots = nslots;
-  /* 256 KiB of stamps, zero pages until a port is used */
-  if (ports) L->recent = calloc(65536, sizeof(*L->recent));
-  L->txq = malloc(2 * nslots * sizeof(*L->txq));
-  /* room for a whole round's datagrams (one per leg at most, and at most LOOP_EVENTS): only
-   * the bytes they fill are ever touched */
-  L->rx_arena = malloc((2 * nslots < LOOP_EVENTS ? 2 * nslots : LOOP_EVENTS) * LOOP_RX_SLOT);
-  if (!L->slots || (ports && !L->recent) || !L->txq || !L->rx_arena) {
-    if (L->epfd >= 0) close(L->epfd);
-    free(L->slots);
-    free(L->recent);
-    free(L->txq);
-    free(L->rx_arena);
-    return tf_error__nomem();
-  }
-  if (ports) loop_port_range(L);
-  L->now = tf_probe__now_ms();
-  return TF_OK;
-}
-
 static void loop_free(ploop *L)
 {
+  if (L->ring) tf_probe__ring_free(L); /* its sockets closed, nothing left armed */
   if (L->epfd >= 0) close(L->epfd);
   free(L->slots);
   free(L->recent);
@@ -97,6 +74,30 @@ static void loop_free(ploop *L)
   L->epfd = -1;
   L->slots = NULL;
   L->recent = NULL;
+}
+
+/* @p set: hand out UDP source ports, and take an io_uring for the datagrams where there is one. */
+static tf_err loop_init(ploop *L, size_t nslots, int set)
+{
+  memset(L, 0, sizeof(*L));
+  L->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (L->epfd < 0) L->ep_errno = errno;
+  L->slots = calloc(nslots, sizeof(*L->slots));
+  L->nslots = nslots;
+  /* 256 KiB of stamps, zero pages until a port is used */
+  if (set) L->recent = calloc(65536, sizeof(*L->recent));
+  L->txq = malloc(2 * nslots * sizeof(*L->txq));
+  if (set && L->epfd >= 0) tf_probe__ring_open(L);
+  /* room for a whole round's datagrams (one per leg at most, and at most LOOP_EVENTS): only
+   * the bytes they fill are ever touched; a ring receives into buffers of its own */
+  if (!L->ring) L->rx_arena = malloc((2 * nslots < LOOP_EVENTS ? 2 * nslots : LOOP_EVENTS) * LOOP_RX_SLOT);
+  if (!L->slots || (set && !L->recent) || !L->txq || (!L->ring && !L->rx_arena)) {
+    loop_free(L);
+    return tf_error__nomem();
+  }
+  if (set) loop_port_range(L);
+  L->now = tf_probe__now_ms();
+  return TF_OK;
 }
 
 const uint8_t *tf_probe__tid(probe *p)
@@ -121,7 +122,10 @@ int tf_probe__loop_watch(leg *l)
   if (l->conn == CONN_CONNECTING || l->tx_len > 0 || tf_probe__tls_wants_write(l)) want |= EPOLLOUT;
   if (l->events == want) return 0;
   int err = L->ep_errno;
-  if (L->epfd >= 0) {
+  if (L->ring && p->mode == TF_URI_MODE_UDP) {
+    err = -tf_probe__ring_watch(l);
+    if (!err) return 0;
+  } else if (L->epfd >= 0) {
     struct epoll_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.events = want;
@@ -167,14 +171,7 @@ static void loop_timers(ploop *L, double now)
   L->due = due;
 }
 
-/* A datagram read in a round, handled after the round's reads. */
-typedef struct rxrec {
-  leg *l;
-  uint32_t gen;
-  uint32_t off, len; /* in the loop's rx_arena */
-} rxrec;
-
-/* Handle the datagrams read so far with the UDP sends they cause held, then send them. */
+/* Handle what the round brought with the UDP sends it causes held, then send them. */
 static void loop_handle(ploop *L, const rxrec *rx, size_t nrx, double now)
 {
   L->hold = 1;
@@ -182,7 +179,7 @@ static void loop_handle(ploop *L, const rxrec *rx, size_t nrx, double now)
     leg *l = rx[i].l;
     probe *p = l->p;
     if (p->finished || l->fd < 0 || l->gen != rx[i].gen) continue; /* an earlier one ended it */
-    tf_probe__on_packet(l, L->rx_arena + rx[i].off, rx[i].len, now);
+    tf_probe__leg_input(l, &rx[i], now);
     loop_check_done(L, p);
     if (p->fatal) L->fatal = 1;
   }
@@ -197,25 +194,18 @@ static void loop_handle(ploop *L, const rxrec *rx, size_t nrx, double now)
   L->ntx = 0;
 }
 
-/* One epoll_wait() round: events, then the timers that are due. Only the probes with events
- * are touched, and all of them only when a timer may fire. A round runs in three phases,
- * each one kind of code back to back so it finds its instructions and shared data still in
- * the cache: every UDP datagram is read (the kernel's receive path), then handled (the
- * probe's), then the requests they lead to are sent (the kernel's send path). */
-static tf_err loop_once(ploop *L)
+/* The epoll set's events (every socket's, or with a ring the streams'): streams handled,
+ * datagrams read into the round's arena and recorded in @p rx. */
+static tf_err loop_events(ploop *L, int timeout, rxrec *rx, size_t *nrx, double *now)
 {
-  double now = tf_probe__now_ms();
-  if (now >= L->due) loop_timers(L, now);
-  double wait = L->due - now;
-  int timeout = wait <= 0 ? 0 : (int)ceil(wait);
   struct epoll_event ev[LOOP_EVENTS];
   int n = 0;
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
-  now = L->now = tf_probe__now_ms(); /* one clock for the batch: timers, port stamps, the stages its answers end */
-  rxrec rx[LOOP_EVENTS];
-  size_t nrx = 0, used = 0;
-  for (int i = 0; i < n; i++) {
+  if (!L->ring) *now = L->now = tf_probe__now_ms();
+  if (L->ring) L->streams_more = n == LOOP_EVENTS;
+  size_t used = 0;
+  for (int i = 0; i < n && *nrx < LOOP_EVENTS; i++) {
     uint64_t d = ev[i].data.u64;
     size_t slot = (size_t)((d & 0xFFFFFFFFu) >> 1);
     probe *p = slot < L->nslots ? L->slots[slot] : NULL;
@@ -223,19 +213,50 @@ static tf_err loop_once(ploop *L)
     leg *l = &p->legs[d & 1];
     if (l->fd < 0 || l->gen != (uint32_t)(d >> 32)) continue; /* a socket closed since */
     if (p->mode != TF_URI_MODE_UDP) {
-      tf_probe__leg_event(l, ev[i].events, now);
+      tf_probe__leg_event(l, ev[i].events, *now);
     } else if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
       ssize_t len = tf_probe__leg_recv(l, L->rx_arena + used);
-      if (len >= 0) {
-        rx[nrx++] = (rxrec){l, l->gen, (uint32_t)used, (uint32_t)len};
-        used += ((size_t)len + 7) & ~(size_t)7; /* at most LOOP_RX_SLOT */
+      if (len != INT_MIN) {
+        rxrec *r = &rx[(*nrx)++];
+        *r = (rxrec){l, l->gen, 0, L->rx_arena + used, 0, 0, -1};
+        if (len < 0) r->err = (int)-len;
+        else r->len = (uint32_t)len;
+        if (len > 0) used += ((size_t)(len < PROBE_DGRAM_CAP ? len : PROBE_DGRAM_CAP) + 7) & ~(size_t)7;
       }
     }
     loop_check_done(L, p);
     if (p->fatal) L->fatal = 1;
   }
+  return TF_OK;
+}
+
+/* One round: what the kernel has for us (epoll_wait(), or the ring), then the timers that are
+ * due. Only the probes with events are touched, and all of them only when a timer may fire. A
+ * round runs in three phases, each one kind of code back to back so it finds its instructions
+ * and shared data still in the cache: every UDP datagram is read (the kernel's receive path),
+ * then handled (the probe's), then the requests they lead to are sent (the kernel's send path;
+ * with a ring, at the next round's one system call). */
+static tf_err loop_once(ploop *L)
+{
+  double now = tf_probe__now_ms();
+  if (now >= L->due) loop_timers(L, now);
+  double wait = L->due - now;
+  int timeout = wait <= 0 || L->streams_more ? 0 : (int)ceil(wait);
+  rxrec rx[LOOP_EVENTS];
+  size_t nrx = 0;
+  tf_err rc;
+  if (L->ring) {
+    int streams = 0;
+    rc = tf_probe__ring_round(L, timeout, rx, LOOP_EVENTS, &nrx, &streams);
+    now = L->now = tf_probe__now_ms(); /* one clock for the batch: timers, port stamps, the stages its answers end */
+    if (rc == TF_OK && (streams || L->streams_more)) rc = loop_events(L, 0, rx, &nrx, &now);
+  } else {
+    rc = loop_events(L, timeout, rx, &nrx, &now);
+  }
+  if (rc < 0) return rc;
   if (nrx) loop_handle(L, rx, nrx, now);
-  if (n > 0) now = L->now = tf_probe__now_ms();
+  if (L->ring) tf_probe__ring_release(L, rx, nrx);
+  now = L->now = tf_probe__now_ms();
   if (now >= L->due) loop_timers(L, now);
   if (L->fatal) return tf_error__nomem();
   return TF_OK;

@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential cmake pkg-config
-  libssl-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev libgnutls28-dev
+  libssl-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libmicrohttpd-dev libgnutls28-dev liburing-dev
   check
   coturn
   python3 python3-dev swig valgrind
