@@ -252,7 +252,7 @@ typedef struct ploop {
   size_t ntx;
   uint8_t *rx_arena; /* the round's datagrams, one after the other (epoll; a ring has its own buffers) */
   struct pring *ring; /* NULL: every socket through epoll */
-  int streams_more;   /* with a ring: the last epoll_wait() was full, more stream events wait */
+  int streams_more;   /* with a ring: the last epoll_wait() had events, so it is asked again */
 } ploop;
 
 /* What a round brought one leg: a datagram (data, len: its whole length, which may be over

@@ -203,7 +203,9 @@ static tf_err loop_events(ploop *L, int timeout, rxrec *rx, size_t *nrx, double 
   if (L->epfd >= 0) n = epoll_wait(L->epfd, ev, LOOP_EVENTS, timeout);
   if (n < 0 && errno != EINTR) return tf_error__set(TF_EIO, "epoll_wait: %s", strerror(errno));
   if (!L->ring) *now = L->now = tf_probe__now_ms();
-  if (L->ring) L->streams_more = n == LOOP_EVENTS;
+  /* the ring hears of the epoll set only when an event arrives: one a stream left unread
+   * (level-triggered here) is asked for again next round */
+  if (L->ring) L->streams_more = n > 0;
   size_t used = 0;
   for (int i = 0; i < n && *nrx < LOOP_EVENTS; i++) {
     uint64_t d = ev[i].data.u64;
