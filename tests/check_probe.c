@@ -972,29 +972,42 @@ START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
     tf_free(json);
     tf_probe_result_free(r);
   }
-  /* a UDP port that takes datagrams and never answers: retransmissions, then a timeout */
+  /* a set's UDP probe (on the ring where there is one): loopback always answers with ICMP, so
+   * the receive fails with "connection refused" */
+  tf_probe_options refused = pc_opts(uris[0]);
+  refused.timeout_ms = 2000;
+  tf_probe_set *set;
+  tf_probe_result *r = pc_run_as(&refused, 1, &set);
+  PC_CHECK(tf_probe_result_status(r) == TF_ENET && strstr(tf_probe_result_message(r), "connection refused"),
+           "set: status %s: %s", tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
+  pc_result_free(r, set);
+  /* a UDP port that takes datagrams and never answers: retransmissions, then a timeout (epoll,
+   * then a set's ring) */
   int fd = pc_silent_udp("127.0.0.50", 3512);
-  tf_probe_options o = pc_opts("turn:127.0.0.50:3512");
-  o.timeout_ms = 1000;
-  o.rto_ms = 100; /* sends at 0, 100, 300, 700 ms */
-  tf_probe_result *r = pc_run(&o);
-  PC_CHECK(tf_probe_result_status(r) == TF_ETIMEOUT && tf_probe_result_exit_code(r) == 3, "status %s: %s",
-           tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
-  PC_CHECK(strstr(tf_probe_result_message(r), "timed out after 4 sends") != NULL, "message: %s",
-           tf_probe_result_message(r));
-  PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, "stage");
-  tf_probe_result_free(r);
-  /* the four Allocates arrived, each one the same bytes (a retransmission keeps its tid) */
-  uint8_t first[2048], buf[2048];
-  ssize_t n0 = recv(fd, first, sizeof(first), MSG_DONTWAIT);
-  PC_CHECK(n0 >= 20, "no Allocate arrived");
-  int same = 1;
-  for (int i = 1; i < 4; i++) {
-    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    PC_CHECK(n > 0, "only %d datagrams arrived", i);
-    same &= n == n0 && memcmp(buf, first, (size_t)n) == 0;
+  for (int as_set = 0; as_set < 2; as_set++) {
+    tf_probe_options o = pc_opts("turn:127.0.0.50:3512");
+    o.timeout_ms = 1000;
+    o.rto_ms = 100; /* sends at 0, 100, 300, 700 ms */
+    r = pc_run_as(&o, as_set, &set);
+    PC_CHECK(tf_probe_result_status(r) == TF_ETIMEOUT && tf_probe_result_exit_code(r) == 3, "set %d: status %s: %s",
+             as_set, tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
+    PC_CHECK(strstr(tf_probe_result_message(r), "timed out after 4 sends") != NULL, "set %d: message: %s", as_set,
+             tf_probe_result_message(r));
+    PC_CHECK(tf_probe_result_stage(r) == TF_PROBE_STAGE_ALLOCATE, "stage");
+    pc_result_free(r, set);
+    /* the four Allocates arrived, each one the same bytes (a retransmission keeps its tid) */
+    uint8_t first[2048], buf[2048];
+    ssize_t n0 = recv(fd, first, sizeof(first), MSG_DONTWAIT);
+    PC_CHECK(n0 >= 20, "set %d: no Allocate arrived", as_set);
+    int same = 1;
+    for (int i = 1; i < 4; i++) {
+      ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      PC_CHECK(n > 0, "set %d: only %d datagrams arrived", as_set, i);
+      same &= n == n0 && memcmp(buf, first, (size_t)n) == 0;
+    }
+    PC_CHECK(same, "set %d: a retransmission differs from the first send", as_set);
+    PC_CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0, "set %d: more than four datagrams", as_set);
   }
-  PC_CHECK(same, "a retransmission differs from the first send");
   close(fd);
 }
 END_TEST
@@ -2094,6 +2107,32 @@ START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
            "refused: exit %d: %s", r.code, r.err.ptr);
   PC_CHECK(r.out.ptr[0] == '\0', "nothing ran: %s", r.out.ptr);
   pc_cli_free(&r);
+  /* a limit the set fits exactly (its sockets, the epoll and ring descriptors): a ring closes
+   * sockets at its next submit, and a probe started before that takes a closed one's place
+   * (the ring submits its closes when socket() meets EMFILE), so no probe fails */
+  tf_ts_sleep_ms(2500); /* the relay's 100 ports back from the runs above */
+  for (int epoll_only = 0; epoll_only < 2; epoll_only++) {
+    if (epoll_only) setenv("TURNFLEET_PROBE_IO", "epoll", 1);
+    int lowest = dup(0);
+    close(lowest);
+    int open_above = 0; /* descriptors already open above the lowest free one */
+    for (int fd = lowest; fd < lowest + 64; fd++) open_above += fcntl(fd, F_GETFD) >= 0;
+    struct rlimit before;
+    PC_CHECK(getrlimit(RLIMIT_NOFILE, &before) == 0, "getrlimit");
+    low = before; /* the hard limit as the CLI part left it */
+    low.rlim_cur = (rlim_t)(lowest + open_above + 2 + 8);
+    PC_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+    PC_OK(tf_probe_set_new(&set, 8));
+    PC_OK(tf_probe_set_add_repeated(set, &o, 30)); /* 2 x 30 of the relay's 100 ports */
+    memset(&c, 0, sizeof(c));
+    rc = tf_probe_set_run(set, pc_count_cb, &c);
+    setrlimit(RLIMIT_NOFILE, &before);
+    unsetenv("TURNFLEET_PROBE_IO");
+    tf_probe_set_free(set);
+    PC_OK(rc);
+    PC_CHECK(c.calls == 30 && c.ok == 30, "exact limit, epoll only %d: %zu ok of %zu; first: %s", epoll_only, c.ok,
+             c.calls, c.first_failure);
+  }
   pc_stop_all();
   pc_cleanup();
 }

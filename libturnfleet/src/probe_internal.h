@@ -255,6 +255,12 @@ typedef struct ploop {
   int streams_more;   /* with a ring: the last epoll_wait() had events, so it is asked again */
 } ploop;
 
+/* The ring a leg's datagrams go through; NULL: epoll (no ring, or a stream). */
+static inline struct pring *tf_probe__leg_ring(const leg *l)
+{
+  return l->p->loop && l->p->mode == TF_URI_MODE_UDP ? l->p->loop->ring : NULL;
+}
+
 /* What a round brought one leg: a datagram (data, len: its whole length, which may be over
  * PROBE_DGRAM_CAP, the bytes kept) or a failed receive or send (err). */
 typedef struct rxrec {
@@ -317,10 +323,10 @@ void tf_probe__ring_free(ploop *L);
 int tf_probe__ring_watch(leg *l);
 /* Queue a datagram (copied): 0, or -1 when the ring has no room for it (send it now). */
 int tf_probe__ring_send(leg *l, const uint8_t *data, size_t len);
-/* Cancel the leg's receive and close its socket (at the next submit). */
+/* Cancel the leg's receive and close its socket (at the ring's next round, or a flush). */
 void tf_probe__ring_drop(leg *l, int fd);
-/* Submit now: the closes queued so far take effect. 1 when any was queued. */
-int tf_probe__ring_flush(ploop *L);
+/* Submit now, and run what completed: the closes queued so far take effect. */
+void tf_probe__ring_flush(ploop *L);
 /* Submit what is queued and wait at most @p timeout_ms for completions; then up to @p cap of
  * them into @p rx (*nrx) and *streams set when the epoll set has events. */
 tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, size_t *nrx, int *streams);

@@ -100,7 +100,7 @@ void tf_probe__leg_close(leg *l)
   if (l->fd >= 0) {
     ploop *L = l->p->loop;
     if (l->port && L && L->recent) L->recent[l->port] = port_stamp(L);
-    if (L && L->ring && l->p->mode == TF_URI_MODE_UDP) tf_probe__ring_drop(l, l->fd);
+    if (tf_probe__leg_ring(l)) tf_probe__ring_drop(l, l->fd);
     else close(l->fd); /* leaves the epoll set with it */
   }
   l->fd = -1;
@@ -138,9 +138,11 @@ void tf_probe__leg_open(leg *l)
   }
   int type = p->mode == TF_URI_MODE_UDP ? SOCK_DGRAM : SOCK_STREAM;
   int fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  /* a ring closes sockets at its next submit: those it holds first */
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && p->loop && p->loop->ring && tf_probe__ring_flush(p->loop))
+  /* a ring closes sockets at its next round: those it holds first */
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && tf_probe__leg_ring(l)) {
+    tf_probe__ring_flush(p->loop);
     fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  }
   if (fd < 0) {
     tf_probe__leg_fail_net(l, errno, "cannot open a socket towards");
     return;
@@ -194,7 +196,7 @@ void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
       l->queued = 1;
       return;
     }
-    if (L && L->ring && tf_probe__ring_send(l, data, len) == 0) return;
+    if (tf_probe__leg_ring(l) && tf_probe__ring_send(l, data, len) == 0) return;
     if (send(l->fd, data, len, MSG_NOSIGNAL) < 0) leg_io_failed(l, errno, 1);
     return;
   }

@@ -122,7 +122,7 @@ int tf_probe__loop_watch(leg *l)
   if (l->conn == CONN_CONNECTING || l->tx_len > 0 || tf_probe__tls_wants_write(l)) want |= EPOLLOUT;
   if (l->events == want) return 0;
   int err = L->ep_errno;
-  if (L->ring && p->mode == TF_URI_MODE_UDP) {
+  if (tf_probe__leg_ring(l)) {
     err = -tf_probe__ring_watch(l);
     if (!err) return 0;
   } else if (L->epfd >= 0) {

@@ -43,7 +43,6 @@ typedef struct pring {
   size_t br_len, bufs_len;
   uint8_t *arena;
   size_t arena_used;
-  int closes; /* closes queued, not yet submitted */
   int streams_armed;
   leg **rearm; /* legs whose receive the kernel ended, armed again after the round */
   uint32_t *rearm_gen;
@@ -65,13 +64,17 @@ static leg *ud_leg(const ploop *L, uint64_t ud)
   return l->fd >= 0 && l->gen == (uint32_t)(ud >> 32) ? l : NULL;
 }
 
+/* After a submit: once the kernel took every entry, every send is done (sent or failed) and the
+ * arena free again. */
+static void ring_submitted(pring *R)
+{
+  if (io_uring_sq_ready(&R->ring) == 0) R->arena_used = 0;
+}
+
 static void ring_submit(pring *R)
 {
   io_uring_submit(&R->ring);
-  if (io_uring_sq_ready(&R->ring) == 0) { /* every send done, every close done */
-    R->arena_used = 0;
-    R->closes = 0;
-  }
+  ring_submitted(R);
 }
 
 /* @p n free submission entries (submitting what is queued when there are fewer), the first
@@ -233,14 +236,14 @@ void tf_probe__ring_drop(leg *l, int fd)
   io_uring_prep_close(q, fd);
   q->flags |= IOSQE_CQE_SKIP_SUCCESS;
   io_uring_sqe_set_data64(q, UD_QUIET);
-  R->closes++;
 }
 
-int tf_probe__ring_flush(ploop *L)
+void tf_probe__ring_flush(ploop *L)
 {
-  if (!L->ring->closes) return 0;
-  ring_submit(L->ring);
-  return 1;
+  /* and run the completions: a close linked behind a cancel is issued only once the cancel
+   * completed, which (DEFER_TASKRUN) is when the ring is asked for events */
+  io_uring_submit_and_get_events(&L->ring->ring);
+  ring_submitted(L->ring);
 }
 
 static void ring_arm_streams(pring *R, int epfd)
@@ -259,10 +262,7 @@ tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, siz
   struct __kernel_timespec ts = {timeout_ms / 1000, (long long)(timeout_ms % 1000) * 1000000};
   struct io_uring_cqe *cqe = NULL;
   int rc = io_uring_submit_and_wait_timeout(&R->ring, &cqe, 1, &ts, NULL);
-  if (io_uring_sq_ready(&R->ring) == 0) {
-    R->arena_used = 0;
-    R->closes = 0;
-  }
+  ring_submitted(R);
   if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
     return tf_error__set(TF_EIO, "io_uring_enter: %s", strerror(-rc));
   unsigned head, seen = 0;
