@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <liburing.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -371,6 +372,29 @@ static void pc_result_free(tf_probe_result *r, tf_probe_set *set)
 {
   if (set) tf_probe_set_free(set);
   else tf_probe_result_free(r);
+}
+
+/* How a set's probes do their I/O (TURNFLEET_PROBE_IO): everything the kernel offers (its ring
+ * makes the UDP sockets where it binds through io_uring), "ring" (sockets made with system
+ * calls), "epoll". */
+static const char *const pc_io_modes[] = {NULL, "ring", "epoll"};
+
+static void pc_set_io(const char *mode)
+{
+  if (mode) setenv("TURNFLEET_PROBE_IO", mode, 1);
+  else unsetenv("TURNFLEET_PROBE_IO");
+}
+
+/* Whether this kernel binds through io_uring (IORING_OP_BIND, 56: Linux 6.11). */
+static int pc_kernel_binds_in_ring(void)
+{
+  struct io_uring ring;
+  if (io_uring_queue_init(2, &ring, 0) < 0) return 0;
+  struct io_uring_probe *pr = io_uring_get_probe_ring(&ring);
+  int yes = pr && io_uring_opcode_supported(pr, 56);
+  if (pr) io_uring_free_probe(pr);
+  io_uring_queue_exit(&ring);
+  return yes;
 }
 
 static void pc_addr(tf_addr *a, const char *text) { PC_OK(tf_addr_parse(a, text)); }
@@ -981,6 +1005,19 @@ START_TEST(test_probe__nobody_listening_is_unreachable_or_timeout)
   PC_CHECK(tf_probe_result_status(r) == TF_ENET && strstr(tf_probe_result_message(r), "connection refused"),
            "set: status %s: %s", tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
   pc_result_free(r, set);
+  /* a connect that fails (a link-local address without a scope): the same result from
+   * tf_probe_run() and from a set on each of its I/O paths, the ring's socket made in the ring */
+  for (int path = 0; path < 4; path++) {
+    tf_probe_options o = pc_opts("turn:[fe80::1]:3478");
+    if (path > 0) pc_set_io(pc_io_modes[path - 1]);
+    r = pc_run_as(&o, path > 0, &set);
+    pc_set_io(NULL);
+    PC_CHECK(tf_probe_result_status(r) == TF_ENET && tf_probe_result_stage(r) == TF_PROBE_STAGE_CONNECT &&
+                 strcmp(tf_probe_result_message(r), "cannot connect to [fe80::1]:3478 over udp: Invalid argument") == 0,
+             "path %d: stage %s, status %s: %s", path, tf_probe_stage_name(tf_probe_result_stage(r)),
+             tf_error_name(tf_probe_result_status(r)), tf_probe_result_message(r));
+    pc_result_free(r, set);
+  }
   /* a UDP port that takes datagrams and never answers: retransmissions, then a timeout (epoll,
    * then a set's ring) */
   int fd = pc_silent_udp("127.0.0.50", 3512);
@@ -2109,10 +2146,11 @@ START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
   pc_cli_free(&r);
   /* a limit the set fits exactly (its sockets, the epoll and ring descriptors): a ring closes
    * sockets at its next submit, and a probe started before that takes a closed one's place
-   * (the ring submits its closes when socket() meets EMFILE), so no probe fails */
+   * (the ring submits its closes when socket() meets EMFILE), so no probe fails; a ring that
+   * makes the sockets holds them in a file table within the limit */
   tf_ts_sleep_ms(2500); /* the relay's 100 ports back from the runs above */
-  for (int epoll_only = 0; epoll_only < 2; epoll_only++) {
-    if (epoll_only) setenv("TURNFLEET_PROBE_IO", "epoll", 1);
+  for (int m = 0; m < 3; m++) {
+    pc_set_io(pc_io_modes[m]);
     int lowest = dup(0);
     close(lowest);
     int open_above = 0; /* descriptors already open above the lowest free one */
@@ -2127,11 +2165,11 @@ START_TEST(test_probe__out_of_descriptors_is_local_not_unreachable)
     memset(&c, 0, sizeof(c));
     rc = tf_probe_set_run(set, pc_count_cb, &c);
     setrlimit(RLIMIT_NOFILE, &before);
-    unsetenv("TURNFLEET_PROBE_IO");
+    pc_set_io(NULL);
     tf_probe_set_free(set);
     PC_OK(rc);
-    PC_CHECK(c.calls == 30 && c.ok == 30, "exact limit, epoll only %d: %zu ok of %zu; first: %s", epoll_only, c.ok,
-             c.calls, c.first_failure);
+    PC_CHECK(c.calls == 30 && c.ok == 30, "exact limit, I/O %s: %zu ok of %zu; first: %s",
+             pc_io_modes[m] ? pc_io_modes[m] : "default", c.ok, c.calls, c.first_failure);
   }
   pc_stop_all();
   pc_cleanup();
@@ -2205,9 +2243,25 @@ static int pc_holds_io_uring(void)
   return 0;
 }
 
+/* The socket descriptors this process holds now. */
+static int pc_socket_fds(void)
+{
+  int n = 0;
+  for (int fd = 0; fd < 4096; fd++) {
+    char path[64], target[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t len = readlink(path, target, sizeof(target) - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    n += strncmp(target, "socket:", 7) == 0;
+  }
+  return n;
+}
+
 typedef struct ring_seen {
   counter c;
   int with_ring, without;
+  int sockets_max; /* socket descriptors at a callback, at most */
 } ring_seen;
 
 static int pc_ring_cb(size_t index, const tf_probe_result *r, void *payload)
@@ -2215,18 +2269,26 @@ static int pc_ring_cb(size_t index, const tf_probe_result *r, void *payload)
   ring_seen *s = payload;
   if (pc_holds_io_uring()) s->with_ring++;
   else s->without++;
+  int n = pc_socket_fds();
+  if (n > s->sockets_max) s->sockets_max = n;
   return pc_count_cb(index, r, &s->c);
 }
 
-/* A set's UDP datagrams go through io_uring on this kernel, and through epoll with
- * TURNFLEET_PROBE_IO=epoll (or where the kernel has none): both allocate, peer check and all. */
+/* A set's UDP datagrams go through io_uring on this kernel, its sockets made in the ring where
+ * the kernel binds through io_uring (no descriptor for them), made with system calls with
+ * TURNFLEET_PROBE_IO=ring, and all through epoll with TURNFLEET_PROBE_IO=epoll (or where the
+ * kernel has no io_uring): each allocates, peer check and all. */
 START_TEST(test_probe__sets_run_on_io_uring_and_on_epoll)
 {
   pc_start_v4("pring", 65, 3524, 0, 57000, 57999, "  peerPolicy: {denyPrivate: false}\n", PC_LOOPBACK_PEERS | PC_CLI);
   int lowest = dup(0); /* the lowest free descriptor before any set ran */
   close(lowest);
-  for (int epoll_only = 0; epoll_only < 2; epoll_only++) {
-    if (epoll_only) setenv("TURNFLEET_PROBE_IO", "epoll", 1);
+  int made_in_ring = pc_kernel_binds_in_ring();
+  for (int m = 0; m < 3; m++) {
+    const char *mode = pc_io_modes[m];
+    int epoll_only = m == 2;
+    pc_set_io(mode);
+    int sockets_before = pc_socket_fds();
     tf_probe_set *set = NULL;
     PC_OK(tf_probe_set_new(&set, 16));
     tf_probe_options o = pc_opts("turn:127.0.0.65:3524");
@@ -2237,22 +2299,30 @@ START_TEST(test_probe__sets_run_on_io_uring_and_on_epoll)
     ring_seen seen;
     memset(&seen, 0, sizeof(seen));
     tf_err rc = tf_probe_set_run(set, pc_ring_cb, &seen);
-    unsetenv("TURNFLEET_PROBE_IO");
+    pc_set_io(NULL);
     tf_probe_set_free(set);
     PC_OK(rc);
-    PC_CHECK(seen.c.calls == 240 && seen.c.ok == 240, "epoll only %d: %zu ok of %zu; first: %s", epoll_only,
+    PC_CHECK(seen.c.calls == 240 && seen.c.ok == 240, "I/O %s: %zu ok of %zu; first: %s", mode ? mode : "default",
              seen.c.ok, seen.c.calls, seen.c.first_failure);
     if (epoll_only) PC_CHECK(seen.with_ring == 0, "TURNFLEET_PROBE_IO=epoll: an io_uring was open");
     else PC_CHECK(seen.without == 0, "no io_uring while the set ran (does the kernel refuse io_uring_setup?)");
+    /* the probes' sockets: descriptors, unless the ring made them */
+    if (m == 0 && made_in_ring)
+      PC_CHECK(seen.sockets_max == sockets_before, "the ring makes the sockets, yet %d socket descriptors were open "
+               "(%d before the set)", seen.sockets_max, sockets_before);
+    else
+      PC_CHECK(seen.sockets_max > sockets_before, "I/O %s: no socket descriptor while the set ran",
+               mode ? mode : "default");
     PC_CHECK(!pc_holds_io_uring(), "the set's io_uring outlived it");
     /* every leg released what it allocated, and its socket is closed */
     int64_t deadline = tf_ts_now_ms() + 5000;
     while (pc_cli_count() != 0) {
-      PC_CHECK(tf_ts_now_ms() < deadline, "epoll only %d: allocations left on the relay after the set", epoll_only);
+      PC_CHECK(tf_ts_now_ms() < deadline, "I/O %s: allocations left on the relay after the set",
+               mode ? mode : "default");
       tf_ts_sleep_ms(100);
     }
     int fd = dup(0);
-    PC_CHECK(fd == lowest, "epoll only %d: descriptors left open: the lowest free one is %d, not %d", epoll_only, fd,
+    PC_CHECK(fd == lowest, "I/O %s: descriptors left open: the lowest free one is %d, not %d", mode ? mode : "default", fd,
              lowest);
     close(fd);
   }

@@ -144,7 +144,9 @@ struct ploop;
 typedef struct leg {
   /* the socket and the outstanding transaction (or data send, REQ_DATA) */
   struct probe *p;
-  int fd;
+  int fd;          /* with ring_made: a slot of the ring's file table, no descriptor */
+  int ring_made;   /* the ring made, binds and connects the socket (CONN_CONNECTING until it says) */
+  int binds;       /* ports tried for this socket (ring_made) */
   uint32_t gen;    /* new on every socket, so stale events are ignored */
   uint32_t events; /* epoll interest registered for fd (a UDP leg of a ring: EPOLLIN while its receive is armed) */
   int conn;
@@ -261,8 +263,12 @@ static inline struct pring *tf_probe__leg_ring(const leg *l)
   return l->p->loop && l->p->mode == TF_URI_MODE_UDP ? l->p->loop->ring : NULL;
 }
 
+/* A step of a socket the ring makes (ring_made), as a round reports it. */
+enum { OPEN_NONE, OPEN_SOCKET, OPEN_BIND, OPEN_CONNECT };
+
 /* What a round brought one leg: a datagram (data, len: its whole length, which may be over
- * PROBE_DGRAM_CAP, the bytes kept) or a failed receive or send (err). */
+ * PROBE_DGRAM_CAP, the bytes kept), a failed receive or send (err), or the end of a
+ * ring-made socket's opening (open: the step that failed with err, or OPEN_CONNECT done). */
 typedef struct rxrec {
   leg *l;
   uint32_t gen;
@@ -271,6 +277,7 @@ typedef struct rxrec {
   int err;  /* an errno: the receive (or with sent, the send) failed */
   int sent; /* err is a send's */
   int bid;  /* the ring's buffer holding data, -1: none */
+  int open; /* OPEN_*: what this record reports of a ring-made socket */
 } rxrec;
 
 double tf_probe__now_ms(void);
@@ -323,6 +330,10 @@ void tf_probe__ring_free(ploop *L);
 int tf_probe__ring_watch(leg *l);
 /* Queue a datagram (copied): 0, or -1 when the ring has no room for it (send it now). */
 int tf_probe__ring_send(leg *l, const uint8_t *data, size_t len);
+/* Queue the making of a UDP leg's socket, bound to @p local when not NULL and connected to the
+ * server, all in the ring (Linux 6.11 and later): 0, and the leg is ring_made and connecting;
+ * -1 when the ring cannot (make it with system calls). */
+int tf_probe__ring_connect(leg *l, const struct sockaddr_storage *local, socklen_t local_len);
 /* Cancel the leg's receive and close its socket (at the ring's next round, or a flush). */
 void tf_probe__ring_drop(leg *l, int fd);
 /* Submit now, and run what completed: the closes queued so far take effect. */

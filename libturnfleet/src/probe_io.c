@@ -43,43 +43,67 @@ void tf_probe__leg_fail_net(leg *l, int err, const char *what)
 /* The round's clock: a port's quarantine is seconds long, a round milliseconds. */
 static uint32_t port_stamp(const ploop *L) { return (uint32_t)(uint64_t)L->now | 1u; }
 
-/* Bind @p fd to the loop's next UDP source port that no recent socket of the loop
- * used. Nothing bound (the kernel picks at connect) when the loop does not hand
- * out ports or none is free. */
-static void bind_fresh_port(leg *l, int fd)
+/* The loop's next UDP source port that no recent socket of the loop used, as the wildcard
+ * address in @p ss (*len): the port, or 0 when the loop does not hand out ports or none is
+ * free (nothing is bound: the kernel picks at connect). */
+static uint16_t next_port(leg *l, struct sockaddr_storage *ss, socklen_t *len)
 {
   ploop *L = l->p->loop;
-  l->port = 0;
-  if (!L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return;
+  if (!L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return 0;
   uint32_t stamp = port_stamp(L);
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof(ss));
-  socklen_t len;
-  if (l->p->sa.ss_family == AF_INET6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    s6->sin6_family = AF_INET6;
-    s6->sin6_addr = in6addr_any;
-    len = sizeof(*s6);
-  } else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    s4->sin_family = AF_INET;
-    s4->sin_addr.s_addr = htonl(INADDR_ANY);
-    len = sizeof(*s4);
-  }
-  int binds = 0;
-  for (int skips = 0; binds < PORT_BIND_TRIES && skips < PORT_SKIP_MAX; skips++) {
+  for (int skips = 0; skips < PORT_SKIP_MAX; skips++) {
     uint16_t port = L->port_next;
     L->port_next = port >= L->port_hi ? L->port_lo : (uint16_t)(port + 1);
     if (L->recent[port] && (uint32_t)(stamp - L->recent[port]) < PROBE_PORT_QUARANTINE_MS) continue;
-    if (ss.ss_family == AF_INET6) ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
-    else ((struct sockaddr_in *)&ss)->sin_port = htons(port);
-    binds++;
+    memset(ss, 0, sizeof(*ss));
+    if (l->p->sa.ss_family == AF_INET6) {
+      struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+      s6->sin6_family = AF_INET6;
+      s6->sin6_addr = in6addr_any;
+      s6->sin6_port = htons(port);
+      *len = sizeof(*s6);
+    } else {
+      struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+      s4->sin_family = AF_INET;
+      s4->sin_addr.s_addr = htonl(INADDR_ANY);
+      s4->sin_port = htons(port);
+      *len = sizeof(*s4);
+    }
+    return port;
+  }
+  return 0;
+}
+
+/* Bind @p fd to a fresh port (next_port), trying the next while one is taken. */
+static void bind_fresh_port(leg *l, int fd)
+{
+  l->port = 0;
+  struct sockaddr_storage ss;
+  socklen_t len = 0;
+  for (int binds = 0; binds < PORT_BIND_TRIES; binds++) {
+    uint16_t port = next_port(l, &ss, &len);
+    if (!port) return;
     if (bind(fd, (struct sockaddr *)&ss, len) == 0) {
       l->port = port;
       return;
     }
     if (errno != EADDRINUSE) return;
   }
+}
+
+/* The ring makes, binds (the @p binds-th port tried; none after PORT_BIND_TRIES) and connects
+ * the leg's socket, which is connecting till the ring says: 0, or -1 (system calls then). */
+static int leg_open_in_ring(leg *l, int binds)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = 0;
+  uint16_t port = binds < PORT_BIND_TRIES ? next_port(l, &ss, &len) : 0;
+  l->gen = ++l->p->loop->gen;
+  if (tf_probe__ring_connect(l, port ? &ss : NULL, len) < 0) return -1;
+  l->port = port;
+  l->binds = binds;
+  l->conn = CONN_CONNECTING;
+  return 0;
 }
 
 void tf_probe__leg_jump_ports(leg *l)
@@ -104,6 +128,7 @@ void tf_probe__leg_close(leg *l)
     else close(l->fd); /* leaves the epoll set with it */
   }
   l->fd = -1;
+  l->ring_made = 0;
   l->port = 0;
   l->events = 0;
   l->conn = CONN_CLOSED;
@@ -122,20 +147,21 @@ static void leg_connected(leg *l)
   tf_probe__tls_start(l);
 }
 
-/* A new socket (a new 5-tuple) towards the server. */
-void tf_probe__leg_open(leg *l)
+static void leg_connect_failed(leg *l, int err)
 {
   probe *p = l->p;
-  tf_probe__leg_close(l);
-  if (p->mode != TF_URI_MODE_UDP && !l->rx) {
-    l->rx = malloc(PROBE_RX_CAP);
-    l->tx = malloc(PROBE_TX_CAP);
-    if (!l->rx || !l->tx) {
-      p->fatal = TF_ENOMEM;
-      tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
-      return;
-    }
+  if (err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH) {
+    tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over %s is unreachable: %s", l->who, p->server,
+                   tf_probe__transport_name(p->mode), strerror(err));
+    return;
   }
+  tf_probe__leg_fail_net(l, err, "cannot connect to");
+}
+
+/* The socket made, bound and connected with system calls. */
+static void leg_open_sys(leg *l)
+{
+  probe *p = l->p;
   int type = p->mode == TF_URI_MODE_UDP ? SOCK_DGRAM : SOCK_STREAM;
   int fd = socket(p->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   /* a ring closes sockets at its next round: those it holds first */
@@ -153,22 +179,34 @@ void tf_probe__leg_open(leg *l)
   }
   l->fd = fd;
   l->gen = p->loop ? ++p->loop->gen : l->gen + 1;
-  l->sockets++;
   bind_fresh_port(l, fd);
   int rc = connect(fd, (struct sockaddr *)&p->sa, p->salen);
   int err = errno;
   if (rc < 0 && err != EINPROGRESS) {
-    if (err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH) {
-      tf_probe__fail(p, TF_ENET, 0, NULL, "%s%s over %s is unreachable: %s", l->who, p->server,
-                     tf_probe__transport_name(p->mode), strerror(err));
-      return;
-    }
-    tf_probe__leg_fail_net(l, err, "cannot connect to");
+    leg_connect_failed(l, err);
     return;
   }
   l->conn = rc == 0 ? CONN_READY : CONN_CONNECTING;
   if (tf_probe__loop_watch(l) < 0) return;
   if (rc == 0) leg_connected(l);
+}
+
+/* A new socket (a new 5-tuple) towards the server. */
+void tf_probe__leg_open(leg *l)
+{
+  probe *p = l->p;
+  tf_probe__leg_close(l);
+  if (p->mode != TF_URI_MODE_UDP && !l->rx) {
+    l->rx = malloc(PROBE_RX_CAP);
+    l->tx = malloc(PROBE_TX_CAP);
+    if (!l->rx || !l->tx) {
+      p->fatal = TF_ENOMEM;
+      tf_probe__fail(p, TF_ERROR, 0, NULL, "out of memory");
+      return;
+    }
+  }
+  l->sockets++;
+  if (!tf_probe__leg_ring(l) || leg_open_in_ring(l, 0) < 0) leg_open_sys(l);
 }
 
 /* A UDP leg's send or receive failed with @p err: a lost datagram (retransmission covers
@@ -197,6 +235,7 @@ void tf_probe__leg_write(leg *l, const uint8_t *data, size_t len)
       return;
     }
     if (tf_probe__leg_ring(l) && tf_probe__ring_send(l, data, len) == 0) return;
+    if (l->ring_made) return; /* no descriptor to send on: lost, as a datagram may be */
     if (send(l->fd, data, len, MSG_NOSIGNAL) < 0) leg_io_failed(l, errno, 1);
     return;
   }
@@ -241,8 +280,38 @@ ssize_t tf_probe__leg_recv(leg *l, uint8_t *buf)
   return -errno;
 }
 
+/* A ring-made socket's opening ended: connected, or the step r->open failed, reported as
+ * leg_open_sys() reports it. */
+static void leg_opened(leg *l, const rxrec *r)
+{
+  if (l->conn != CONN_CONNECTING) return;
+  int err = r->err;
+  if (r->open == OPEN_BIND && err) {
+    /* a port taken: the next one, as bind_fresh_port; another failure: the kernel picks */
+    int binds = err == EADDRINUSE ? l->binds + 1 : PORT_BIND_TRIES;
+    tf_probe__leg_close(l);
+    if (leg_open_in_ring(l, binds) < 0) leg_open_sys(l);
+    return;
+  }
+  if (r->open == OPEN_SOCKET) {
+    tf_probe__leg_fail_net(l, err, "cannot open a socket towards");
+    return;
+  }
+  if (err) {
+    leg_connect_failed(l, err);
+    return;
+  }
+  l->conn = CONN_READY;
+  if (tf_probe__loop_watch(l) < 0) return;
+  leg_connected(l);
+}
+
 void tf_probe__leg_input(leg *l, const rxrec *r, double now)
 {
+  if (r->open) {
+    leg_opened(l, r);
+    return;
+  }
   if (r->err) {
     leg_io_failed(l, r->err, r->sent);
     return;

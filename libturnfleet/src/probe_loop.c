@@ -220,7 +220,7 @@ static tf_err loop_events(ploop *L, int timeout, rxrec *rx, size_t *nrx, double 
       ssize_t len = tf_probe__leg_recv(l, L->rx_arena + used);
       if (len != INT_MIN) {
         rxrec *r = &rx[(*nrx)++];
-        *r = (rxrec){l, l->gen, 0, L->rx_arena + used, 0, 0, -1};
+        *r = (rxrec){l, l->gen, 0, L->rx_arena + used, 0, 0, -1, OPEN_NONE};
         if (len < 0) r->err = (int)-len;
         else r->len = (uint32_t)len;
         if (len > 0) used += ((size_t)(len < PROBE_DGRAM_CAP ? len : PROBE_DGRAM_CAP) + 7) & ~(size_t)7;

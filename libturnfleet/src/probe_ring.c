@@ -1,10 +1,12 @@
-/* probe ring: a set's UDP datagrams through io_uring. A UDP probe still makes its socket, binds
- * it (the loop chooses the port) and connects it with system calls; everything after that goes
- * through the ring: one multishot receive per socket, the sends, and the cancel and close at the
- * end. A round of the loop, every datagram it receives and every request it sends, is then one
- * io_uring_enter() rather than a system call per datagram. Each system call costs user time too
- * where the kernel isolates its page tables without PCID (every return to user space starts
- * with an empty TLB), so this is the probe's largest saving there (docs/probe.md).
+/* probe ring: a set's UDP datagrams through io_uring. Everything a UDP probe does with its socket
+ * goes through the ring: one multishot receive per socket, the sends, and the cancel and close at
+ * the end; where the kernel binds through io_uring too (Linux 6.11), also the making, binding
+ * (the loop chooses the port) and connecting of the socket, into a slot of the ring's file table
+ * rather than a descriptor. A round of the loop, every socket it opens, every datagram it receives
+ * and every request it sends, is then one io_uring_enter() rather than a system call each. Each
+ * system call costs user time too where the kernel isolates its page tables without PCID (every
+ * return to user space starts with an empty TLB), so this is the probe's largest saving there
+ * (docs/probe.md). On older kernels the socket is made, bound and connected with system calls.
  *
  * Datagrams land in buffers the kernel takes from a ring of them (a provided-buffer ring),
  * never in a probe's memory: the memory of a probe that ended serves the next one, and no late
@@ -12,7 +14,14 @@
  * when it is submitted (MSG_DONTWAIT: sent or failed then, never held by the kernel), so the
  * arena is free again after each submit. The epoll set, where TCP and TLS legs are, is polled
  * through the ring. Without io_uring (an older kernel, a seccomp policy that refuses it, or
- * TURNFLEET_PROBE_IO=epoll) the loop runs on epoll alone. */
+ * TURNFLEET_PROBE_IO=epoll) the loop runs on epoll alone; TURNFLEET_PROBE_IO=ring keeps the ring
+ * but makes sockets with system calls.
+ *
+ * A ring-made socket's slot is the leg's own (two per probe slot of the loop). It is made,
+ * bound and connected by one chain of linked requests whose later steps run only when the ring
+ * is next asked for completions, so a slot whose chain has not completed (its connect's
+ * completion not seen) is not closed or made again: a leg closed then leaves it to be closed
+ * when the connect completes, and its next socket is made with system calls. */
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
@@ -20,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "probe_internal.h"
@@ -30,10 +40,16 @@
 #define RING_BGID 1
 #define RING_FREE_WAIT_MS 1000
 
-/* A completion's user data: its kind (low two bits), the leg (bit 2), the slot, and the
+/* A completion's user data: its kind (low three bits), the leg (bit 3), the slot, and the
  * socket's generation (high 32 bits), so a completion of a closed socket is known. */
-enum { UD_RECV, UD_SEND, UD_QUIET, UD_STREAMS };
+enum { UD_RECV, UD_SEND, UD_QUIET, UD_STREAMS, UD_SOCKET, UD_BIND, UD_CONNECT };
 #define UD_CANCEL_ALL ((uint64_t)1 << 31 | UD_QUIET)
+/* IORING_OP_BIND (Linux 6.11): newer than the liburing this builds with, and the kernel is asked
+ * whether it has it */
+#define RING_OP_BIND 56
+
+/* A file-table slot of a ring-made socket. */
+enum { FILE_FREE, FILE_OPENING, FILE_OPEN, FILE_ORPHAN /* closed while opening */ };
 
 typedef struct pring {
   struct io_uring ring;
@@ -44,6 +60,8 @@ typedef struct pring {
   uint8_t *arena;
   size_t arena_used;
   int streams_armed;
+  uint8_t *files; /* FILE_* per file-table slot, NULL: sockets made with system calls */
+  unsigned nfiles;
   leg **rearm; /* legs whose receive the kernel ended, armed again after the round */
   uint32_t *rearm_gen;
   size_t nrearm;
@@ -51,16 +69,20 @@ typedef struct pring {
 
 static uint64_t ud_of(const leg *l, int kind)
 {
-  return (uint64_t)l->gen << 32 | (uint64_t)l->p->slot << 3 | (uint64_t)(l == &l->p->legs[1]) << 2 | (uint64_t)kind;
+  return (uint64_t)l->gen << 32 | (uint64_t)l->p->slot << 4 | (uint64_t)(l == &l->p->legs[1]) << 3 | (uint64_t)kind;
 }
+
+/* The file-table slot of a leg, and of a completion's leg. */
+static unsigned leg_file(const leg *l) { return 2 * (unsigned)l->p->slot + (l == &l->p->legs[1]); }
+static unsigned ud_file(uint64_t ud) { return (unsigned)((ud & 0xFFFFFFFFu) >> 3); }
 
 /* The leg a completion is for, NULL when its socket is closed since. */
 static leg *ud_leg(const ploop *L, uint64_t ud)
 {
-  size_t slot = (size_t)((ud & 0xFFFFFFFFu) >> 3);
+  size_t slot = (size_t)((ud & 0xFFFFFFFFu) >> 4);
   probe *p = slot < L->nslots ? L->slots[slot] : NULL;
   if (!p || p->finished) return NULL;
-  leg *l = &p->legs[(ud >> 2) & 1];
+  leg *l = &p->legs[(ud >> 3) & 1];
   return l->fd >= 0 && l->gen == (uint32_t)(ud >> 32) ? l : NULL;
 }
 
@@ -105,6 +127,7 @@ static void ring_unmap(pring *R)
   free(R->arena);
   free(R->rearm);
   free(R->rearm_gen);
+  free(R->files);
   free(R);
 }
 
@@ -114,10 +137,31 @@ static void *ring_map(size_t len)
   return m == MAP_FAILED ? NULL : m;
 }
 
+/* A file table of @p n slots where the kernel binds through io_uring; otherwise sockets are
+ * made with system calls. The table stays within RLIMIT_NOFILE, as the descriptors would: the
+ * set meets the limit it was given either way (and liburing, refused, would raise the limit). */
+static void ring_files(pring *R, unsigned n)
+{
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur < n) return;
+  struct io_uring_probe *pr = io_uring_get_probe_ring(&R->ring);
+  int bind = pr && io_uring_opcode_supported(pr, RING_OP_BIND);
+  if (pr) io_uring_free_probe(pr);
+  if (!bind) return;
+  R->files = calloc(n, 1);
+  if (R->files && io_uring_register_files_sparse(&R->ring, n) == 0) {
+    R->nfiles = n;
+    return;
+  }
+  free(R->files);
+  R->files = NULL;
+}
+
 int tf_probe__ring_open(ploop *L)
 {
   const char *io = getenv("TURNFLEET_PROBE_IO");
   if (io && strcmp(io, "epoll") == 0) return -1;
+  int made = !io || strcmp(io, "ring") != 0;
   pring *R = calloc(1, sizeof(*R));
   if (!R) return -1;
   struct io_uring_params prm;
@@ -156,6 +200,7 @@ int tf_probe__ring_open(ploop *L)
   io_uring_buf_ring_init(R->br);
   for (unsigned i = 0; i < R->nbufs; i++) ring_give(R, (int)i);
   ring_give_done(R);
+  if (made) ring_files(R, 2 * (unsigned)L->nslots);
   L->ring = R;
   return 0;
 }
@@ -194,7 +239,7 @@ int tf_probe__ring_watch(leg *l)
   if (!q) return -EBUSY;
   /* MSG_TRUNC: a datagram larger than its buffer reports its whole length */
   io_uring_prep_recv_multishot(q, l->fd, NULL, 0, MSG_TRUNC);
-  q->flags |= IOSQE_BUFFER_SELECT;
+  q->flags |= IOSQE_BUFFER_SELECT | (l->ring_made ? IOSQE_FIXED_FILE : 0);
   q->buf_group = RING_BGID;
   io_uring_sqe_set_data64(q, ud_of(l, UD_RECV));
   l->events = EPOLLIN;
@@ -213,15 +258,73 @@ int tf_probe__ring_send(leg *l, const uint8_t *data, size_t len)
   R->arena_used += room;
   memcpy(copy, data, len);
   io_uring_prep_send(q, l->fd, copy, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-  q->flags |= IOSQE_CQE_SKIP_SUCCESS; /* a completion only when it failed */
+  q->flags |= IOSQE_CQE_SKIP_SUCCESS | (l->ring_made ? IOSQE_FIXED_FILE : 0); /* a completion only when it failed */
   io_uring_sqe_set_data64(q, ud_of(l, UD_SEND));
   return 0;
+}
+
+int tf_probe__ring_connect(leg *l, const struct sockaddr_storage *local, socklen_t local_len)
+{
+  pring *R = l->p->loop->ring;
+  unsigned file = leg_file(l);
+  if (!R->files || file >= R->nfiles || (R->files[file] != FILE_FREE && R->files[file] != FILE_OPEN)) return -1;
+  size_t room = ((size_t)local_len + 7) & ~(size_t)7;
+  if (local && R->arena_used + room > RING_ARENA) ring_submit(R);
+  struct io_uring_sqe *q = ring_sqe(R, local ? 3 : 2);
+  if (!q || (local && R->arena_used + room > RING_ARENA)) return -1;
+  probe *p = l->p;
+  /* the chain: the connect always completes; a step before it only when it failed, and then
+   * the steps after it are cancelled without a completion */
+  io_uring_prep_socket_direct(q, p->sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK, 0, file, 0);
+  q->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(q, ud_of(l, UD_SOCKET));
+  if (local) { /* the kernel copies the address when the request is submitted */
+    uint8_t *copy = R->arena + R->arena_used;
+    R->arena_used += room;
+    memcpy(copy, local, local_len);
+    q = io_uring_get_sqe(&R->ring);
+    io_uring_prep_rw(RING_OP_BIND, q, (int)file, copy, 0, local_len);
+    q->flags |= IOSQE_FIXED_FILE | IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(q, ud_of(l, UD_BIND));
+  }
+  q = io_uring_get_sqe(&R->ring);
+  io_uring_prep_connect(q, (int)file, (const struct sockaddr *)&p->sa, p->salen);
+  q->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data64(q, ud_of(l, UD_CONNECT));
+  R->files[file] = FILE_OPENING;
+  l->fd = (int)file;
+  l->ring_made = 1;
+  l->events = 0;
+  return 0;
+}
+
+/* A ring-made socket's slot: its receive cancelled (when armed) and the slot closed. */
+static void ring_close_file(pring *R, unsigned file, uint64_t recv_ud)
+{
+  struct io_uring_sqe *q = ring_sqe(R, recv_ud ? 2 : 1);
+  R->files[file] = FILE_FREE;
+  if (!q) return; /* the ring takes nothing: the next socket made in the slot replaces it */
+  if (recv_ud) {
+    io_uring_prep_cancel64(q, recv_ud, 0);
+    q->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(q, UD_QUIET);
+    q = io_uring_get_sqe(&R->ring);
+  }
+  io_uring_prep_close_direct(q, file);
+  q->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(q, UD_QUIET);
 }
 
 void tf_probe__ring_drop(leg *l, int fd)
 {
   pring *R = l->p->loop->ring;
   int armed = l->events != 0;
+  if (l->ring_made) {
+    l->ring_made = 0;
+    if (R->files[fd] == FILE_OPENING) R->files[fd] = FILE_ORPHAN; /* closed once its connect completes */
+    else ring_close_file(R, (unsigned)fd, armed ? ud_of(l, UD_RECV) : 0);
+    return;
+  }
   struct io_uring_sqe *q = ring_sqe(R, armed ? 2 : 1);
   if (!q) {
     close(fd); /* the ring takes nothing: its receive keeps the socket until the ring ends */
@@ -271,11 +374,23 @@ tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, siz
     if (*nrx == cap) break; /* the rest next round */
     seen++;
     uint64_t ud = cqe->user_data;
-    int kind = (int)(ud & 3), more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+    int kind = (int)(ud & 7), more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     int bid = cqe->flags & IORING_CQE_F_BUFFER ? (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT) : -1;
     if (kind == UD_STREAMS) {
       *streams = 1;
       if (!more) R->streams_armed = 0;
+      continue;
+    }
+    if (kind >= UD_SOCKET) {
+      /* a step of a ring-made socket: the connect, or one that failed (the steps after it are
+       * then cancelled without completions, as it skipped its own success): the chain is done */
+      unsigned file = ud_file(ud);
+      if (file < R->nfiles) {
+        if (R->files[file] == FILE_ORPHAN) ring_close_file(R, file, 0);
+        else if (R->files[file] == FILE_OPENING) R->files[file] = FILE_OPEN;
+      }
+      leg *l = cqe->res == -ECANCELED ? NULL : ud_leg(L, ud);
+      if (l) rx[(*nrx)++] = (rxrec){l, l->gen, 0, NULL, cqe->res < 0 ? -cqe->res : 0, 0, -1, kind - UD_SOCKET + OPEN_SOCKET};
       continue;
     }
     leg *l = kind == UD_QUIET ? NULL : ud_leg(L, ud);
@@ -284,7 +399,7 @@ tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, siz
       continue;
     }
     if (kind == UD_SEND) {
-      rx[(*nrx)++] = (rxrec){l, l->gen, 0, NULL, -cqe->res, 1, -1};
+      rx[(*nrx)++] = (rxrec){l, l->gen, 0, NULL, -cqe->res, 1, -1, OPEN_NONE};
       continue;
     }
     if (!more) { /* the kernel ended this receive (no buffer free, an error): armed again after the round */
@@ -293,10 +408,10 @@ tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, siz
       R->rearm_gen[R->nrearm++] = l->gen;
     }
     if (cqe->res < 0) {
-      if (cqe->res != -ENOBUFS && cqe->res != -ECANCELED) rx[(*nrx)++] = (rxrec){l, l->gen, 0, NULL, -cqe->res, 0, -1};
+      if (cqe->res != -ENOBUFS && cqe->res != -ECANCELED) rx[(*nrx)++] = (rxrec){l, l->gen, 0, NULL, -cqe->res, 0, -1, OPEN_NONE};
       continue;
     }
-    if (bid >= 0) rx[(*nrx)++] = (rxrec){l, l->gen, (uint32_t)cqe->res, R->bufs + (size_t)bid * RING_BUF, 0, 0, bid};
+    if (bid >= 0) rx[(*nrx)++] = (rxrec){l, l->gen, (uint32_t)cqe->res, R->bufs + (size_t)bid * RING_BUF, 0, 0, bid, OPEN_NONE};
   }
   io_uring_cq_advance(&R->ring, seen);
   ring_give_done(R);
