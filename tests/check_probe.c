@@ -2229,22 +2229,8 @@ START_TEST(test_probe__count_streams_in_constant_memory)
 }
 END_TEST
 
-/* Whether this process holds an io_uring instance now. */
-static int pc_holds_io_uring(void)
-{
-  for (int fd = 0; fd < 4096; fd++) {
-    char path[64], target[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(path, target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (strcmp(target, "anon_inode:[io_uring]") == 0) return 1;
-  }
-  return 0;
-}
-
-/* The socket descriptors this process holds now. */
-static int pc_socket_fds(void)
+/* The descriptors this process holds now whose /proc link starts with @p what. */
+static int pc_fds_of(const char *what)
 {
   int n = 0;
   for (int fd = 0; fd < 4096; fd++) {
@@ -2253,10 +2239,13 @@ static int pc_socket_fds(void)
     ssize_t len = readlink(path, target, sizeof(target) - 1);
     if (len <= 0) continue;
     target[len] = '\0';
-    n += strncmp(target, "socket:", 7) == 0;
+    n += strncmp(target, what, strlen(what)) == 0;
   }
   return n;
 }
+
+/* Whether this process holds an io_uring instance now. */
+static int pc_holds_io_uring(void) { return pc_fds_of("anon_inode:[io_uring]") > 0; }
 
 typedef struct ring_seen {
   counter c;
@@ -2269,7 +2258,7 @@ static int pc_ring_cb(size_t index, const tf_probe_result *r, void *payload)
   ring_seen *s = payload;
   if (pc_holds_io_uring()) s->with_ring++;
   else s->without++;
-  int n = pc_socket_fds();
+  int n = pc_fds_of("socket:");
   if (n > s->sockets_max) s->sockets_max = n;
   return pc_count_cb(index, r, &s->c);
 }
@@ -2288,7 +2277,7 @@ START_TEST(test_probe__sets_run_on_io_uring_and_on_epoll)
     const char *mode = pc_io_modes[m];
     int epoll_only = m == 2;
     pc_set_io(mode);
-    int sockets_before = pc_socket_fds();
+    int sockets_before = pc_fds_of("socket:");
     tf_probe_set *set = NULL;
     PC_OK(tf_probe_set_new(&set, 16));
     tf_probe_options o = pc_opts("turn:127.0.0.65:3524");
