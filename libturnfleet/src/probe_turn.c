@@ -451,9 +451,10 @@ static void leg_abandon(leg *l)
   if (rc == TF_OK) rc = tf_stun_msg_add(m, TF_STUN_ATTR_NONCE, l->nonce, strlen(l->nonce));
   if (rc == TF_OK) rc = tf_stun__msg_add_integrity_mac(m, &l->mac->mac);
   if (rc == TF_OK) rc = tf_stun_msg_add_fingerprint(m);
-  if (rc == TF_OK && l->p->mode == TF_URI_MODE_UDP) {
-    tf_probe__leg_write(l, m->buf, m->len); /* a ring's socket has no descriptor to send on */
-  } else if (rc == TF_OK && l->p->mode == TF_URI_MODE_TCP && l->tx_len == 0) {
+  /* through the ring where the leg is (a socket the ring made has no descriptor); a failure
+   * is not news */
+  if (rc == TF_OK && (l->p->mode == TF_URI_MODE_UDP || (l->p->mode == TF_URI_MODE_TCP && l->tx_len == 0)) &&
+      (!tf_probe__leg_ring(l) || tf_probe__ring_send(l, m->buf, m->len) < 0) && !l->ring_made) {
     ssize_t n = send(l->fd, m->buf, m->len, MSG_NOSIGNAL);
     (void)n;
   }
