@@ -321,7 +321,8 @@ void tf_probe__leg_input(leg *l, const rxrec *r, double now);
 void tf_probe__leg_fail_net(leg *l, int err, const char *what);
 
 /* probe_ring.c: where the kernel has io_uring (Linux 6.1 and later, not refused by a seccomp
- * policy, not TURNFLEET_PROBE_IO=epoll), a set's UDP legs receive, send and close through it. */
+ * policy, not TURNFLEET_PROBE_IO=epoll), a set's UDP legs receive, send and close through it,
+ * and where it binds through io_uring (Linux 6.11, not TURNFLEET_PROBE_IO=ring) open too. */
 /* 0: L->ring set; -1: none (the loop stays on epoll). */
 int tf_probe__ring_open(ploop *L);
 /* Submits what is queued, cancels what is armed, waits for it, and frees the ring. */
