@@ -59,14 +59,16 @@ def children_cpu():
 
 
 def measure(name, argv, server_pid, allocations_of, repeat=1, optional=False, settle=True):
-    """CPU per allocation over @repeat runs of argv. The kernel splits a process's CPU time into
-    user and system by sampling at the tick (4 ms here): a run of 2000 allocations spends about
-    5 ticks in user space, so one run's user figure is a count of a few ticks, and only the mean
-    of many runs says something; its standard error is reported beside it."""
+    """CPU per allocation over @repeat runs of argv, each after a pause (@settle), or only the
+    first (one-probe runs back to back, once the previous client's thousands of 5-tuples are let
+    go). The kernel splits a process's CPU time into user and system by sampling at the tick (4 ms
+    here): a run of 2000 allocations spends about 5 ticks in user space, so one run's user figure
+    is a count of a few ticks, and only the mean of many runs says something; its standard error
+    is reported beside it."""
     allocations = wall = user = system = server = 0
     per_run = []
-    for _ in range(repeat):
-        if settle:  # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
+    for i in range(repeat):
+        if settle or i == 0:  # coturn keeps a released allocation's 5-tuple about 1 s: let the previous run's go
             time.sleep(2.5)
         (u0, s0), c0, t0 = children_cpu(), cpu_of(server_pid), time.monotonic()
         out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
