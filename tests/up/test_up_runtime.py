@@ -202,13 +202,28 @@ class TestUpRuntime(unittest.TestCase):
         self.ready(1)
         self.assertEqual(healthz(62691), (200, "ok\n"))
         filler = os.path.join(inside, "filler")
-        with open(filler, "wb") as f:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        for chunk in (65536, 4096):  # tmpfs pages: full to the last one
             try:
                 while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
+                    os.write(fd, b"\0" * chunk)
             except OSError:
-                pass  # ENOSPC: full
+                pass  # ENOSPC
+        # and kept full: the failed write removes the published files, and the pages they free
+        # would otherwise let a later step's write succeed (reported again when it fails after)
+        full = threading.Event()
+
+        def keep_full():
+            while not full.is_set():
+                try:
+                    os.write(fd, b"\0" * 4096)
+                except OSError:
+                    time.sleep(0.002)
+
+        hungry = threading.Thread(target=keep_full)
+        hungry.start()
+        self.addCleanup(hungry.join)
+        self.addCleanup(full.set)
         ev = wait_for("the full disk reported", lambda: self.events("stateDirUnwritable"), 15)
         self.assertIn("No space left on device", ev[0]["message"])
         code, body = wait_for("/healthz failing", lambda: (h := healthz(62691)) and h[0] == 503 and h, 10)
@@ -217,6 +232,9 @@ class TestUpRuntime(unittest.TestCase):
         for name in ("status.json", "turn-uris", "iceServers.json"):
             self.assertFalse(os.path.exists(os.path.join(inside, name)), name)
         self.assertEqual(len(self.events("stateDirUnwritable")), 1)  # reported once, retried every step
+        full.set()
+        hungry.join()
+        os.close(fd)
         os.unlink(filler)
         wait_for("written again", lambda: self.events("stateDirWritable"), 15)
         st = self.ready(1)
