@@ -246,17 +246,28 @@ int tf_probe__ring_watch(leg *l)
   return 0;
 }
 
+/* @p n free submission entries, the first returned, and @p len bytes of @p data copied into the
+ * arena (*copy), where the kernel reads them when the entries are submitted; NULL when the
+ * ring has no room for both (submitting what is queued first). */
+static struct io_uring_sqe *ring_sqe_with(pring *R, unsigned n, const void *data, size_t len, uint8_t **copy)
+{
+  size_t room = (len + 7) & ~(size_t)7;
+  if (room > RING_ARENA) return NULL;
+  if (R->arena_used + room > RING_ARENA) ring_submit(R);
+  struct io_uring_sqe *q = ring_sqe(R, n); /* may submit, which frees the arena too */
+  if (!q || R->arena_used + room > RING_ARENA) return NULL;
+  *copy = R->arena + R->arena_used;
+  R->arena_used += room;
+  if (len) memcpy(*copy, data, len);
+  return q;
+}
+
 int tf_probe__ring_send(leg *l, const uint8_t *data, size_t len)
 {
   pring *R = l->p->loop->ring;
-  size_t room = (len + 7) & ~(size_t)7;
-  if (room > RING_ARENA) return -1;
-  if (R->arena_used + room > RING_ARENA || io_uring_sq_space_left(&R->ring) == 0) ring_submit(R);
-  struct io_uring_sqe *q = R->arena_used + room <= RING_ARENA ? ring_sqe(R, 1) : NULL;
+  uint8_t *copy;
+  struct io_uring_sqe *q = ring_sqe_with(R, 1, data, len, &copy);
   if (!q) return -1;
-  uint8_t *copy = R->arena + R->arena_used;
-  R->arena_used += room;
-  memcpy(copy, data, len);
   io_uring_prep_send(q, l->fd, copy, len, MSG_DONTWAIT | MSG_NOSIGNAL);
   q->flags |= IOSQE_CQE_SKIP_SUCCESS | (l->ring_made ? IOSQE_FIXED_FILE : 0); /* a completion only when it failed */
   io_uring_sqe_set_data64(q, ud_of(l, UD_SEND));
@@ -268,20 +279,16 @@ int tf_probe__ring_connect(leg *l, const struct sockaddr_storage *local, socklen
   pring *R = l->p->loop->ring;
   unsigned file = leg_file(l);
   if (!R->files || file >= R->nfiles || (R->files[file] != FILE_FREE && R->files[file] != FILE_OPEN)) return -1;
-  size_t room = ((size_t)local_len + 7) & ~(size_t)7;
-  if (local && R->arena_used + room > RING_ARENA) ring_submit(R);
-  struct io_uring_sqe *q = ring_sqe(R, local ? 3 : 2);
-  if (!q || (local && R->arena_used + room > RING_ARENA)) return -1;
+  uint8_t *copy; /* the bind's address, which the kernel copies when the request is submitted */
+  struct io_uring_sqe *q = ring_sqe_with(R, local ? 3 : 2, local, local ? local_len : 0, &copy);
+  if (!q) return -1;
   probe *p = l->p;
   /* the chain: the connect always completes; a step before it only when it failed, and then
    * the steps after it are cancelled without a completion */
   io_uring_prep_socket_direct(q, p->sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK, 0, file, 0);
   q->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
   io_uring_sqe_set_data64(q, ud_of(l, UD_SOCKET));
-  if (local) { /* the kernel copies the address when the request is submitted */
-    uint8_t *copy = R->arena + R->arena_used;
-    R->arena_used += room;
-    memcpy(copy, local, local_len);
+  if (local) {
     q = io_uring_get_sqe(&R->ring);
     io_uring_prep_rw(RING_OP_BIND, q, (int)file, copy, 0, local_len);
     q->flags |= IOSQE_FIXED_FILE | IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
