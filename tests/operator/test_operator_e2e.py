@@ -557,10 +557,15 @@ class OperatorE2E(unittest.TestCase):
         self.converged(3)
         time.sleep(2)
         seq = last_seq()
+        before = pool_obj().get("status")
         time.sleep(4)      # four probe intervals: probes, scrapes, no change
         log = [r for r in requests_since(seq) if "turnfleet-operator" in r.get("userAgent", "")]
         # the leader renews its Lease (leader election's own write); nothing else is written
         writes = [(r["method"], r["path"]) for r in log if r["method"] in WRITES and "/leases/" not in r["path"]]
+        if writes:  # what changed, for the failure's message (the request log keeps no bodies)
+            after = pool_obj().get("status")
+            writes.append(("status before", json.dumps(before, sort_keys=True)))
+            writes.append(("status after", json.dumps(after, sort_keys=True)))
         self.assertEqual(writes, [], "a steady state wrote")
         self.assertTrue([r for r in log if "/leases/" in r["path"]], "no Lease renewal seen: is the operator alive?")
         # quiet, not stuck: a ConfigMap it owns deleted behind its back comes back
