@@ -381,10 +381,11 @@ static void ring_arm_streams(pring *R, int epfd)
   R->streams_armed = 1;
 }
 
-/* Submit what is queued and wait for @p nr completions, or, once RING_COALESCE_US passed, for
- * any. liburing 2.3 has no call that passes a minimum wait, so the queue is handed over here as
- * its io_uring_submit() does. */
-static int ring_enter_coalesced(pring *R, unsigned nr, struct __kernel_timespec *ts)
+/* Submit what is queued and wait for @p nr completions, or, past the first, once RING_COALESCE_US
+ * passed, for any (the minimum wait; zero, as older kernels want it, for one). liburing 2.3 has
+ * no call that passes a minimum wait, so the queue is handed over here as its io_uring_submit()
+ * does. */
+static int ring_enter(pring *R, unsigned nr, struct __kernel_timespec *ts)
 {
   struct io_uring_sq *sq = &R->ring.sq;
   if (sq->sqe_head != sq->sqe_tail) {
@@ -392,7 +393,7 @@ static int ring_enter_coalesced(pring *R, unsigned nr, struct __kernel_timespec 
     __atomic_store_n(sq->ktail, sq->sqe_tail, __ATOMIC_RELEASE);
   }
   unsigned queued = sq->sqe_tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
-  struct ring_wait_arg arg = {0, 0, RING_COALESCE_US, (uint64_t)(uintptr_t)ts};
+  struct ring_wait_arg arg = {0, 0, nr > 1 ? RING_COALESCE_US : 0, (uint64_t)(uintptr_t)ts};
   return io_uring_enter2((unsigned)R->ring.ring_fd, queued, nr, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
                          (sigset_t *)(void *)&arg, sizeof(arg));
 }
@@ -402,14 +403,12 @@ tf_err tf_probe__ring_round(ploop *L, int timeout_ms, rxrec *rx, size_t cap, siz
   pring *R = L->ring;
   if (!R->streams_armed) ring_arm_streams(R, L->epfd);
   struct __kernel_timespec ts = {timeout_ms / 1000, (long long)(timeout_ms % 1000) * 1000000};
-  struct io_uring_cqe *cqe = NULL;
   size_t running = L->nslots - L->nfree;
-  int rc = R->min_wait && timeout_ms > 0 && running >= 8
-               ? ring_enter_coalesced(R, (unsigned)(running / 4), &ts)
-               : io_uring_submit_and_wait_timeout(&R->ring, &cqe, 1, &ts, NULL);
+  int rc = ring_enter(R, R->min_wait && timeout_ms > 0 && running >= 8 ? (unsigned)(running / 4) : 1, &ts);
   ring_submitted(R);
   if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
     return tf_error__set(TF_EIO, "io_uring_enter: %s", strerror(-rc));
+  struct io_uring_cqe *cqe;
   unsigned head, seen = 0;
   io_uring_for_each_cqe(&R->ring, head, cqe)
   {
