@@ -108,6 +108,9 @@ class TestUp(unittest.TestCase):
                     self.pids_seen.add(r["pid"])
         return out
 
+    def lines_since(self, k):
+        return [e for e in self.lines() if e["event"] == "reconcile"][k:]
+
     def last(self):
         evs = [e for e in self.lines() if e["event"] == "reconcile"]
         return evs[-1] if evs else None
@@ -128,7 +131,7 @@ class TestUp(unittest.TestCase):
                 return p
             p.wait(timeout=10)
             p.stdout.close()
-            self.assertEqual(results[-1].get("errorCode"), 508, results)
+            self.assertEqual([r.get("errorCode") for r in results if not r.get("ok")][0], 508, results)
             time.sleep(0.3)
         self.fail("could not hold %d allocations on %s" % (n, uri))
 
@@ -270,21 +273,36 @@ class TestUp(unittest.TestCase):
 
     def test_4_held_allocations_counted(self):
         wait_for("3 ready relays", lambda: (s := self.status()) and s["readyRelays"] == 3 and s, 20)
+        # the probe's own released allocations linger in coturn's count a moment (a steady 0-2 here):
+        # held, they are counted on top of the least the relay was counted at before the holds
+        before = self.lines_since(0)[-4:]
+        base = {r["name"]: min([x["allocations"] for e in before for x in e["relays"]
+                                if x["name"] == r["name"] and x["allocations"] is not None] or [0])
+                for r in self.last()["relays"]}
         for a in ("127.0.0.81", "127.0.0.82", "127.0.0.83"):
             self.hold("turn:%s:3701?transport=udp" % a, 2, tries=5)
-        held_at = len([e for e in self.lines() if e["event"] == "reconcile"])
+        held_at = len(self.lines_since(0))
 
-        def all_counted(e):
-            return all((r.get("allocations") or 0) >= 2 for r in e["relays"] if r["state"] != "Draining")
+        def counted(e, name):
+            return any(r["name"] == name and (r.get("allocations") or 0) >= base[name] + 2 for r in e["relays"])
 
-        wait_for("held allocations counted", lambda: all_counted(self.last()), 10)
+        def rounds(name):  # the events after the holds that report a probe round of the relay
+            return [i for i, e in enumerate(self.lines_since(held_at)) if name in e["probed"]]
+
+        names = [r["name"] for r in self.last()["relays"] if r["state"] != "Draining"]
+        wait_for("held allocations counted", lambda: all(counted(self.last(), n) for n in names), 10)
         s = wait_for("held allocations in status.json", lambda: (s := self.status()) and all(
             (r["allocations"] or 0) >= 2 for r in s["relays"]) and s, 10)
-        # within two probe intervals: counted by the second loop iteration after the holds
-        # (counted in iterations, not seconds, so a loaded machine cannot make it flaky)
-        evs = [e for e in self.lines() if e["event"] == "reconcile"][held_at:]
-        first = next(i for i, e in enumerate(evs) if all_counted(e))
-        self.assertLessEqual(first + 1, 2, "counted only in iteration %d after the holds" % (first + 1))
+        # within two probe intervals: counted by each relay's second probe round after the holds
+        # (counted in its rounds, not seconds, so a loaded machine cannot make it flaky; relays
+        # restarted by test 3 are probed out of phase with the others, so events are not rounds)
+        wait_for("two probe rounds of every relay", lambda: all(len(rounds(n)) >= 2 for n in names), 10)
+        evs = self.lines_since(held_at)
+        for n in names:
+            first, second = next(i for i, e in enumerate(evs) if counted(e, n)), rounds(n)[1]
+            self.assertLessEqual(first, second, "%s (counted at least %d before) counted in event %d after the holds, "
+                                 "its second probe round was event %d: %r" % (n, base[n], first, second, [(e["timeMs"], e["probed"], [
+                                     (r["name"], r.get("allocations")) for r in e["relays"]]) for e in evs[:first + 1]]))
         for r in s["relays"]:
             self.assertEqual(r["portsInUse"], r["allocations"])
         text = self.metrics()

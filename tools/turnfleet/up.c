@@ -105,7 +105,7 @@ static void iterate(up *u)
     up_say("engine", "%s", tf_error_last()->message);
     return;
   }
-  if (u->event_due) up_print(u, (const char *const *)u->acts, u->nacts);
+  if (u->event_due) up_print(u);
   up_carry_out(u, up_now_ms());
   up_publish(u);
 }
@@ -114,8 +114,7 @@ static void finish(up *u)
 {
   if (u->mhd) MHD_stop_daemon(u->mhd);
   up_stop_all(u);
-  for (size_t i = 0; i < u->nacts; i++) free(u->acts[i]);
-  free(u->acts);
+  up_forget_step(u);
   tf_relayctl_workers_free(u->ctl);
   tf_engine_free(u->engine);
   tf_secret_free(u->secret);

@@ -60,6 +60,8 @@ typedef struct up {
   size_t log_next;
   char **acts; /* the last step's lifecycle actions, printed after the next step */
   size_t nacts;
+  char **probed; /* the relays the last step probed, likewise */
+  size_t nprobed;
   int event_due, files_failing;
   /* read by the HTTP thread too, under mu */
   pthread_mutex_t mu;
@@ -99,8 +101,10 @@ void up_set_unhealthy(up *u, int source, const char *why);
 
 /* ---- up_relays.c ---- */
 
-/* Carry out the last step's actions; the lifecycle ones are kept for the next event. */
+/* Carry out the last step's actions; the lifecycle ones and the relays probed are kept for the next event. */
 void up_carry_out(up *u, int64_t now);
+/* Free what the last step did (acts, probed). */
+void up_forget_step(up *u);
 /* Exited children and the CLI results that came back, as facts for the engine. */
 void up_reap_children(up *u);
 void up_take_results(up *u);
@@ -119,8 +123,8 @@ void up_publish(up *u);
 __attribute__((format(printf, 2, 3))) void up_log(up *u, const char *fmt, ...);
 /* One JSON event line {"event": @p event, ...@p fields} on stdout (--json); @p fields is consumed. */
 void up_event(up *u, const char *event, cJSON *fields);
-/* The table (TTY) or a "reconcile" event (--json) of the last step, with @p acts: what was done. */
-void up_print(up *u, const char *const *acts, size_t nacts);
+/* The table (TTY) or a "reconcile" event (--json) of the last step, with what it did (acts, probed). */
+void up_print(up *u);
 
 /* ---- up_http.c ---- */
 

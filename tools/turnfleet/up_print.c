@@ -48,7 +48,7 @@ void up_event(up *u, const char *event, cJSON *fields)
   cJSON_Delete(fields);
 }
 
-static void print_json(up *u, const char *const *acts, size_t nacts, size_t ready)
+static void print_json(up *u, size_t ready)
 {
   const tf_reconcile *rec = tf_engine_reconcile(u->engine);
   const tf_pool *pool = tf_engine_pool(u->engine);
@@ -73,7 +73,9 @@ static void print_json(up *u, const char *const *acts, size_t nacts, size_t read
     cJSON_AddItemToArray(conds, c);
   }
   cJSON_AddItemToObject(ev, "actions", a = cJSON_CreateArray());
-  for (size_t i = 0; i < nacts; i++) cJSON_AddItemToArray(a, cJSON_CreateString(acts[i]));
+  for (size_t i = 0; i < u->nacts; i++) cJSON_AddItemToArray(a, cJSON_CreateString(u->acts[i]));
+  cJSON_AddItemToObject(ev, "probed", a = cJSON_CreateArray());
+  for (size_t i = 0; i < u->nprobed; i++) cJSON_AddItemToArray(a, cJSON_CreateString(u->probed[i]));
   cJSON_AddItemToObject(ev, "relays", rel = cJSON_CreateArray());
   for (size_t i = 0; i < tf_engine_relay_count(u->engine); i++) {
     const tf_engine_relay *r = tf_engine_relay_at(u->engine, i);
@@ -94,7 +96,7 @@ static void print_json(up *u, const char *const *acts, size_t nacts, size_t read
   up_event(u, "reconcile", ev);
 }
 
-static void print_table(up *u, const char *const *acts, size_t nacts, size_t ready)
+static void print_table(up *u, size_t ready)
 {
   const tf_reconcile *rec = tf_engine_reconcile(u->engine);
   const tf_pool *pool = tf_engine_pool(u->engine);
@@ -125,18 +127,18 @@ static void print_table(up *u, const char *const *acts, size_t nacts, size_t rea
       printf("  %-20s %-5s %s: %s\n", type, status, reason, message);
   }
   /* the event log survives the redraws: the last lines of what happened */
-  for (size_t i = 0; i < nacts; i++) up_log(u, "%s", acts[i]);
+  for (size_t i = 0; i < u->nacts; i++) up_log(u, "%s", u->acts[i]);
   printf("\nevents:\n");
   for (size_t i = 0; i < UP_LOG; i++)
     if (u->log[(u->log_next + i) % UP_LOG]) printf("  %s\n", u->log[(u->log_next + i) % UP_LOG]);
   fflush(stdout);
 }
 
-void up_print(up *u, const char *const *acts, size_t nacts)
+void up_print(up *u)
 {
   size_t ready = 0;
   for (size_t i = 0; i < tf_engine_relay_count(u->engine); i++)
     ready += tf_engine_relay_at(u->engine, i)->state == TF_ENGINE_RELAY_READY;
-  if (u->json) print_json(u, acts, nacts, ready);
-  else print_table(u, acts, nacts, ready);
+  if (u->json) print_json(u, ready);
+  else print_table(u, ready);
 }

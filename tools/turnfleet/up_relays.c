@@ -122,19 +122,29 @@ static void run_probes(up *u, tf_probe_set *set, const uint64_t *ids, size_t n)
   free(results);
 }
 
-void up_carry_out(up *u, int64_t now)
+void up_forget_step(up *u)
 {
   for (size_t i = 0; i < u->nacts; i++) free(u->acts[i]);
+  for (size_t i = 0; i < u->nprobed; i++) free(u->probed[i]);
   free(u->acts);
+  free(u->probed);
+  u->acts = u->probed = NULL;
+  u->nacts = u->nprobed = 0;
+}
+
+void up_carry_out(up *u, int64_t now)
+{
+  up_forget_step(u);
   size_t n = tf_engine_action_count(u->engine), nprobes = 0;
   u->acts = calloc(n + 1, sizeof(char *));
-  u->nacts = 0;
+  u->probed = calloc(n + 1, sizeof(char *));
+  u->nacts = u->nprobed = 0;
   uint64_t *probe_ids = NULL;
   size_t nuris = 0;
   for (size_t i = 0; i < n; i++) nuris += tf_engine_action_at(u->engine, i)->probe_count;
   probe_ids = calloc(nuris + 1, sizeof(uint64_t));
   tf_probe_set *set = NULL;
-  if (!u->acts || !probe_ids || tf_probe_set_new(&set, 16) < 0) n = 0;
+  if (!u->acts || !u->probed || !probe_ids || tf_probe_set_new(&set, 16) < 0) n = 0;
   for (size_t i = 0; i < n; i++) {
     const tf_engine_action *a = tf_engine_action_at(u->engine, i);
     char id[24] = "", path[4200];
@@ -158,7 +168,12 @@ void up_carry_out(up *u, int64_t now)
       break;
     case TF_ENGINE_DRAIN:
     case TF_ENGINE_COUNT: submit_cli(u, a, now); break;
-    case TF_ENGINE_PROBE: add_probes(u, a, set, probe_ids, &nprobes); break;
+    case TF_ENGINE_PROBE: {
+      size_t before = nprobes;
+      add_probes(u, a, set, probe_ids, &nprobes);
+      if (nprobes > before && (u->probed[u->nprobed] = strdup(a->relay))) u->nprobed++;
+      break;
+    }
     }
   }
   run_probes(u, set, probe_ids, nprobes);
