@@ -300,9 +300,10 @@ class TestUp(unittest.TestCase):
         evs = self.lines_since(held_at)
         for n in names:
             first, second = next(i for i, e in enumerate(evs) if counted(e, n)), rounds(n)[1]
+            seen = [(e["timeMs"], e["probed"], [(r["name"], r.get("allocations")) for r in e["relays"]])
+                    for e in evs[:first + 1]]
             self.assertLessEqual(first, second, "%s (counted at least %d before) counted in event %d after the holds, "
-                                 "its second probe round was event %d: %r" % (n, base[n], first, second, [(e["timeMs"], e["probed"], [
-                                     (r["name"], r.get("allocations")) for r in e["relays"]]) for e in evs[:first + 1]]))
+                                 "its second probe round was event %d: %r" % (n, base[n], first, second, seen))
         for r in s["relays"]:
             self.assertEqual(r["portsInUse"], r["allocations"])
         text = self.metrics()
