@@ -138,7 +138,6 @@ void up_carry_out(up *u, int64_t now)
   size_t n = tf_engine_action_count(u->engine), nprobes = 0;
   u->acts = calloc(n + 1, sizeof(char *));
   u->probed = calloc(n + 1, sizeof(char *));
-  u->nacts = u->nprobed = 0;
   uint64_t *probe_ids = NULL;
   size_t nuris = 0;
   for (size_t i = 0; i < n; i++) nuris += tf_engine_action_at(u->engine, i)->probe_count;
