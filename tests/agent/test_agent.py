@@ -298,7 +298,9 @@ class TestAgent(unittest.TestCase):
             agent = self.spawn([TURNFLEET, "agent", "--config", conf, "--coturn-version", VERSION, "--listen", LISTEN,
                                 "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
                                stdout=subprocess.DEVNULL, stderr=err)
-            code, body = wait_for("/healthz", lambda: (r := get("/healthz"))[0] and r, 30)
+            # "no count yet" alone until the first count was tried (later under load), then why it failed
+            code, body = wait_for("/healthz after a count was tried",
+                                  lambda: (r := get("/healthz"))[0] and r[1] != "no count yet\n" and r, 30)
             self.assertEqual(code, 503)
             self.assertIn("is not process %d's: the password is not sent" % other.pid, body)
             r = self.prestop(conf, "1")
