@@ -2,6 +2,7 @@
  * socket. Every timing rule on a made-up monotonic clock: the probe and count
  * schedules, the drain's publication delay, drainTimeout, restart backoff,
  * the shutdown; then acknowledgements, refused inputs and bad arguments. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -510,6 +511,155 @@ START_TEST(test_engine__an_operator_restart_adopts_running_pods)
 }
 END_TEST
 
+/* What a driver's objects say of each relay (a pod being deleted, its readiness gate) as facts of version 2. */
+static void observe_as_found(tf_engine *e, const tf_engine *first, size_t i, int draining, int64_t since, int probe_ok,
+                             int code, int64_t now)
+{
+  const tf_engine_relay *v = tf_engine_relay_at(first, i);
+  char identity[96];
+  snprintf(identity, sizeof(identity), "%s/%u-%u", v->address, v->ports.start, v->ports.end);
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = v->name;
+  f.id = v->id;
+  f.running = 1;
+  f.started_ms = T0 - 5000;
+  f.identity = identity;
+  f.config_hash = tf_reconcile_relay_config_hash(tf_engine_reconcile(first), i);
+  f.cli_port = tf_reconcile_relay_cli_port(tf_engine_reconcile(first), i);
+  f.draining = draining;
+  f.draining_since_ms = since;
+  f.probe_ok = probe_ok;
+  f.probe_error_code = code;
+  f.probe_message = probe_ok ? NULL : "Allocate answered 508";
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, now));
+}
+
+static size_t published(const tf_engine *e)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++) n += (tf_engine_relay_at(e, i)->flags & TF_RELAY_PUBLISHED) != 0;
+  return n;
+}
+
+static const tf_engine_relay *view_named(const tf_engine *e, const char *name)
+{
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++)
+    if (strcmp(tf_engine_relay_at(e, i)->name, name) == 0) return tf_engine_relay_at(e, i);
+  return NULL;
+}
+
+/* A new leader mid-scale-down: the relay whose pod is being deleted is draining; the engine starts no second
+ * drain, re-creates nothing, and when the draining pod is gone it stops (forgets) it and starts no relay. */
+START_TEST(test_engine__a_new_driver_continues_a_drain_from_the_facts)
+{
+  tf_engine *first = ready_fleet(3, "4.6.1");
+  char leaving[64];
+  snprintf(leaving, sizeof(leaving), "%s", tf_engine_relay_at(first, 1)->name);
+  tf_engine *e = mk_engine(2, "4.6.1");
+  const int64_t t = T0 + 10000;
+  for (size_t i = 0; i < 3; i++) observe_as_found(e, first, i, i == 1, i == 1 ? t - 4000 : 0, 1, 0, t);
+  for (int round = 0; round < 20; round++) {
+    int64_t now = t + round * 500;
+    step(e, now);
+    ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL) + count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+    ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, NULL), 0); /* its pod's deletion drains it already */
+    ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 0);  /* its count stays 3 */
+    ck_assert_int_eq(view_named(e, leaving)->state, TF_ENGINE_RELAY_DRAINING);
+    size_t ready = 0;
+    for (size_t i = 0; i < tf_engine_relay_count(e); i++) ready += tf_engine_relay_at(e, i)->state == TF_ENGINE_RELAY_READY;
+    ck_assert_uint_eq(ready, 2); /* the gates found stand before any probe of this engine */
+    ck_assert_uint_eq(published(e), 2);
+    ck_assert_int_eq(view_named(e, leaving)->flags & TF_RELAY_PUBLISHED, 0);
+    ack_all(e, now, 1, 3);
+  }
+  /* its pod is gone: it is stopped (nothing to do) and forgotten; no relay is made in its place */
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = leaving;
+  f.running = 0;
+  int64_t now = t + 10000;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, now));
+  step(e, now);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, &a), 1);
+  ck_assert_str_eq(a->relay, leaving);
+  ack_all(e, now, 1, 0);
+  step(e, now + 1);
+  ck_assert_uint_eq(tf_engine_relay_count(e), 2);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_START, NULL), 0);
+  /* bad facts are refused by name */
+  f.draining = 1;
+  f.draining_since_ms = now + 5;
+  ck_assert_int_eq(tf_engine_observe(e, &f, now), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "facts.draining_since_ms"));
+  f.draining_since_ms = 0;
+  f.probe_ok = 2;
+  ck_assert_int_eq(tf_engine_observe(e, &f, now), TF_EINVALID);
+  /* a version 1 caller's struct is read only up to its version */
+  tf_engine_relay_facts v1 = TF_ENGINE_RELAY_FACTS_INIT;
+  v1.version = 1;
+  v1.name = tf_engine_relay_at(e, 0)->name;
+  v1.running = 1;
+  v1.draining = 1; /* beyond version 1: not read */
+  TF_OK_OR_FAIL(tf_engine_observe(e, &v1, now + 1));
+  step(e, now + 1);
+  ck_assert_int_ne(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_DRAINING);
+  tf_engine_free(first);
+  tf_engine_free(e);
+}
+END_TEST
+
+/* The status of condition @p type in a status JSON ("" when absent); a static buffer. */
+static const char *cond_status(const char *status, const char *type)
+{
+  static char out[16];
+  out[0] = '\0';
+  cJSON *doc = cJSON_Parse(status);
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "conditions"))
+  {
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "type"));
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "status"));
+    if (t && v && strcmp(t, type) == 0) snprintf(out, sizeof(out), "%s", v);
+  }
+  cJSON_Delete(doc);
+  return out;
+}
+
+/* A relay found full (its gate said so) and one that fills: Full, out of the URIs, the pool's Ready kept,
+ * CapacityPressure True; its first passing probe after a port frees puts it back. */
+START_TEST(test_engine__a_full_relay_is_healthy_and_out_of_the_uris)
+{
+  tf_engine *first = ready_fleet(2, "4.6.1");
+  tf_engine *e = mk_engine(2, "4.6.1");
+  const int64_t t = T0 + 10000;
+  observe_as_found(e, first, 0, 0, 0, 1, 0, t);
+  observe_as_found(e, first, 1, 0, 0, 0, 508, t);
+  step(e, t);
+  const char *full = tf_engine_relay_at(first, 1)->name;
+  ck_assert_int_eq(view_named(e, full)->state, TF_ENGINE_RELAY_FULL);
+  ck_assert_int_eq(view_named(e, tf_engine_relay_at(first, 0)->name)->state, TF_ENGINE_RELAY_READY);
+  ck_assert_uint_eq(published(e), 1);
+  ck_assert_int_eq(view_named(e, full)->flags & TF_RELAY_PUBLISHED, 0);
+  char *status = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_str_eq(cond_status(status, "Ready"), "True");
+  ck_assert_ptr_nonnull(strstr(status, "1 full (no relay port free)"));
+  ck_assert_str_eq(cond_status(status, "CapacityPressure"), "True");
+  ck_assert_str_eq(cond_status(status, "ProbeSucceeded"), "True");
+  tf_free(status);
+  /* the engine's own probes: 508 keeps it Full, a pass makes it Ready and published again */
+  for (int round = 0; round < 10; round++) ack_all(e, t + round * 1000, 0, 8), step(e, t + (round + 1) * 1000);
+  ck_assert_int_eq(view_named(e, full)->state, TF_ENGINE_RELAY_FULL);
+  int64_t now = t + 11000;
+  for (int round = 0; round < 6; round++, now += 1000) ack_all(e, now, 1, 7), step(e, now + 1000);
+  ck_assert_int_eq(view_named(e, full)->state, TF_ENGINE_RELAY_READY);
+  ck_assert_uint_eq(published(e), 2);
+  tf_engine_free(first);
+  tf_engine_free(e);
+}
+END_TEST
+
 /* Another pool's relay on one of the addresses: that address is not used, AddressConflict is True,
  * and forgetting the claim gives the address back. */
 START_TEST(test_engine__claims_of_other_pools_raise_address_conflict)
@@ -786,6 +936,8 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__inputs_replaced_together_or_not_at_all_and_driver_refusals_shown);
   tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
   tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
+  tcase_add_test(tc, test_engine__a_new_driver_continues_a_drain_from_the_facts);
+  tcase_add_test(tc, test_engine__a_full_relay_is_healthy_and_out_of_the_uris);
   suite_add_tcase(s, tc);
   return s;
 }

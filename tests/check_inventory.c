@@ -97,17 +97,30 @@ START_TEST(test_inventory__eligibility)
   ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-1"), pool), 1);      /* Ready */
   ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-2"), pool), 0);      /* Ready False */
   ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-3"), pool), 0);      /* unschedulable */
-  ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-4"), pool), 1);      /* Ready Unknown */
+  ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-4"), pool), 1);      /* Ready */
   ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-5"), pool), 1);      /* no Ready */
   ck_assert_int_eq(tf_nodes_eligible(nodes, node_index(nodes, "worker-6"), pool), 0);      /* label "false" */
   ck_assert_int_eq(node_named(nodes, "worker-2")->ready, 0);
-  ck_assert_int_eq(node_named(nodes, "worker-4")->ready, -1);
+  ck_assert_int_eq(node_named(nodes, "worker-4")->ready, 1);
   ck_assert_int_eq(node_named(nodes, "worker-5")->ready, -1);
   ck_assert_int_eq(node_named(nodes, "worker-3")->unschedulable, 1);
   ck_assert_int_eq(tf_nodes_eligible(nodes, 7, pool), 0);
   ck_assert_int_eq(tf_nodes_eligible(NULL, 0, pool), 0);
   ck_assert_int_eq(tf_nodes_eligible(nodes, 0, NULL), 0);
   tf_pool_free(pool);
+
+  /* Ready Unknown (the node stopped reporting: kubectl's NotReady) is not eligible, so its relays drain */
+  static const char unknown[] =
+    "{\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"lost\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":"
+    "\"true\"}},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"Unknown\",\"reason\":"
+    "\"NodeStatusUnknown\"}],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.9\"}]}}]}";
+  tf_nodes *lost = NULL;
+  TF_OK_OR_FAIL(tf_nodes_parse(&lost, unknown, strlen(unknown)));
+  pool = tf_test_pool(POOL_HEAD);
+  ck_assert_int_eq(tf_nodes_eligible(lost, 0, pool), 0);
+  tf_pool_free(pool);
+  ck_assert_int_eq(node_named(lost, "lost")->ready, 0);
+  tf_nodes_free(lost);
 
   /* every selector entry must match */
   pool = tf_test_pool(POOL_HEAD "  nodeSelector: {turnfleet.hzmi.dev/relay-node: \"true\", "

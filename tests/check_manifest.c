@@ -446,6 +446,13 @@ START_TEST(test_manifest__matches_owned_fields_only)
   char *s3 = replaced(s2, "\"name\":\t\"coturn\",", "\"name\":\t\"coturn\",\"terminationMessagePath\":\"/dev/termination-log\",\"imagePullPolicy\":\"IfNotPresent\",");
   char *s4 = replaced(s3, "\"spec\":\t{", "\"status\":{\"phase\":\"Running\"},\"spec\":\t{\"schedulerName\":\"default-scheduler\",");
   ck_assert_int_eq(matches(pod, s4, &path), 1);
+  /* an item of a list (an informer's cache) has no apiVersion or kind: the type is not content */
+  char *untyped = replaced(s4, "\"apiVersion\":\t\"v1\",", "");
+  char *untyped2 = replaced(untyped, "\"kind\":\t\"Pod\",", "");
+  ck_assert_ptr_null(strstr(untyped2, "\"kind\":\t\"Pod\""));
+  ck_assert_int_eq(matches(pod, untyped2, &path), 1);
+  free(untyped);
+  free(untyped2);
   /* an owned field changed */
   char *other = replaced(s4, "coturn/coturn:4.18.0-r0", "coturn/coturn:4.17.1");
   ck_assert_int_eq(matches(pod, other, &path), 0);

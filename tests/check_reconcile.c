@@ -485,7 +485,7 @@ START_TEST(test_reconcile__conditions_keep_last_transition_time_until_status_fli
   tf_observed_free(o);
 
   /* relay 2 fails its probe: ProbeSucceeded and Ready flip (now), the others keep theirs */
-  const ob failing[] = {R(1), R(2, .probe_ok = 0, .code = 508)};
+  const ob failing[] = {R(1), R(2, .probe_ok = 0, .code = 401)};
   o = observe(failing, 2, pool, 0);
   TF_OK_OR_FAIL(tf_observed_set_status(o, status, strlen(status)));
   tf_free(status);
@@ -501,7 +501,7 @@ START_TEST(test_reconcile__conditions_keep_last_transition_time_until_status_fli
       ck_assert_str_eq(reason, "ProbeFailed");
       char r2[TF_RELAY_NAME_MAX], expect[200];
       name_of(r2, 2, 0);
-      snprintf(expect, sizeof(expect), "1/2 probed relays failed: %s: error 508: Allocate answered 401", r2);
+      snprintf(expect, sizeof(expect), "1/2 probed relays failed: %s: error 401: Allocate answered 401", r2);
       ck_assert_str_eq(msg, expect);
     }
   }

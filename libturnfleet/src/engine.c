@@ -550,6 +550,29 @@ tf_err tf_engine_relay_facts_init(tf_engine_relay_facts *facts, unsigned int ver
   return TF_OK;
 }
 
+/* The caller's facts field by field up to its version, the rest at this version's defaults. */
+static void tf_eng__read_facts(tf_engine_relay_facts *f, const tf_engine_relay_facts *src)
+{
+  tf_engine_relay_facts init = TF_ENGINE_RELAY_FACTS_INIT;
+  *f = init;
+  f->name = src->name;
+  f->id = src->id;
+  f->running = src->running;
+  f->started_ms = src->started_ms;
+  f->exited_ms = src->exited_ms;
+  f->identity = src->identity;
+  f->config_hash = src->config_hash;
+  f->cli_port = src->cli_port;
+  f->restarts = src->restarts;
+  if (src->version >= 2) {
+    f->draining = src->draining;
+    f->draining_since_ms = src->draining_since_ms;
+    f->probe_ok = src->probe_ok;
+    f->probe_error_code = src->probe_error_code;
+    f->probe_message = src->probe_message;
+  }
+}
+
 tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64_t now_ms)
 {
   TF_ASSERT_ARG(e);
@@ -557,23 +580,44 @@ tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64
   if (facts->version == 0 || facts->version > TF_ENGINE_RELAY_FACTS_VERSION)
     return tf_error__set(TF_EINVALID, "facts.version: %u is not a tf_engine_relay_facts version (1-%d)",
                          facts->version, TF_ENGINE_RELAY_FACTS_VERSION);
-  if (!facts->name || !*facts->name) return tf_error__set(TF_EINVALID, "facts.name: required");
+  tf_engine_relay_facts f;
+  tf_eng__read_facts(&f, facts);
+  if (!f.name || !*f.name) return tf_error__set(TF_EINVALID, "facts.name: required");
   if (now_ms < 0) return tf_error__set(TF_EINVALID, "now_ms: must be >= 0");
-  tf_eng__relay *r = tf_eng__find(e, facts->name);
+  if (f.probe_ok < -1 || f.probe_ok > 1) return tf_error__set(TF_EINVALID, "facts.probe_ok: must be -1, 0 or 1");
+  if (f.draining_since_ms < 0 || f.draining_since_ms > now_ms)
+    return tf_error__set(TF_EINVALID, "facts.draining_since_ms: must be between 0 and now_ms");
+  tf_eng__relay *r = tf_eng__find(e, f.name);
   if (!r || !r->observed) {
-    if (!facts->identity) return tf_error__set(TF_EINVALID, "facts.identity: required for an unknown relay");
-    if (!r && !(r = tf_eng__add(e, facts->name))) return tf_error__nomem();
+    if (!f.identity) return tf_error__set(TF_EINVALID, "facts.identity: required for an unknown relay");
+    if (!r && !(r = tf_eng__add(e, f.name))) return tf_error__nomem();
   }
-  if ((facts->identity && tf_eng__set_str(&r->identity, facts->identity) < 0) ||
-      (facts->config_hash && tf_eng__set_str(&r->config_hash, facts->config_hash) < 0) ||
-      (facts->id && tf_eng__set_str(&r->id, facts->id) < 0))
+  if ((f.identity && tf_eng__set_str(&r->identity, f.identity) < 0) ||
+      (f.config_hash && tf_eng__set_str(&r->config_hash, f.config_hash) < 0) ||
+      (f.id && tf_eng__set_str(&r->id, f.id) < 0))
     return tf_error__nomem();
-  if (facts->cli_port) r->cli_port = facts->cli_port;
-  if (facts->restarts >= 0) r->restarts = facts->restarts;
-  if (facts->running && !r->running) tf_eng__fresh_process(e, r, facts->started_ms ? facts->started_ms : now_ms);
-  else if (facts->running && facts->started_ms) r->started_ms = facts->started_ms;
-  else if (!facts->running && (r->running || !r->observed)) tf_eng__gone(r, facts->exited_ms ? facts->exited_ms : now_ms);
+  if (f.cli_port) r->cli_port = f.cli_port;
+  if (f.restarts >= 0) r->restarts = f.restarts;
+  if (f.running && !r->running) tf_eng__fresh_process(e, r, f.started_ms ? f.started_ms : now_ms);
+  else if (f.running && f.started_ms) r->started_ms = f.started_ms;
+  else if (!f.running && (r->running || !r->observed)) tf_eng__gone(r, f.exited_ms ? f.exited_ms : now_ms);
   r->observed = 1;
+  if (f.draining && !r->draining) {
+    /* its runtime drains it already: coturn was (or is being) told, so no DRAIN of ours follows */
+    int64_t since = f.draining_since_ms > 0 ? f.draining_since_ms : now_ms;
+    if (since < 1) since = 1;
+    r->draining = r->drain_sent = 1;
+    r->draining_since_ms = r->drain_due_ms = r->drain_sent_ms = since;
+  }
+  if (f.probe_ok >= 0 && r->running && !r->probe_ms && !r->probe_out) {
+    /* what the runtime recorded of its last probe stands until the engine's own first probe */
+    if (tf_eng__set_str(&r->probe_message, f.probe_message) < 0) return tf_error__nomem();
+    r->probe_ms = now_ms > r->started_ms ? now_ms : r->started_ms;
+    if (r->probe_ms < 1) r->probe_ms = 1;
+    r->probe_ok = f.probe_ok;
+    r->probe_error_code = f.probe_ok ? 0 : f.probe_error_code;
+    r->saw_508 = !f.probe_ok && f.probe_error_code == 508;
+  }
   e->dirty = 1;
   return TF_OK;
 }

@@ -261,7 +261,7 @@ static tf_err tf_inventory__conditions(tf_node *node, const cJSON *status, size_
       int ready;
       if (strcmp(st->valuestring, "True") == 0) ready = 1;
       else if (strcmp(st->valuestring, "False") == 0) ready = 0;
-      else if (strcmp(st->valuestring, "Unknown") == 0) ready = -1;
+      else if (strcmp(st->valuestring, "Unknown") == 0) ready = 0; /* NotReady: its node stopped reporting */
       else
         return tf_error__set(TF_EINVALID,
                              "items[%zu].status.conditions[%zu].status: \"%.64s\" is not True, False or Unknown", i,

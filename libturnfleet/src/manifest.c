@@ -720,6 +720,12 @@ tf_err tf_manifest_matches(int *matches, char **path, const char *desired, size_
     cJSON_Delete(want);
     return tf_error__set(rc, "observed: %s", tf_error_last()->message);
   }
+  /* apiVersion and kind are the type, not content: the items of a list (an informer's cache) carry
+   * neither, and comparing them made every object of a fresh cache look different (a write storm) */
+  if (cJSON_IsObject(want)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(want, "apiVersion");
+    cJSON_DeleteItemFromObjectCaseSensitive(want, "kind");
+  }
   tf_buf where;
   tf_buf__init(&where);
   tf_buf__puts(&where, "");

@@ -82,7 +82,7 @@ typedef struct tf_node {
   tf_kv *labels; /* sorted by key */
   size_t label_count;
   int unschedulable;
-  int ready; /* 1 True, 0 False, -1 Unknown/absent */
+  int ready; /* 1 True, 0 False or Unknown (kubectl's NotReady: the node stopped reporting), -1 absent */
   tf_addr *relay_address; /* annotation relay-address (at most one per family) */
   size_t relay_address_count;
   tf_addr *external_addresses; /* annotation external-addresses */

@@ -578,6 +578,13 @@ static int tf_rec__probe_good(const tf_rec__relay *r)
   return r->has_obs && r->obs.running && r->current_probe && r->obs.probe_ok;
 }
 
+/* A serving planned relay whose last probe, made after it started, got 508: it works and is full. Out of
+ * the URIs while full (no client can allocate), but healthy: load never lowers the pool's Ready. */
+static int tf_rec__full(const tf_rec__relay *r)
+{
+  return r->planned && tf_rec__serving(r) && r->current_probe && !r->obs.probe_ok && r->obs.probe_error_code == 508;
+}
+
 /* 1 when @p a holds fewer allocations than @p b (an unknown count is more than any known one). */
 static int tf_rec__fewer(const tf_rec__relay *a, const tf_rec__relay *b)
 {
@@ -1013,8 +1020,11 @@ static tf_err tf_rec__finish_list(tf_buf *b, size_t count, char **out)
 static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int64_t now,
                                  const tf_reconcile_options *o)
 {
-  size_t planned = tf_plan_relay_count(rec->plan);
-  for (size_t i = 0; i < rec->relay_count; i++) rec->ready += (rec->relays[i].flags & TF_RELAY_READY) != 0;
+  size_t planned = tf_plan_relay_count(rec->plan), n_full = 0;
+  for (size_t i = 0; i < rec->relay_count; i++) {
+    rec->ready += (rec->relays[i].flags & TF_RELAY_READY) != 0;
+    n_full += !(rec->relays[i].flags & TF_RELAY_READY) && tf_rec__full(&rec->relays[i]);
+  }
   int64_t want = rec->spec_replicas;
   tf_err rc;
   char *msg = NULL;
@@ -1024,6 +1034,7 @@ static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int6
     tf_buf b;
     tf_buf__init(&b);
     tf_buf__printf(&b, "%zu/%lld relays ready", rec->ready, (long long)want);
+    if (n_full) tf_buf__printf(&b, ", %zu full (no relay port free)", n_full);
     const char *status = "True", *reason = "AllRelaysReady";
     if ((int64_t)planned < want) {
       status = "False";
@@ -1034,7 +1045,7 @@ static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int6
         if (tf_plan_condition(rec->plan, k, &type, NULL, NULL, &m) == 0 && strcmp(type, "Placed") == 0) pm = m;
       }
       tf_buf__printf(&b, "; %s", pm ? pm : "not every replica could be placed");
-    } else if ((int64_t)rec->ready < want) {
+    } else if ((int64_t)(rec->ready + n_full) < want) {
       status = "False";
       reason = "RelaysNotReady";
       size_t count = 0;
@@ -1042,7 +1053,7 @@ static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int6
       tf_buf__init(&w);
       for (size_t i = 0; i < rec->relay_count; i++) {
         const tf_rec__relay *r = &rec->relays[i];
-        if (!r->planned || (r->flags & TF_RELAY_READY)) continue;
+        if (!r->planned || (r->flags & TF_RELAY_READY) || tf_rec__full(r)) continue;
         const char *why = r->waiting                                 ? r->waiting
                           : !r->has_obs || !r->member                 ? "not started"
                           : !r->obs.running                           ? "not running"
@@ -1072,7 +1083,7 @@ static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int6
       const tf_rec__relay *r = &rec->relays[i];
       if (!tf_rec__serving(r) || !r->current_probe) continue;
       probed++;
-      if (r->obs.probe_ok) continue;
+      if (r->obs.probe_ok || r->obs.probe_error_code == 508) continue; /* 508: it answered, full (CapacityPressure) */
       char code[32] = "";
       if (r->obs.probe_error_code) snprintf(code, sizeof(code), "error %d", r->obs.probe_error_code);
       const char *m = r->obs.probe_message && *r->obs.probe_message ? r->obs.probe_message : "";

@@ -2,6 +2,7 @@
  * reads from a relay pod, the readiness-gate patch, the turn-uris filter, the
  * steady status, the refused status, the write decision, the CLI port slot. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +123,75 @@ START_TEST(test_decide__status_keeps_the_probe_time_while_the_outcome_holds)
 }
 END_TEST
 
+START_TEST(test_decide__a_failure_keeps_its_time_and_says_the_current_error)
+{
+  /* failing since T1 with a start-up message; failing still, otherwise: the time stays, the message is today's */
+  const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":false,"
+                      "\"errorCode\":0,\"message\":\"connection refused\"}}]}}";
+  const char want[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\",\"ok\":false,"
+                      "\"errorCode\":0,\"message\":\"timed out after 3000 ms\"}}]}}";
+  char *out = op_status_stable(want, seen);
+  cJSON *root = cJSON_Parse(out);
+  cJSON *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "status"), "relays"), 0),
+                                  "lastProbe");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "time")), "T1");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "message")), "timed out after 3000 ms");
+  cJSON_Delete(root);
+  free(out);
+}
+END_TEST
+
+START_TEST(test_decide__a_pod_being_deleted_and_its_gate_are_read)
+{
+  char *text = strdup(pod_json);
+  /* deleted at 12:00:00 with a grace of 36 s: deletionTimestamp 12:00:36 */
+  const char *at = "\"uid\":\"u-1\",";
+  char *json = malloc(strlen(text) + 200);
+  char *cut = strstr(text, at) + strlen(at);
+  sprintf(json, "%.*s\"deletionTimestamp\":\"2024-05-01T12:00:36Z\",\"deletionGracePeriodSeconds\":36,%s",
+          (int)(cut - text), text, cut);
+  char *g = strstr(json, "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}");
+  ck_assert_ptr_nonnull(g);
+  const char gate[] = "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"True\",\"reason\":\"RelayFull\","
+                      "\"message\":\"m\",\"lastTransitionTime\":\"2024-05-01T11:00:00Z\"}";
+  char *json2 = malloc(strlen(json) + sizeof(gate));
+  sprintf(json2, "%.*s%s%s", (int)(g - json), json, gate,
+          g + strlen("{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}"));
+  op_pod p;
+  ck_assert_int_eq(op_pod_parse(&p, json2), 0);
+  ck_assert_int_eq(p.deleting, 1);
+  ck_assert_int_eq(p.deleting_since_ms, op_time_parse("2024-05-01T12:00:00Z"));
+  ck_assert_int_eq(p.gate, 1);
+  ck_assert_str_eq(p.gate_reason, "RelayFull");
+  ck_assert_str_eq(p.gate_since, "2024-05-01T11:00:00Z");
+  /* the same status with another reason is a patch, and keeps the lastTransitionTime */
+  int err = 0;
+  ck_assert_ptr_null(op_gate_patch(&p, 1, "RelayFull", "m", "2024-05-01T13:00:00Z", &err));
+  char *patch = op_gate_patch(&p, 1, "AllocateSucceeded", "ok", "2024-05-01T13:00:00Z", &err);
+  ck_assert_ptr_nonnull(patch);
+  ck_assert_ptr_nonnull(strstr(patch, "2024-05-01T11:00:00Z"));
+  free(patch);
+  op_pod_clear(&p);
+  free(json2);
+  free(json);
+  free(text);
+}
+END_TEST
+
+START_TEST(test_decide__times_parse_as_rfc3339)
+{
+  ck_assert_int_eq(op_time_parse("1970-01-01T00:00:01Z"), 1000);
+  ck_assert_int_eq(op_time_parse("1970-01-01T00:00:01.25Z"), 1250);
+  ck_assert_int_eq(op_time_parse("1970-01-01T01:00:00+01:00"), 0);
+  ck_assert_int_eq(op_time_parse("2024-05-01T12:00:00Z"), 1714564800000LL);
+  ck_assert_int_eq(op_time_parse("2024-05-01 12:00:00Z"), -1);
+  ck_assert_int_eq(op_time_parse("2024-13-01T12:00:00Z"), -1);
+  ck_assert_int_eq(op_time_parse("2024-05-01T12:00:00"), -1);
+  ck_assert_int_eq(op_time_parse("2024-05-01T12:00:00.Z"), -1);
+  ck_assert_int_eq(op_time_parse(NULL), -1);
+}
+END_TEST
+
 START_TEST(test_decide__a_refused_pool_keeps_its_transition_time)
 {
   const char seen[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"InvalidSpec\","
@@ -208,6 +278,9 @@ int main(void)
   tcase_add_test(tc, test_decide__writes_only_what_differs);
   tcase_add_test(tc, test_decide__vantage_condition_in_the_status);
   tcase_add_test(tc, test_decide__cli_port_slots);
+  tcase_add_test(tc, test_decide__a_failure_keeps_its_time_and_says_the_current_error);
+  tcase_add_test(tc, test_decide__a_pod_being_deleted_and_its_gate_are_read);
+  tcase_add_test(tc, test_decide__times_parse_as_rfc3339);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

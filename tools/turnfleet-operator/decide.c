@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 #include <turnfleet.h>
@@ -26,9 +27,47 @@ void op_pod_clear(op_pod *p)
   free(p->identity);
   free(p->config_hash);
   free(p->owner_uid);
+  free(p->gate_reason);
+  free(p->gate_message);
+  free(p->gate_since);
   memset(p, 0, sizeof(*p));
   p->gate = -1;
   p->gate_index = -1;
+}
+
+int64_t op_time_parse(const char *text)
+{
+  int y, mo, d, h, mi, sec, used = 0;
+  if (!text || sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19)
+    return -1;
+  const char *rest = text + used;
+  int64_t ms = 0;
+  if (*rest == '.') {
+    int digits = 0;
+    for (rest++; *rest >= '0' && *rest <= '9'; rest++, digits++)
+      if (digits < 3) ms = ms * 10 + (*rest - '0');
+    if (!digits) return -1;
+    for (; digits < 3; digits++) ms *= 10;
+  }
+  int offset_s = 0;
+  if (*rest == '+' || *rest == '-') {
+    int oh, om, n = 0;
+    if (sscanf(rest + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5 || rest[6]) return -1;
+    offset_s = (oh * 3600 + om * 60) * (*rest == '-' ? -1 : 1);
+  } else if ((*rest != 'Z' && *rest != 'z') || rest[1]) {
+    return -1;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return -1;
+  struct tm tm;
+  memset(&tm, 0, sizeof(tm));
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  time_t t = timegm(&tm);
+  return t < 0 ? -1 : ((int64_t)t - offset_s) * 1000 + ms;
 }
 
 int op_pod_parse(op_pod *out, const char *json)
@@ -63,6 +102,9 @@ int op_pod_parse(op_pod *out, const char *json)
   out->owner_uid = dup_or_empty(owner);
   out->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
                   !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
+  int64_t due = op_time_parse(str_at(meta, "deletionTimestamp"));
+  double grace = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "deletionGracePeriodSeconds"));
+  if (out->deleting && due > 0) out->deleting_since_ms = due - (grace == grace && grace > 0 ? (int64_t)grace * 1000 : 0);
   const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
   const char *phase = str_at(status, "phase");
   out->finished = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
@@ -76,6 +118,12 @@ int op_pod_parse(op_pod *out, const char *json)
       const char *st = str_at(o, "status");
       out->gate = st && strcmp(st, "True") == 0 ? 1 : 0;
       out->gate_index = i;
+      free(out->gate_reason);
+      free(out->gate_message);
+      out->gate_reason = dup_or_empty(str_at(o, "reason"));
+      out->gate_message = dup_or_empty(str_at(o, "message"));
+      free(out->gate_since);
+      out->gate_since = dup_or_empty(str_at(o, "lastTransitionTime"));
     }
     i++;
   }
@@ -93,7 +141,8 @@ int op_pod_parse(op_pod *out, const char *json)
     }
   }
   cJSON_Delete(root);
-  if (!out->identity || !out->name || !out->uid || !out->relay || !out->config_hash || !out->owner_uid) {
+  if (!out->identity || !out->name || !out->uid || !out->relay || !out->config_hash || !out->owner_uid ||
+      (out->gate >= 0 && (!out->gate_reason || !out->gate_message || !out->gate_since))) {
     op_pod_clear(out);
     return -1;
   }
@@ -104,14 +153,17 @@ char *op_gate_patch(const op_pod *pod, int ready, const char *reason, const char
                     int *err)
 {
   *err = 0;
-  if (pod->gate == (ready ? 1 : 0)) return NULL;
+  if (pod->gate == (ready ? 1 : 0) && (!reason || (pod->gate_reason && strcmp(pod->gate_reason, reason) == 0)))
+    return NULL;
   cJSON *ops = cJSON_CreateArray();
   cJSON *cond = cJSON_CreateObject();
   cJSON_AddStringToObject(cond, "type", GATE);
   cJSON_AddStringToObject(cond, "status", ready ? "True" : "False");
   cJSON_AddStringToObject(cond, "reason", reason ? reason : (ready ? "AllocateSucceeded" : "AllocateFailed"));
   cJSON_AddStringToObject(cond, "message", message ? message : "");
-  cJSON_AddStringToObject(cond, "lastTransitionTime", now);
+  /* the status unchanged (only the reason: Ready to Full), its lastTransitionTime stays */
+  int same = pod->gate == (ready ? 1 : 0) && pod->gate_since && *pod->gate_since;
+  cJSON_AddStringToObject(cond, "lastTransitionTime", same ? pod->gate_since : now);
   char path[64];
   if (pod->gate_index >= 0) {
     snprintf(path, sizeof(path), "/status/conditions/%d/type", pod->gate_index);
@@ -229,8 +281,10 @@ char *op_status_stable(const char *desired, const char *observed_pool)
     if (!ok0 || !c0 || cJSON_IsTrue(ok1) != cJSON_IsTrue(ok0) ||
         cJSON_GetNumberValue(c1) != cJSON_GetNumberValue(c0))
       continue;
+    /* the time the outcome last changed stays; a failure's message is the current one (a relay failing
+     * otherwise now says so), a pass's is kept */
     const char *keep[] = {"time", "message"};
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < (cJSON_IsTrue(ok1) ? 2u : 1u); k++) {
       const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keep[k]);
       if (v) cJSON_ReplaceItemInObjectCaseSensitive(lp, keep[k], cJSON_Duplicate(v, 1));
     }

@@ -10,13 +10,19 @@
 /* A relay Pod as the operator reads it (every string malloc'd, "" when absent). */
 typedef struct op_pod {
   char *name, *uid, *relay, *identity, *config_hash, *owner_uid;
-  int deleting;       /* metadata.deletionTimestamp is set */
+  char *gate_reason, *gate_message, *gate_since; /* the allocate-ready condition's (since: lastTransitionTime) */
+  int deleting;       /* metadata.deletionTimestamp is set: its preStop drains it (whoever deleted it) */
+  int64_t deleting_since_ms; /* when its deletion was asked (deletionTimestamp - deletionGracePeriodSeconds),
+                                Unix ms; 0: unknown */
   int finished;       /* status.phase Succeeded or Failed */
   int gate;           /* the allocate-ready condition: 1 True, 0 False, -1 absent */
   int gate_index;     /* its index in status.conditions; -1 */
   int has_conditions; /* status.conditions is an array */
   uint16_t agent_port; /* the agent container's port named "agent"; 0: none */
 } op_pod;
+
+/* "2026-12-02T22:06:44Z" (fraction and offset allowed) as Unix ms; -1 when malformed. */
+int64_t op_time_parse(const char *text);
 
 /* Read @p json into @p out. 0; -1 when it is no relay pod of ours (no
  * turnfleet.hzmi.dev/relay label, no relay-address or port-range annotation,

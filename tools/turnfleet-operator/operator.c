@@ -22,6 +22,9 @@
 #define STATE_DIR "/var/lib/turnfleet"
 #define PROBE_TIMEOUT_MS 3000
 #define SCRAPE_TIMEOUT_MS 2000
+/* the readiness gate of a full relay: True (it works; a full relay is healthy), with this reason, so that
+ * whoever reads the pod next knows it is out of the turn URIs until a port frees */
+#define GATE_FULL "RelayFull"
 
 typedef enum { PEND_STOP = 0, PEND_RESTART = 1 } pend_kind;
 
@@ -873,6 +876,7 @@ static char *create_pod(op_controller *c, pool_state *s, const char *pool_json, 
 /* Feed the facts: the pool's pods, results of probes and scrapes, pods that went. */
 static void observe(op_controller *c, pool_state *s, const pods_view *pv, const char *config_secret, int64_t now)
 {
+  const int64_t wall = wall_ms();
   op_result *res = NULL;
   size_t nr = op_work_take(c->work, s->key, &res);
   for (size_t i = 0; i < nr; i++) {
@@ -909,6 +913,19 @@ static void observe(op_controller *c, pool_state *s, const pods_view *pv, const 
     f.identity = p->identity;
     f.config_hash = p->config_hash;
     f.cli_port = observed_cli_port(config_secret, p->name);
+    /* what the API says of it stands for what this process has not seen itself (a new leader): a pod being
+     * deleted is draining since its deletion was asked, and its readiness gate is its last probe outcome */
+    if (p->deleting) {
+      int64_t ago = p->deleting_since_ms > 0 ? wall - p->deleting_since_ms : 0;
+      f.draining = 1;
+      f.draining_since_ms = ago <= 0 ? now : ago < now ? now - ago : 1;
+    }
+    if (p->gate >= 0) {
+      int full = p->gate == 1 && p->gate_reason && strcmp(p->gate_reason, GATE_FULL) == 0;
+      f.probe_ok = p->gate == 1 && !full;
+      f.probe_error_code = full ? 508 : 0;
+      f.probe_message = p->gate_message;
+    }
     if (tf_engine_observe(s->engine, &f, now) < 0)
       say(c, TF_LOG_WARN, "%s: pod %s: %s", s->key, p->name, tf_error_last()->message);
   }
@@ -927,8 +944,7 @@ static void observe(op_controller *c, pool_state *s, const pods_view *pv, const 
 }
 
 static void act(op_controller *c, pool_state *s, const pods_view *pv, const char *pool_json, const char *ns,
-                const char *secret, char ***starts, uint64_t **start_ids, size_t *start_count,
-                int64_t now)
+                char ***starts, uint64_t **start_ids, size_t *start_count, int64_t now)
 {
   const tf_engine *e = s->engine;
   long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(e)) + 999) / 1000) + 30;
@@ -975,11 +991,22 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
       }
       event(c, pool_json, "Normal", "RelayRemoved", "relay %s: removed (%s)", a->relay, a->reason);
       break;
-    case TF_ENGINE_PROBE:
-      if (op_work_probe(c->work, s->key, s->epoch, a->id, a->probe_uris, a->probe_addresses, a->probe_count,
-                        a->ports, secret, (int)(a->timeout_ms ? a->timeout_ms : PROBE_TIMEOUT_MS)) < 0)
-        (void)tf_engine_probe_done(s->engine, a->id, 0, 0, 0, "no memory", now);
+    case TF_ENGINE_PROBE: {
+      /* the engine's probe options: each URI in its address's family (both halves of DualStack), the secret
+       * every relay takes */
+      tf_probe_options *po = calloc(a->probe_count + 1, sizeof(*po));
+      int ok = po != NULL;
+      for (size_t j = 0; ok && j < a->probe_count; j++) {
+        tf_probe_options init = TF_PROBE_OPTIONS_INIT;
+        po[j] = init;
+        ok = tf_engine_probe_options(s->engine, a, j, &po[j]) == 0;
+        if (!po[j].timeout_ms) po[j].timeout_ms = PROBE_TIMEOUT_MS;
+      }
+      if (!ok || op_work_probe(c->work, s->key, s->epoch, a->id, po, a->probe_count) < 0)
+        (void)tf_engine_probe_done(s->engine, a->id, 0, 0, 0, ok ? "no memory" : tf_error_last()->message, now);
+      free(po);
       break;
+    }
     case TF_ENGINE_COUNT: {
       char url[128];
       uint16_t port = p && p->agent_port ? p->agent_port : c->cfg.agent_port;
@@ -994,7 +1021,7 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
   }
 }
 
-/* The URIs of relays whose pod someone else is deleting: they leave the ConfigMap at once. */
+/* The URIs of relays whose pod runs an old secret or waits to be replaced: they leave the ConfigMap at once. */
 static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char ***out)
 {
   const tf_reconcile *rec = tf_engine_reconcile(s->engine);
@@ -1004,7 +1031,7 @@ static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char 
     const pending *pd = pend_for(s, pv->pods[i].name);
     int stale = 0;
     for (size_t k = 0; k < s->stale_count && !stale; k++) stale = strcmp(s->stale[k], pv->pods[i].uid) == 0;
-    if (!pv->pods[i].deleting && !stale && !(pd && pd->kind == PEND_RESTART)) continue;
+    if (!stale && !(pd && pd->kind == PEND_RESTART)) continue;
     size_t r = rec_index(rec, pv->pods[i].name);
     for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
       if (n == cap) {
@@ -1076,7 +1103,10 @@ static int write_uris(op_controller *c, pool_state *s, const pods_view *pv, cons
   return rc;
 }
 
-static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, const char *ns)
+/* The readiness gates that go to @p want_ready (1: to True, before the turn URIs list them; 0: to False, after
+ * the URIs dropped them), so that turn-uris never lists a relay whose pod is not Ready. A gate changes only on
+ * this process's own probe result: a new leader keeps what it found until it probed. */
+static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, const char *ns, int want_ready)
 {
   char now[32];
   now_text(now, sizeof(now));
@@ -1084,13 +1114,16 @@ static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, con
   for (size_t i = 0; i < pv->n; i++) {
     const op_pod *p = &pv->pods[i];
     const tf_engine_relay *v = view_of(s->engine, p->name);
-    if (!v || p->deleting || (v->id && strcmp(v->id, p->uid) != 0)) continue;
-    int ready = v->state == TF_ENGINE_RELAY_READY;
+    if (!v || p->deleting || !v->probe_ms || (v->id && strcmp(v->id, p->uid) != 0)) continue;
+    int full = v->state == TF_ENGINE_RELAY_FULL;
+    int ready = v->state == TF_ENGINE_RELAY_READY || full;
+    if (ready != want_ready) continue;
     if (!ready && p->gate != 1) continue; /* absent counts as not ready: no write for it */
     int err = 0;
-    char *patch = op_gate_patch(p, ready, ready ? "AllocateSucceeded" : tf_engine_relay_state_name(v->state),
-                                ready ? "a TURN Allocate through the relay passed" :
-                                        (v->probe_message ? v->probe_message : ""),
+    char *patch = op_gate_patch(p, ready, full ? GATE_FULL : ready ? "AllocateSucceeded" : tf_engine_relay_state_name(v->state),
+                                full    ? "it answers, and every relay port is in use (508)" :
+                                ready   ? "a TURN Allocate through the relay passed" :
+                                          (v->probe_message ? v->probe_message : ""),
                                 now, &err);
     if (!patch) continue;
     char *path = NULL;
@@ -1100,7 +1133,8 @@ static int write_gates(op_controller *c, pool_state *s, const pods_view *pv, con
       say(c, TF_LOG_WARN, "pod %s/%s: readiness: %s", ns, p->name, st ? tf_kube_status_message(st) : "no memory");
       rc = -1;
     } else {
-      say(c, TF_LOG_INFO, "pod %s/%s: %s=%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False");
+      say(c, TF_LOG_INFO, "pod %s/%s: %s=%s%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False",
+          full ? " (full)" : "");
     }
     tf_kube_status_free(st);
     tf_free(path);
@@ -1261,7 +1295,7 @@ static int reconcile(op_controller *c, const char *key)
     say(c, TF_LOG_ERROR, "%s: step: %s", key, tf_error_last()->message);
     goto out;
   }
-  act(c, s, &pv, pool_json, ns, in.secret, &starts, &start_ids, &start_count, now);
+  act(c, s, &pv, pool_json, ns, &starts, &start_ids, &start_count, now);
   rc = write_config(c, s, ns, name, uid, config_secret);
   /* the pods the engine asked for, and the restarts whose old pod is gone */
   for (size_t i = 0; i < start_count; i++) {
@@ -1285,8 +1319,10 @@ static int reconcile(op_controller *c, const char *key)
     }
     i++;
   }
-  if (write_uris(c, s, &pv, ns, name, uid) < 0) rc = -1;
-  if (write_gates(c, s, &pv, ns) < 0) rc = -1;
+  /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff) */
+  if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
+  else if (write_uris(c, s, &pv, ns, name, uid) < 0) rc = -1;
+  else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
   if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
   int64_t next = tf_engine_next_ms(s->engine);
   for (size_t i = 0; i < s->pend_count; i++)

@@ -14,6 +14,7 @@ typedef struct op_job {
   char *key;
   uint64_t epoch, id;
   char **uris, **addresses;
+  int *families;
   size_t n;
   tf_port_range ports;
   char *secret, *url;
@@ -40,6 +41,7 @@ static void job_free(op_job *j)
   }
   free(j->uris);
   free(j->addresses);
+  free(j->families);
   if (j->secret) {
     OPENSSL_cleanse(j->secret, strlen(j->secret));
     free(j->secret);
@@ -66,6 +68,7 @@ static void run_probe(op_job *j)
     po.secret = j->secret;
     po.user = "turnfleet-operator";
     po.expect_address = j->addresses[i];
+    po.family = j->families[i];
     po.expect_port_start = j->ports.start;
     po.expect_port_end = j->ports.end;
     po.timeout_ms = j->timeout_ms;
@@ -218,8 +221,7 @@ static int submit(op_work *w, op_job *j)
   return 0;
 }
 
-int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *const *uris,
-                  const char *const *addresses, size_t n, tf_port_range ports, const char *secret, int timeout_ms)
+int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n)
 {
   op_job *j = calloc(1, sizeof(*j));
   if (!j) return -1;
@@ -230,13 +232,19 @@ int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, cons
   j->key = strdup(key);
   j->uris = calloc(n + 1, sizeof(char *));
   j->addresses = calloc(n + 1, sizeof(char *));
-  j->secret = strdup(secret ? secret : "");
-  int ok = j->key && j->uris && j->addresses && j->secret;
+  j->families = calloc(n + 1, sizeof(int));
+  j->secret = strdup(n && po[0].secret ? po[0].secret : "");
+  int ok = j->key && j->uris && j->addresses && j->families && j->secret;
   j->n = ok ? n : 0;
-  for (size_t i = 0; ok && i < n; i++)
-    ok = (j->uris[i] = strdup(uris[i])) && (j->addresses[i] = strdup(addresses[i]));
-  j->ports = ports;
-  j->timeout_ms = timeout_ms;
+  for (size_t i = 0; ok && i < n; i++) {
+    ok = (j->uris[i] = strdup(po[i].uri)) && (j->addresses[i] = strdup(po[i].expect_address));
+    j->families[i] = po[i].family;
+  }
+  if (n) {
+    j->ports.start = po[0].expect_port_start;
+    j->ports.end = po[0].expect_port_end;
+    j->timeout_ms = po[0].timeout_ms;
+  }
   if (!ok) {
     job_free(j);
     return -1;

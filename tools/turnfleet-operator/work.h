@@ -31,10 +31,10 @@ op_work *op_work_new(size_t threads, tf_workqueue *queue);
 /* Stop the workers (running jobs finish first) and release what is left. */
 void op_work_free(op_work *w);
 
-/* Allocate through each of @p uris (expecting the matching address and @p ports),
- * with credentials minted from @p secret (copied, wiped after use). 0, -1 on no memory. */
-int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *const *uris,
-                  const char *const *addresses, size_t n, tf_port_range ports, const char *secret, int timeout_ms);
+/* Allocate through each of the @p n probes @p po describes (tf_engine_probe_options() filled them: URI,
+ * expected address and family, port range, timeout; the secret of the first serves all: copied, wiped after
+ * use). 0, -1 on no memory. */
+int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n);
 /* GET @p url (an agent's /metrics) and sum turnfleet_relay_ports_in_use. 0, -1 on no memory. */
 int op_work_scrape(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms);
 

@@ -192,10 +192,23 @@ typedef struct tf_engine_relay_facts {
   const char *config_hash;  /**< hash of the config it runs; NULL: keep (unknown counts as outdated) */
   uint16_t cli_port;        /**< its CLI port; 0: keep */
   int64_t restarts;         /**< restarts so far; -1: keep the engine's count */
+  /* version 2: the facts a runtime keeps on its own objects, so that a driver that starts anew (a new
+   * leader) continues from them rather than from nothing */
+  int draining;             /**< 1: the runtime is already draining it (a pod being deleted: its preStop
+                                 drains coturn), since @p draining_since_ms; the engine sends no DRAIN,
+                                 keeps it out of the plan and the URIs and never starts a second drain
+                                 for the same scale-down; 0: keep what the engine knows */
+  int64_t draining_since_ms; /**< with @p draining: when the drain began (monotonic, <= now); 0: now */
+  int probe_ok;             /**< the last probe outcome the runtime recorded (a readiness condition):
+                                 1 passed, 0 failed, -1 none; taken only while the engine has no probe
+                                 result of its own for the relay's current process or pod */
+  int probe_error_code;     /**< with @p probe_ok 0: its TURN error code (508: full), 0: none */
+  const char *probe_message; /**< with @p probe_ok: what it said; copied; may be NULL */
 } tf_engine_relay_facts;
 
-#define TF_ENGINE_RELAY_FACTS_VERSION 1
-#define TF_ENGINE_RELAY_FACTS_INIT {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1}
+#define TF_ENGINE_RELAY_FACTS_VERSION 2
+#define TF_ENGINE_RELAY_FACTS_INIT \
+  {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1, 0, 0, -1, 0, NULL}
 
 /**
  * Fill @p facts with the defaults of @p version.

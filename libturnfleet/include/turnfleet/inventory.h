@@ -42,7 +42,7 @@ typedef struct tf_node_info {
   const char *const *label_keys;   /**< metadata.labels keys ... */
   const char *const *label_values; /**< ... and values */
   size_t label_count;              /**< entries in both */
-  int ready;                       /**< the Ready condition: 1 True, 0 False, -1 unknown (eligible) */
+  int ready;                       /**< the Ready condition: 1 True, 0 False or Unknown (NotReady), -1 none (eligible) */
   int unschedulable;               /**< spec.unschedulable */
   const tf_addr *internal_ips;     /**< status.addresses of type InternalIP, in order */
   size_t internal_ip_count;        /**< entries in @p internal_ips */
@@ -97,7 +97,9 @@ TF_EXTERN(const char *) tf_nodes_name(const tf_nodes *nodes, size_t i);
 
 /**
  * Whether node @p i may carry relays of @p pool: it matches spec.nodeSelector,
- * is not `spec.unschedulable`, and its Ready condition is not False.
+ * is not `spec.unschedulable`, and it is not NotReady: a Ready condition False or Unknown (the node
+ * stopped reporting) makes it ineligible, so its relays drain; a node without a Ready condition
+ * (an inventory written by hand) is eligible.
  * @return 1 eligible, 0 not (or out of range)
  */
 TF_EXTERN(int) tf_nodes_eligible(const tf_nodes *nodes, size_t i, const tf_pool *pool);

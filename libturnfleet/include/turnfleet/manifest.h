@@ -153,7 +153,9 @@ TF_EXTERN(tf_err) tf_manifest_event_body(char **out, const tf_pool *pool, const 
  * server's defaults and other writers' extra labels and annotations are
  * ignored), arrays match element by element with the same length, scalars
  * are equal; a `data` or `stringData` object must have exactly the desired
- * keys. Values are compared as JSON (numbers by value), never printed.
+ * keys. Values are compared as JSON (numbers by value), never printed. The
+ * top-level `apiVersion` and `kind` are the type, not content, and are not
+ * compared (the items of a list carry neither).
  * @param[out] matches 1 when nothing differs, else 0
  * @param[out] path where the first difference is, as a field path
  *             (`spec.containers[1].image`); NULL when they match. Release
