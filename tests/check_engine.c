@@ -609,6 +609,32 @@ START_TEST(test_engine__a_new_driver_continues_a_drain_from_the_facts)
 }
 END_TEST
 
+/* A relay whose runtime does not serve it yet (its pod not Ready) counts as ready and is not published. */
+START_TEST(test_engine__a_held_back_relay_is_ready_but_not_published)
+{
+  tf_engine *first = ready_fleet(2, "4.6.1");
+  tf_engine *e = mk_engine(2, "4.6.1");
+  const int64_t t = T0 + 10000;
+  observe_as_found(e, first, 0, 0, 0, 1, 0, t);
+  observe_as_found(e, first, 1, 0, 0, 1, 0, t);
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = tf_engine_relay_at(first, 1)->name;
+  f.running = 1;
+  f.held_back = 1;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, t));
+  step(e, t);
+  ck_assert_uint_eq(ready_count(e), 2);
+  ck_assert_uint_eq(published(e), 1);
+  ck_assert_int_eq(view_named(e, f.name)->flags & TF_RELAY_PUBLISHED, 0);
+  f.held_back = 0;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, t + 1));
+  step(e, t + 1);
+  ck_assert_uint_eq(published(e), 2);
+  tf_engine_free(first);
+  tf_engine_free(e);
+}
+END_TEST
+
 /* The status of condition @p type in a status JSON ("" when absent); a static buffer. */
 static const char *cond_status(const char *status, const char *type)
 {
@@ -938,6 +964,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
   tcase_add_test(tc, test_engine__a_new_driver_continues_a_drain_from_the_facts);
   tcase_add_test(tc, test_engine__a_full_relay_is_healthy_and_out_of_the_uris);
+  tcase_add_test(tc, test_engine__a_held_back_relay_is_ready_but_not_published);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -939,7 +939,7 @@ START_TEST(test_reconcile__rejects_bad_input)
   TF_OK_OR_FAIL(tf_reconcile_options_init(&io, TF_RECONCILE_OPTIONS_VERSION));
   ck_assert(io.pressure_threshold == 0.9 && io.backoff_initial_ms == 1000 && io.backoff_max_ms == 60000);
   tf_relay_observation ro;
-  ck_assert_int_eq(tf_relay_observation_init(&ro, 2), TF_EINVALID);
+  ck_assert_int_eq(tf_relay_observation_init(&ro, TF_RELAY_OBSERVATION_VERSION + 1), TF_EINVALID);
   TF_OK_OR_FAIL(tf_relay_observation_init(&ro, 1));
   ck_assert_int_eq(ro.allocations, -1);
   ck_assert_str_eq(tf_action_name(TF_ACTION_RESTART), "restart");

@@ -89,7 +89,8 @@ tf_err tf_coturn_build_features(uint32_t *out, const char *text, size_t len)
 /* How many bytes of a tf_coturn_options a struct of @p version holds. */
 static size_t tf_coturn__options_size(unsigned int version)
 {
-  return version >= 2 ? sizeof(tf_coturn_options) : offsetof(tf_coturn_options, prometheus);
+  return version >= 3 ? sizeof(tf_coturn_options) :
+         version >= 2 ? offsetof(tf_coturn_options, cert_digest) : offsetof(tf_coturn_options, prometheus);
 }
 
 void tf_coturn__options_read(tf_coturn_options *dst, const tf_coturn_options *src)
@@ -345,6 +346,9 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
     rc = tf_coturn__check_path("cert_file", "cert", opts->cert_file, "");
     if (rc == 0) rc = tf_coturn__check_path("key_file", "pkey", opts->key_file, "");
     if (rc < 0) return rc;
+    for (const char *d = opts->cert_digest; d && *d; d++)
+      if (!((*d >= '0' && *d <= '9') || (*d >= 'a' && *d <= 'f')))
+        return tf_error__set(TF_EINVALID, "cert_digest: must be lowercase hex");
   }
   if (relay->addr_count < 1 || relay->addr_count > 2)
     return tf_error__set(TF_EINVALID, "plan: relay \"%s\" has %zu addresses", relay->name, relay->addr_count);
@@ -428,6 +432,7 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
   if (l.tls || l.dtls) {
     tf_buf__printf(&b, "cert=\"%s\"\n", opts->cert_file);
     tf_buf__printf(&b, "pkey=\"%s\"\n", opts->key_file);
+    if (opts->cert_digest) tf_buf__printf(&b, "# certificate %s\n", opts->cert_digest);
   }
   if (opts->cli_port) {
     /* >= 4.10 the CLI is off unless `cli` is given */

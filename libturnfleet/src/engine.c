@@ -29,6 +29,7 @@ typedef struct tf_eng__relay {
   int64_t allocations, count_ms, next_probe_ms, next_count_ms;
   int64_t probe_ms;
   int probe_ok, probe_error_code, saw_508;
+  int held_back; /* not served by its runtime yet (tf_engine_relay_facts.held_back) */
   int fail_codes[TF_ENG__MAX_CODES];
   int64_t fail_counts[TF_ENG__MAX_CODES];
   size_t fail_count;
@@ -166,6 +167,7 @@ static void tf_eng__coturn_clear(tf_engine *e)
   free((char *)e->coturn.log_file);
   free((char *)e->coturn.cert_file);
   free((char *)e->coturn.key_file);
+  free((char *)e->coturn.cert_digest);
   memset(&e->coturn, 0, sizeof(e->coturn));
 }
 
@@ -205,6 +207,7 @@ static tf_err tf_eng__coturn_copy(tf_engine *e, const tf_coturn_options *src)
   copy.coturn.prometheus_port = src->prometheus_port;
   copy.coturn.allow_loopback_peers = src->allow_loopback_peers;
   if (src->version >= 2) copy.coturn.prometheus = src->prometheus;
+  if (ok && src->version >= 3 && src->cert_digest) ok = (copy.coturn.cert_digest = tf_strdup__(src->cert_digest)) != NULL;
   copy.coturn.version = src->version; /* the renderer keeps the caller's version's rules */
   copy.coturn.secrets = (const char *const *)copy.secrets;
   if (!ok) {
@@ -393,6 +396,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.failure_count = r->fail_count;
     o.uris = (const char *const *)r->uris;
     o.uri_count = r->uri_count;
+    o.held_back = r->held_back;
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -570,6 +574,7 @@ static void tf_eng__read_facts(tf_engine_relay_facts *f, const tf_engine_relay_f
     f->probe_ok = src->probe_ok;
     f->probe_error_code = src->probe_error_code;
     f->probe_message = src->probe_message;
+    f->held_back = src->held_back;
   }
 }
 
@@ -602,6 +607,7 @@ tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64
   else if (f.running && f.started_ms) r->started_ms = f.started_ms;
   else if (!f.running && (r->running || !r->observed)) tf_eng__gone(r, f.exited_ms ? f.exited_ms : now_ms);
   r->observed = 1;
+  r->held_back = f.held_back ? 1 : 0;
   if (f.draining && !r->draining) {
     /* its runtime drains it already: coturn was (or is being) told, so no DRAIN of ours follows */
     int64_t since = f.draining_since_ms > 0 ? f.draining_since_ms : now_ms;

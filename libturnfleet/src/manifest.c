@@ -168,9 +168,15 @@ static void tf_man__security(tf_man__b *b, cJSON *c, int bind_low)
   if (bind_low) tf_man__strs(b, caps, "add", add);
 }
 
-static void tf_man__mounts(tf_man__b *b, cJSON *c, const char *run_dir)
+static void tf_man__mounts(tf_man__b *b, cJSON *c, const char *run_dir, int tls)
 {
   cJSON *mounts = tf_man__arr(b, c, "volumeMounts");
+  if (tls) {
+    cJSON *t = tf_man__obj(b, mounts, NULL);
+    tf_man__str(b, t, "name", "tls");
+    tf_man__str(b, t, "mountPath", "/etc/turnfleet/tls");
+    tf_man__bool(b, t, "readOnly", 1);
+  }
   cJSON *m = tf_man__obj(b, mounts, NULL);
   tf_man__str(b, m, "name", "config");
   /* the directory, not a subPath file: the key is projected as turnserver.conf in it */
@@ -179,6 +185,16 @@ static void tf_man__mounts(tf_man__b *b, cJSON *c, const char *run_dir)
   m = tf_man__obj(b, mounts, NULL);
   tf_man__str(b, m, "name", "run");
   tf_man__str(b, m, "mountPath", run_dir);
+}
+
+const char *tf_manifest_tls_secret(const tf_pool *pool)
+{
+  for (size_t i = 0; pool && i < tf_pool_listener_count(pool); i++) {
+    tf_protocol p = tf_pool_listener_protocol(pool, i);
+    if ((p == TF_PROTOCOL_TLS || p == TF_PROTOCOL_DTLS) && tf_pool_listener_tls_secret(pool, i))
+      return tf_pool_listener_tls_secret(pool, i);
+  }
+  return NULL;
 }
 
 /* "ADDR:PORT" or "[ADDR]:PORT". */
@@ -217,6 +233,7 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
     return tf_error__set(TF_EINVALID, "options.agent_port: %u is inside spec.relayPortRange %u-%u", o.agent_port,
                          pool_range.start, pool_range.end);
   int coturn_low = range.start < 1024;
+  const char *tls_secret = tf_manifest_tls_secret(pool);
   for (size_t i = 0; i < tf_pool_listener_count(pool); i++) {
     uint16_t lp = tf_pool_listener_port(pool, i);
     if (tf_relay_listener_port(r, i) < 1024) coturn_low = 1;
@@ -321,7 +338,7 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   const char *const coturn_stop[] = {"/bin/sh", "-c", wait_cmd ? wait_cmd : "", NULL};
   tf_man__strs(&b, tf_man__obj(&b, tf_man__obj(&b, tf_man__obj(&b, c, "lifecycle"), "preStop"), "exec"), "command",
                coturn_stop);
-  tf_man__mounts(&b, c, run_dir ? run_dir : "");
+  tf_man__mounts(&b, c, run_dir ? run_dir : "", tls_secret != NULL);
   tf_man__security(&b, c, coturn_low);
 
   c = tf_man__obj(&b, containers, NULL);
@@ -353,7 +370,7 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
     tf_man__num(&b, live, "periodSeconds", 10);
     tf_man__num(&b, live, "failureThreshold", 3);
   }
-  tf_man__mounts(&b, c, run_dir ? run_dir : "");
+  tf_man__mounts(&b, c, run_dir ? run_dir : "", 0);
   tf_man__security(&b, c, agent_port < 1024);
 
   cJSON *vols = tf_man__arr(&b, spec, "volumes");
@@ -368,6 +385,20 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   v = tf_man__obj(&b, vols, NULL);
   tf_man__str(&b, v, "name", "run");
   tf_man__str(&b, tf_man__obj(&b, v, "emptyDir"), "medium", "Memory");
+  if (tls_secret) {
+    v = tf_man__obj(&b, vols, NULL);
+    tf_man__str(&b, v, "name", "tls");
+    sv = tf_man__obj(&b, v, "secret");
+    tf_man__str(&b, sv, "secretName", tls_secret);
+    tf_man__num(&b, sv, "defaultMode", 0440);
+    cJSON *items = tf_man__arr(&b, sv, "items");
+    static const char *const keys[] = {"tls.crt", "tls.key"};
+    for (size_t k = 0; k < 2; k++) {
+      item = tf_man__obj(&b, items, NULL);
+      tf_man__str(&b, item, "key", keys[k]);
+      tf_man__str(&b, item, "path", keys[k]);
+    }
+  }
 
   rc = tf_man__finish(&b, root, out);
   free(run_dir);

@@ -47,6 +47,7 @@ typedef struct tf_rec__obs {
   int64_t allocations;
   int64_t probe_ms;
   int probe_ok, probe_error_code, saw_508;
+  int held_back;       /* ready, not served yet by its runtime: not published */
   char *probe_message; /* NULL none */
   int *failure_codes;  /* sorted */
   int64_t *failure_counts;
@@ -234,6 +235,7 @@ static tf_err tf_rec__obs_copy(tf_rec__obs *o, const tf_relay_observation *r, co
   o->probe_ok = r->probe_ok ? 1 : 0;
   o->probe_error_code = r->probe_error_code;
   o->saw_508 = r->saw_508 ? 1 : 0;
+  o->held_back = r->version >= 2 && r->held_back ? 1 : 0;
   return TF_OK;
 }
 
@@ -957,9 +959,10 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
    * replaced in place keeps serving until its turn comes */
   for (size_t i = 0; i < n && rc == TF_OK; i++) {
     tf_rec__relay *r = &rec->relays[i];
-    if (tf_rec__ready(r) && !restarting[i]) r->flags |= TF_RELAY_READY | TF_RELAY_PUBLISHED;
+    int served = !(r->has_obs && r->obs.held_back);
+    if (tf_rec__ready(r) && !restarting[i]) r->flags |= TF_RELAY_READY | (served ? TF_RELAY_PUBLISHED : 0);
     if (in_place[i] && !draining_now[i] && tf_rec__probe_good(r))
-      r->flags |= TF_RELAY_READY | (r->uri_count ? TF_RELAY_PUBLISHED : 0);
+      r->flags |= TF_RELAY_READY | (r->uri_count && served ? TF_RELAY_PUBLISHED : 0);
     if (draining_now[i]) r->flags |= TF_RELAY_DRAINING;
     if (tf_rec__serving(r)) rec->replicas++;
   }

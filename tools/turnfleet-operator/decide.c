@@ -5,6 +5,10 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <turnfleet.h>
 
 #include "decide.h"
@@ -114,6 +118,7 @@ int op_pod_parse(op_pod *out, const char *json)
   cJSON_ArrayForEach(o, conds)
   {
     const char *type = str_at(o, "type");
+    if (type && strcmp(type, "Ready") == 0) out->ready = str_at(o, "status") && strcmp(str_at(o, "status"), "True") == 0;
     if (type && strcmp(type, GATE) == 0) {
       const char *st = str_at(o, "status");
       out->gate = st && strcmp(st, "True") == 0 ? 1 : 0;
@@ -420,4 +425,35 @@ char *op_meta_string(const char *object, const char *field)
   char *out = dup_or_empty(str_at(cJSON_GetObjectItemCaseSensitive(root, "metadata"), field));
   cJSON_Delete(root);
   return out;
+}
+
+int op_tls_pair_check(const char *crt, const char *key, char digest[65], char *why, size_t why_len)
+{
+  digest[0] = '\0';
+  BIO *cb = crt ? BIO_new_mem_buf(crt, -1) : NULL, *kb = key ? BIO_new_mem_buf(key, -1) : NULL;
+  X509 *cert = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+  EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+  int rc = -1;
+  if (!cert) snprintf(why, why_len, "tls.crt: %s", crt ? "no PEM certificate" : "missing");
+  else if (!pk) snprintf(why, why_len, "tls.key: %s", key ? "no PEM private key (or one with a passphrase)" : "missing");
+  else if (X509_check_private_key(cert, pk) != 1) snprintf(why, why_len, "tls.key: not the key of tls.crt");
+  else rc = 0;
+  if (rc == 0) {
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, crt, strlen(crt)) &&
+        EVP_DigestUpdate(ctx, key, strlen(key)) && EVP_DigestFinal_ex(ctx, md, &n) && n == 32) {
+      for (unsigned int i = 0; i < 32; i++) snprintf(digest + 2 * i, 3, "%02x", md[i]);
+    } else {
+      snprintf(why, why_len, "tls: cannot hash the certificate");
+      rc = -1;
+    }
+    EVP_MD_CTX_free(ctx);
+  }
+  X509_free(cert);
+  EVP_PKEY_free(pk);
+  BIO_free(cb);
+  BIO_free(kb);
+  return rc;
 }

@@ -16,6 +16,7 @@ typedef struct op_pod {
                                 Unix ms; 0: unknown */
   int finished;       /* status.phase Succeeded or Failed */
   int gate;           /* the allocate-ready condition: 1 True, 0 False, -1 absent */
+  int ready;          /* the pod's Ready condition is True (the kubelet saw the gate and every container) */
   int gate_index;     /* its index in status.conditions; -1 */
   int has_conditions; /* status.conditions is an array */
   uint16_t agent_port; /* the agent container's port named "agent"; 0: none */
@@ -76,6 +77,11 @@ int op_object_write(char **update, char **path, const char *desired, const char 
  * slot FNV-1a("NS/NAME") mod @p slots. Relays on host networking share the
  * node's 127.0.0.1: pools in different slots never share a CLI port. */
 uint16_t op_cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots, unsigned stride);
+
+/* Whether @p crt (PEM) and @p key (PEM) make a usable certificate and key for coturn: a certificate, a
+ * private key, and the key is the certificate's. 0 with @p digest (65 bytes) the hex SHA-256 of both; -1
+ * with @p why naming the key that is wrong (`tls.crt: no PEM certificate`). */
+int op_tls_pair_check(const char *crt, const char *key, char digest[65], char *why, size_t why_len);
 
 /* metadata.generation of @p object (0 when absent); metadata.uid and
  * resourceVersion as malloc'd strings ("" when absent, NULL on no memory). */

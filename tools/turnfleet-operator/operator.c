@@ -42,6 +42,7 @@ typedef struct pool_state {
   tf_engine *engine;
   char *pool_text, *nodes_text;
   unsigned char secret_digest[32];
+  char tls_digest[65]; /* the certificate the engine renders with; "" none */
   pending *pend;
   size_t pend_count;
   char **seen; /* relay pods observed by the last reconcile */
@@ -638,6 +639,7 @@ static int refuse(op_controller *c, const char *pool_json, const char *ns, const
 
 typedef struct pool_inputs {
   tf_pool *pool;
+  char tls_digest[65];      /* the tls/dtls listeners' certificate and key (SHA-256); "" without such listeners */
   char *secret, *previous;  /* secret material */
   char *cli_master;         /* secret material */
   char *nodes_text;
@@ -713,6 +715,27 @@ static int read_inputs(op_controller *c, pool_inputs *in, const char *pool_json,
     wipe_free(in->previous);
     in->previous = NULL;
   }
+  /* the certificate of its tls/dtls listeners, which its relay pods mount */
+  const char *tls = tf_manifest_tls_secret(in->pool);
+  if (tls) {
+    char *tkey = join3(ns, "/", tls), *tj = NULL, why[256];
+    tf_err tg = tkey ? tf_informer_get(c->secrets, tkey, &tj) : TF_ENOMEM;
+    free(tkey);
+    if (tg < 0 && tg != TF_ENOTFOUND) return -1;
+    char *crt = tg == 0 ? secret_value(tj, "tls.crt") : NULL, *key = tg == 0 ? secret_value(tj, "tls.key") : NULL;
+    if (tj) OPENSSL_cleanse(tj, strlen(tj));
+    tf_free(tj);
+    int bad = tg == TF_ENOTFOUND ? (snprintf(why, sizeof(why), "not found"), 1)
+                                 : op_tls_pair_check(crt, key, in->tls_digest, why, sizeof(why)) < 0;
+    wipe_free(crt);
+    wipe_free(key);
+    if (bad) {
+      char msg[512];
+      snprintf(msg, sizeof(msg), "spec.listeners: tlsSecretRef Secret %s/%s: %s", ns, tls, why);
+      refuse(c, pool_json, ns, name, "TLSSecretInvalid", msg);
+      return 1;
+    }
+  }
   /* each pool's CLI master password from its own secret and name (the engine derives one per relay) */
   char *ns_slash = join3("cli/", ns, "/"), *cli_for = ns_slash ? join3(ns_slash, name, "") : NULL;
   free(ns_slash);
@@ -736,6 +759,11 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
   co.state_dir = STATE_DIR;
   co.cli_port = op_cli_port_base(ns, name, c->cfg.cli_port_base, c->cfg.cli_slots, c->cfg.cli_stride);
   co.cli_password = in->cli_master;
+  if (in->tls_digest[0]) {
+    co.cert_file = TF_MANIFEST_TLS_CERT_PATH;
+    co.key_file = TF_MANIFEST_TLS_KEY_PATH;
+    co.cert_digest = in->tls_digest; /* a new certificate is a new config: the relays roll */
+  }
   unsigned char digest[32];
   unsigned int dl = 0;
   EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -789,11 +817,13 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
       nodes = NULL;
       if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
     }
-    if (memcmp(digest, s->secret_digest, sizeof(digest)) != 0) {
+    int rotated = memcmp(digest, s->secret_digest, sizeof(digest)) != 0;
+    if (rotated || strcmp(in->tls_digest, s->tls_digest) != 0) {
       if (tf_engine_set_coturn_options(s->engine, &co) < 0)
-        event(c, pool_json, "Warning", "ChangeRefused", "the secret change is refused: %s", tf_error_last()->message);
-      else
-        s->secret_changed = 1;
+        event(c, pool_json, "Warning", "ChangeRefused", "the %s change is refused: %s",
+              rotated ? "secret" : "certificate", tf_error_last()->message);
+      else if (rotated)
+        s->secret_changed = 1; /* a new certificate alone rolls the relays, each serving until replaced */
     }
   }
   tf_nodes_free(nodes);
@@ -805,6 +835,7 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
     free(s->nodes_text);
     s->nodes_text = strdup(in->nodes_text);
     memcpy(s->secret_digest, digest, sizeof(digest));
+    memcpy(s->tls_digest, in->tls_digest, sizeof(s->tls_digest));
   }
   tf_free(pool_text);
   OPENSSL_cleanse(digest, sizeof(digest));
@@ -920,6 +951,7 @@ static void observe(op_controller *c, pool_state *s, const pods_view *pv, const 
       f.draining = 1;
       f.draining_since_ms = ago <= 0 ? now : ago < now ? now - ago : 1;
     }
+    f.held_back = !p->ready; /* published once the kubelet has seen its gate: turn-uris lists Ready pods only */
     if (p->gate >= 0) {
       int full = p->gate == 1 && p->gate_reason && strcmp(p->gate_reason, GATE_FULL) == 0;
       f.probe_ok = p->gate == 1 && !full;
@@ -1000,6 +1032,9 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
         tf_probe_options init = TF_PROBE_OPTIONS_INIT;
         po[j] = init;
         ok = tf_engine_probe_options(s->engine, a, j, &po[j]) == 0;
+        /* a turns: listener is proven by a TLS handshake and an Allocate through it; the pool names no CA
+         * (its certificate is the client's to trust), so the chain is not verified here */
+        po[j].insecure = 1;
         if (!po[j].timeout_ms) po[j].timeout_ms = PROBE_TIMEOUT_MS;
       }
       if (!ok || op_work_probe(c->work, s->key, s->epoch, a->id, po, a->probe_count) < 0)

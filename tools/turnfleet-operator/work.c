@@ -15,6 +15,7 @@ typedef struct op_job {
   uint64_t epoch, id;
   char **uris, **addresses;
   int *families;
+  int insecure;
   size_t n;
   tf_port_range ports;
   char *secret, *url;
@@ -69,6 +70,7 @@ static void run_probe(op_job *j)
     po.user = "turnfleet-operator";
     po.expect_address = j->addresses[i];
     po.family = j->families[i];
+    po.insecure = j->insecure;
     po.expect_port_start = j->ports.start;
     po.expect_port_end = j->ports.end;
     po.timeout_ms = j->timeout_ms;
@@ -244,6 +246,7 @@ int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, cons
     j->ports.start = po[0].expect_port_start;
     j->ports.end = po[0].expect_port_end;
     j->timeout_ms = po[0].timeout_ms;
+    j->insecure = po[0].insecure;
   }
   if (!ok) {
     job_free(j);

@@ -71,10 +71,15 @@ typedef struct tf_coturn_options {
   int prometheus;                /**< 1: render coturn's Prometheus exporter on the relay's address (coturn >= 4.6.3
                                       and a build that has it, see tf_coturn_build_features()); 0: none. A version 1
                                       struct renders it for every coturn >= 4.6.3, as 0.1 did */
+  /* version 3 */
+  const char *cert_digest;       /**< with tls/dtls listeners: an identity of the certificate and key in
+                                      cert_file/key_file (hex, e.g. their SHA-256), rendered as a comment so
+                                      that a new certificate changes the config hash and the relays roll;
+                                      NULL: none */
 } tf_coturn_options;
 
-#define TF_COTURN_OPTIONS_VERSION 2
-#define TF_COTURN_OPTIONS_INIT {TF_COTURN_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, 0}
+#define TF_COTURN_OPTIONS_VERSION 3
+#define TF_COTURN_OPTIONS_INIT {TF_COTURN_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0, 0, NULL}
 
 /**
  * Fill @p opts with the defaults of @p version; only the fields of that

@@ -204,11 +204,14 @@ typedef struct tf_engine_relay_facts {
                                  result of its own for the relay's current process or pod */
   int probe_error_code;     /**< with @p probe_ok 0: its TURN error code (508: full), 0: none */
   const char *probe_message; /**< with @p probe_ok: what it said; copied; may be NULL */
+  int held_back;            /**< 1: its runtime does not serve it yet (a pod whose Ready condition is not
+                                 True): counted ready when its probe passed, but not published (see
+                                 tf_relay_observation.held_back); 0: served. Given with every fact */
 } tf_engine_relay_facts;
 
 #define TF_ENGINE_RELAY_FACTS_VERSION 2
 #define TF_ENGINE_RELAY_FACTS_INIT \
-  {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1, 0, 0, -1, 0, NULL}
+  {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1, 0, 0, -1, 0, NULL, 0}
 
 /**
  * Fill @p facts with the defaults of @p version.

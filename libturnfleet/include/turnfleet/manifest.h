@@ -16,6 +16,10 @@
  * Fixed layout of a relay Pod (docs/operator.md says why):
  *  - the config Secret key `<relay>.conf` is mounted as
  *    TF_MANIFEST_CONFIG_PATH (mode 0400) in both containers;
+ *  - with a tls or dtls listener, the first such listener's tlsSecretRef is
+ *    mounted in the coturn container at TF_MANIFEST_TLS_CERT_PATH and
+ *    TF_MANIFEST_TLS_KEY_PATH (keys tls.crt, tls.key; one certificate per
+ *    relay, as coturn has one);
  *  - one emptyDir (memory) is mounted in both containers at
  *    `<state_dir>/<relay>`: coturn's pidfile and userdb (tf_coturn_render()
  *    puts them there) and the agent's drained marker
@@ -38,6 +42,11 @@ TF_BEGIN_DECL
 #define TF_MANIFEST_CONFIG_PATH "/etc/turnfleet/turnserver.conf"
 /** The readiness gate of a relay Pod, set by the operator after a real Allocate. */
 #define TF_MANIFEST_READINESS_GATE "turnfleet.hzmi.dev/allocate-ready"
+/** Where the coturn container reads the certificate and key of a pool's tls/dtls listeners: the keys
+ *  `tls.crt` and `tls.key` of the listener's tlsSecretRef (a kubernetes.io/tls Secret), read-only, mode
+ *  0440 for the pod's group. Render with these as tf_coturn_options.cert_file and key_file. */
+#define TF_MANIFEST_TLS_CERT_PATH "/etc/turnfleet/tls/tls.crt"
+#define TF_MANIFEST_TLS_KEY_PATH "/etc/turnfleet/tls/tls.key"
 
 /** Knobs for the builders. Fields are only appended; read up to the caller's version. */
 typedef struct tf_manifest_options {
@@ -146,6 +155,13 @@ typedef struct tf_manifest_event {
  */
 TF_EXTERN(tf_err) tf_manifest_event_body(char **out, const tf_pool *pool, const tf_manifest_event *ev,
                                          const tf_manifest_options *opts);
+
+/**
+ * The Secret whose `tls.crt` and `tls.key` the relay pods of @p pool mount for its tls/dtls listeners:
+ * the tlsSecretRef of its first tls or dtls listener.
+ * @return the name, borrowed from @p pool; NULL when the pool has no such listener (or @p pool is NULL)
+ */
+TF_EXTERN(const char *) tf_manifest_tls_secret(const tf_pool *pool);
 
 /**
  * Whether @p observed already has everything @p desired says: every member

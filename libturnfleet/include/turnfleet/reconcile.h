@@ -60,11 +60,15 @@ typedef struct tf_relay_observation {
   const char *const *uris;     /**< the turn URIs it serves (tf_reconcile_relay_uri() when it was started):
                                     kept published while it waits, ready, to be replaced in place */
   size_t uri_count;            /**< entries in @p uris */
+  /* version 2 */
+  int held_back;               /**< 1: ready, but its runtime does not serve it yet (a pod whose Ready condition
+                                    is not True: the kubelet has not seen the readiness gate): counted ready,
+                                    not published */
 } tf_relay_observation;
 
-#define TF_RELAY_OBSERVATION_VERSION 1
+#define TF_RELAY_OBSERVATION_VERSION 2
 #define TF_RELAY_OBSERVATION_INIT \
-  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0}
+  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0}
 
 /**
  * Fill @p obs with the defaults of @p version (allocations unknown, the rest empty).
