@@ -379,6 +379,9 @@ START_TEST(test_engine__shutdown_drains_everything_then_stops_what_is_left)
   ck_assert_ptr_nonnull(strstr(status, "\"stopping\":\ttrue"));
   ck_assert_ptr_nonnull(strstr(status, "\"state\":\t\"Draining\""));
   ck_assert_ptr_nonnull(strstr(status, "\"reason\":\t\"Stopping\""));
+  /* what is left and until when: in the condition and as fields */
+  ck_assert_ptr_nonnull(strstr(status, "stopping: 3 relays draining, allocations left unknown, the last stopped by 20"));
+  ck_assert_ptr_nonnull(strstr(status, "\"shutdown\":\t{\n\t\t\"relays\":\t3,\n\t\t\"allocations\":\tnull,\n\t\t\"deadline\":\t\"20"));
   tf_free(status);
   /* input changes are refused while stopping */
   ck_assert_int_eq(tf_engine_set_pool(e, mk_pool(5, "4.6.1", NULL)), TF_EINVALID);
@@ -386,6 +389,10 @@ START_TEST(test_engine__shutdown_drains_everything_then_stops_what_is_left)
   step(e, t + 2000);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_DRAIN, NULL), 3);
   ack_all(e, t + 2000, 1, 1);
+  step(e, t + 2001);
+  TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
+  ck_assert_ptr_nonnull(strstr(status, "stopping: 3 relays draining, 3 allocations left"));
+  tf_free(status);
   step(e, t + 30000 + 30000 - 1); /* drainTimeout 30 s: reconcile stops them at t + 30 s */
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_STOP, NULL), 3);
   ack_all(e, t + 59999, 1, 1);
@@ -942,12 +949,65 @@ START_TEST(test_engine__probe_options_and_results_for_a_driver)
 }
 END_TEST
 
+/* A new secret: every relay is probed at once with the secret every relay takes, so that a relay that takes
+ * no valid secret any more leaves the URIs on that result while the others stay published. */
+START_TEST(test_engine__a_secret_change_probes_every_relay_at_once)
+{
+  tf_engine *e = ready_fleet(3, "4.6.1");
+  step(e, T0 + 600);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 0);
+  /* the documented rotation (the new secret, the old one as previous): probed with the old, all pass */
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 610);
+  /* one relay at a time rolls to the new config; the others are probed now */
+  size_t rolling = count_kind(e, TF_ENGINE_RESTART, NULL);
+  ck_assert_uint_eq(rolling, 1);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3 - rolling);
+  for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+    const tf_engine_action *a = tf_engine_action_at(e, i);
+    if (a->kind != TF_ENGINE_PROBE) continue;
+    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+    TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &po));
+    ck_assert_str_eq(po.secret, "s3cr3t");
+    TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 1, 0, 0, "ok", T0 + 620));
+  }
+  step(e, T0 + 620);
+  ck_assert_uint_eq(published(e), 3 - rolling);
+  /* the same secrets again: no probe out of turn */
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 630);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 0);
+  /* a hard rotation (no previous): probed with the new one; a relay that refuses it (401) leaves the URIs */
+  const char *fresh[] = {"fr3sh"};
+  co = mk_coturn(fresh, 1);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, T0 + 640);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3 - rolling);
+  size_t refused = 0;
+  for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+    const tf_engine_action *a = tf_engine_action_at(e, i);
+    if (a->kind != TF_ENGINE_PROBE) continue;
+    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
+    TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &po));
+    ck_assert_str_eq(po.secret, "fr3sh");
+    int ok = refused++ > 0; /* the first still runs the old secret */
+    TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, ok, ok ? 0 : 401, !ok, ok ? "ok" : "401 Unauthorized", T0 + 650));
+  }
+  step(e, T0 + 650);
+  ck_assert_uint_eq(published(e), 3 - rolling - 1);
+  tf_engine_free(e);
+}
+END_TEST
+
 Suite *tf_test_engine_suite(void)
 {
   Suite *s = suite_create("engine");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_engine__starts_then_probes_then_counts_on_schedule);
   tcase_add_test(tc, test_engine__probe_and_count_intervals_run_from_each_result);
+  tcase_add_test(tc, test_engine__a_secret_change_probes_every_relay_at_once);
   tcase_add_test(tc, test_engine__relay_states_starting_ready_full_failing);
   tcase_add_test(tc, test_engine__drain_waits_the_publication_delay_then_a_count_of_zero);
   tcase_add_test(tc, test_engine__drain_times_out_after_drain_timeout);

@@ -516,6 +516,13 @@ tf_err tf_engine_set_coturn_options(tf_engine *e, const tf_coturn_options *cotur
     tf_eng__coturn_clear(&copy);
     return rc;
   }
+  /* new secrets: every relay is probed at once with the one every relay takes (the previous while it is
+   * rendered): a relay that takes no valid secret any more leaves the URIs on that result, the others stay */
+  int rotated = copy.coturn.secrets_count != e->coturn.secrets_count;
+  for (size_t i = 0; !rotated && i < copy.coturn.secrets_count; i++)
+    rotated = strcmp(copy.coturn.secrets[i], e->coturn.secrets[i]) != 0;
+  for (size_t i = 0; rotated && i < e->relay_count; i++)
+    if (e->relays[i].running && !e->relays[i].probe_out) e->relays[i].next_probe_ms = 0;
   tf_eng__coturn_clear(e);
   e->coturn = copy.coturn;
   e->secrets = copy.secrets;
@@ -1250,7 +1257,24 @@ tf_err tf_engine_status_json(char **out, const tf_engine *e)
     cJSON_AddStringToObject(relay, "state", tf_engine_relay_state_name(v ? v->state : TF_ENGINE_RELAY_STARTING));
     cJSON_AddNumberToObject(relay, "restarts", v ? (double)v->restarts : 0);
   }
-  /* a runtime that stops is not Ready, whatever zero relays of zero say */
+  /* a runtime that stops is not Ready, whatever zero relays of zero say: it says what is left and until when */
+  char deadline[32] = "", stopping[160] = "";
+  int64_t left = 0;
+  int known = 1;
+  if (e->shutting_down) {
+    for (size_t i = 0; i < e->relay_count; i++) {
+      if (e->relays[i].allocations < 0) known = 0;
+      else left += e->relays[i].allocations;
+    }
+    time_t t = (time_t)((e->wall_ms + (e->shutdown_deadline_ms - e->now_ms)) / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(deadline, sizeof(deadline), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char allocs[48] = "allocations left unknown";
+    if (known) snprintf(allocs, sizeof(allocs), "%" PRId64 " allocations left", left);
+    snprintf(stopping, sizeof(stopping), "stopping: %zu relays draining, %s, the last stopped by %s", e->relay_count,
+             allocs, deadline);
+  }
   cJSON *cond;
   cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(doc, "conditions"))
   {
@@ -1267,9 +1291,14 @@ tf_err tf_engine_status_json(char **out, const tf_engine *e)
     }
     cJSON_ReplaceItemInObjectCaseSensitive(cond, "status", cJSON_CreateString("False"));
     cJSON_ReplaceItemInObjectCaseSensitive(cond, "reason", cJSON_CreateString(e->relay_count ? "Stopping" : "Stopped"));
-    cJSON_ReplaceItemInObjectCaseSensitive(
-      cond, "message",
-      cJSON_CreateString(e->relay_count ? "the runtime is stopping: every relay drains" : "the runtime stopped"));
+    cJSON_ReplaceItemInObjectCaseSensitive(cond, "message", cJSON_CreateString(e->relay_count ? stopping : "stopped"));
+  }
+  if (e->shutting_down) {
+    cJSON *sd = cJSON_AddObjectToObject(doc, "shutdown");
+    cJSON_AddNumberToObject(sd, "relays", (double)e->relay_count);
+    if (known) cJSON_AddNumberToObject(sd, "allocations", (double)left);
+    else cJSON_AddNullToObject(sd, "allocations");
+    cJSON_AddStringToObject(sd, "deadline", deadline);
   }
   char *text = cJSON_Print(doc);
   cJSON_Delete(doc);

