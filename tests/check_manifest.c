@@ -294,6 +294,15 @@ START_TEST(test_manifest__secret_configmap_status_event)
   golden("event", ev);
   ck_assert_ptr_nonnull(strstr(status, "\"readyReplicas\":\t2"));
   ck_assert_ptr_nonnull(strstr(status, "\"observedGeneration\":\t7"));
+  ck_assert_ptr_null(strstr(status, "stopping"));
+  /* a pool whose relays all drain says what is left */
+  char *stopping = NULL;
+  const char drain[] = "{\"relays\":[],\"conditions\":[],\"stopping\":true,"
+                       "\"shutdown\":{\"relays\":2,\"allocations\":5,\"deadline\":\"2026-12-03T06:00:00Z\"}}";
+  TF_OK_OR_FAIL(tf_manifest_status(&stopping, f.pool, drain, strlen(drain), 7));
+  ck_assert_ptr_nonnull(strstr(stopping, "\"stopping\":\ttrue"));
+  ck_assert_ptr_nonnull(strstr(stopping, "\"deadline\":\t\"2026-12-03T06:00:00Z\""));
+  tf_free(stopping);
   tf_secret_free(secret);
   tf_free(cm);
   tf_free(st);

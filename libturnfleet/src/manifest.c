@@ -604,6 +604,14 @@ tf_err tf_manifest_status(char **out, const tf_pool *pool, const char *status_js
     }
     tf_man__num(&b, copy, "observedGeneration", generation);
   }
+  /* a pool whose relays all drain (it is being deleted): what is left and until when */
+  cJSON *sd = cJSON_GetObjectItemCaseSensitive(st, "shutdown");
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "stopping")) && cJSON_IsObject(sd)) {
+    cJSON *yes = cJSON_CreateTrue();
+    if (s && yes) cJSON_AddItemToObject(s, "stopping", yes);
+    else cJSON_Delete(yes), b.failed = 1;
+    tf_man__put(&b, s, "shutdown", cJSON_Duplicate(sd, 1));
+  }
   cJSON_Delete(in);
   free(selector);
   return tf_man__finish(&b, root, out);

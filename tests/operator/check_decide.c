@@ -207,6 +207,40 @@ START_TEST(test_decide__a_refused_pool_keeps_its_transition_time)
 }
 END_TEST
 
+/* The drain finalizer: added once, removed once, other finalizers kept, the status never in the PUT. */
+START_TEST(test_decide__the_drain_finalizer_is_added_and_removed_once)
+{
+  const char *fin = "turnfleet.hzmi.dev/drain";
+  const char pool[] = "{\"metadata\":{\"name\":\"edge\",\"resourceVersion\":\"7\"},\"spec\":{},\"status\":{\"x\":1}}";
+  int err = 1;
+  char *with = op_with_finalizer(pool, fin, 1, &err);
+  ck_assert_int_eq(err, 0);
+  ck_assert_str_eq(with, "{\"metadata\":{\"name\":\"edge\",\"resourceVersion\":\"7\",\"finalizers\":"
+                         "[\"turnfleet.hzmi.dev/drain\"]},\"spec\":{}}");
+  ck_assert_ptr_null(op_with_finalizer(with, fin, 1, &err));
+  ck_assert_int_eq(err, 0);
+  const char two[] = "{\"metadata\":{\"finalizers\":[\"a/b\",\"turnfleet.hzmi.dev/drain\"],"
+                     "\"deletionTimestamp\":\"2026-12-03T06:00:00Z\"}}";
+  char *without = op_with_finalizer(two, fin, 0, &err);
+  ck_assert_str_eq(without, "{\"metadata\":{\"finalizers\":[\"a/b\"],\"deletionTimestamp\":\"2026-12-03T06:00:00Z\"}}");
+  ck_assert_ptr_null(op_with_finalizer(pool, fin, 0, &err));
+  ck_assert_int_eq(err, 0);
+  ck_assert_ptr_null(op_with_finalizer("{\"metadata\":{\"finalizers\":3}}", fin, 1, &err));
+  ck_assert_int_eq(err, 1);
+  ck_assert_ptr_null(op_with_finalizer("not json", fin, 1, &err));
+  ck_assert_int_eq(err, 1);
+  /* the deletion's time */
+  ck_assert_int_eq(op_deletion_ms(two), op_time_parse("2026-12-03T06:00:00Z"));
+  ck_assert_int_eq(op_deletion_ms(pool), 0);
+  ck_assert_int_eq(op_deletion_ms("{\"metadata\":{\"deletionTimestamp\":\"soon\"}}"), 1);
+  ck_assert_int_eq(op_deletion_ms("{\"metadata\":{\"deletionTimestamp\":null}}"), 0);
+  ck_assert_int_eq(op_status_says(pool, "x"), 0);
+  ck_assert_int_eq(op_status_says("{\"status\":{\"stopping\":true}}", "stopping"), 1);
+  free(with);
+  free(without);
+}
+END_TEST
+
 /* ReachableFromVantage joins the status: one of its type, the transition time kept while the status holds. */
 START_TEST(test_decide__vantage_condition_in_the_status)
 {
@@ -281,6 +315,7 @@ int main(void)
   tcase_add_test(tc, test_decide__a_failure_keeps_its_time_and_says_the_current_error);
   tcase_add_test(tc, test_decide__a_pod_being_deleted_and_its_gate_are_read);
   tcase_add_test(tc, test_decide__times_parse_as_rfc3339);
+  tcase_add_test(tc, test_decide__the_drain_finalizer_is_added_and_removed_once);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

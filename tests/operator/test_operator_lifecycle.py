@@ -6,7 +6,9 @@ Each case is a fault or a state that a restarted or new leader must read from th
 a leader killed mid-scale-down (one drain, nothing re-created, held allocations kept until
 drainTimeout), a takeover (no readiness gate changed before the new leader's own probe), a full
 relay (Full and healthy, out of turn-uris), a NotReady node (its relay drains), DualStack and IPv6
-pools (each half probed in its own family). A monitor reads turn-uris and the pods every 150 ms
+pools (each half probed in its own family), a deleted pool kept by its finalizer with its status until
+its relays drained (then made again under its name), a TLS pool (its Secret checked, turns: proven, a
+new certificate rolling every relay). A monitor reads turn-uris and the pods every 150 ms
 throughout and fails the run if turn-uris ever lists a relay whose pod is not Ready.
 
 The helpers and the cluster set-up are test_operator_e2e.py's, on addresses of this suite's own:
@@ -283,8 +285,7 @@ class Lifecycle(e2e.OperatorE2E):
         self.assert_monitor_clean()
 
     def family_pool(self, family):
-        e2e.kubectl("delete", "-n", NS, "turnpool", POOL, "--wait=false")
-        e2e.wait_for("the pool's pods gone", lambda: not e2e.relay_pods(), 90)
+        pool_gone()
         text = e2e.pool_yaml(POOL, 3, 25000, 25019).replace("family: IPv4", "family: " + family)
         e2e.kubectl("apply", "-f", "-", input=text)
 
@@ -317,6 +318,63 @@ class Lifecycle(e2e.OperatorE2E):
         self.assert_monitor_clean()
         self.assertGreater(MONITOR.rounds, 50, "the monitor hardly ran")
 
+    def test_07_a_deleted_pool_stays_with_its_status_until_its_relays_drained(self):
+        pool_gone()
+        e2e.kubectl("apply", "-f", "-", input=e2e.pool_yaml(POOL, 3, 25000, 25019))
+        obj, pods, _ = self.converged(3)
+        self.assertIn("turnfleet.hzmi.dev/drain", obj["metadata"].get("finalizers") or [], obj["metadata"])
+        holders = [e2e.hold(self.uri_of(p), SECRET, 1) for p in pods]
+        e2e.wait_for("every hold counted", lambda: all((r.get("allocations") or 0) >= 1
+                                                       for r in self.status_relays().values()), 30)
+        e2e.kubectl("delete", "-n", NS, "turnpool", POOL, "--wait=false")
+        asked = time.time()
+
+        # kept, turn-uris emptied first, the status saying what is left and until when
+        def draining():
+            o = e2e.pool_obj()
+            sd = (o.get("status") or {}).get("shutdown") or {}
+            ready = e2e.cond(o, "Ready")
+            if not o["metadata"].get("deletionTimestamp") or sd.get("relays") != 3 or ready.get("reason") != "Stopping":
+                return None
+            return o
+        o = e2e.wait_for("the deleted pool draining in its status", draining, 30)
+        self.assertEqual(e2e.uris(), [], "turn-uris not emptied while the relays drain")
+        self.assertGreaterEqual(o["status"]["shutdown"]["allocations"] or 0, 3, o["status"])
+        self.assertIn("3 relays draining", e2e.cond(o, "Ready")["message"])
+        self.assertTrue(o["status"]["shutdown"].get("deadline"), o["status"])
+        events = e2e.kget("-n", NS, "events")["items"]
+        self.assertTrue([ev for ev in events if ev.get("reason") == "Deleting" and
+                         ev["involvedObject"].get("uid") == o["metadata"]["uid"]], "no Deleting event")
+        # a pool of that name cannot be made while this one drains (the API says so), and its holds stay
+        made = e2e.kubectl("create", "-f", "-", input=e2e.pool_yaml(POOL, 3, 25000, 25019), check=False)
+        self.assertNotEqual(made.returncode, 0, "a second pool of one name")
+        self.assertTrue(all(h.poll() is None for h in holders), "an allocation was cut before drainTimeout")
+        e2e.wait_for("the pool gone", lambda: e2e.kubectl("get", "-n", NS, "turnpool", POOL, check=False).returncode != 0,
+                     e2e.DRAIN_S + 60, 0.1)
+        self.assertGreaterEqual(time.time() - asked + 1.0, e2e.DRAIN_S, "the pool went before drainTimeout")
+        self.assertEqual(e2e.relay_pods(), [], "a relay pod outlived its pool")
+        for h in holders:
+            e2e.stop(h)
+        # made again under the same name: it works, and each RelayCreated Event is a pod that was made
+        seq = e2e.last_seq()
+        e2e.kubectl("apply", "-f", "-", input=e2e.pool_yaml(POOL, 3, 25000, 25019))
+        obj, _, _ = self.converged(3)
+        made = [r for r in e2e.requests_since(seq) if r["method"] == "POST" and r["path"].endswith("/pods")
+                and r["code"] == 201]
+        events = [ev for ev in e2e.kget("-n", NS, "events")["items"]
+                  if ev["involvedObject"].get("uid") == obj["metadata"]["uid"]]
+        created = sum(ev.get("count") or 1 for ev in events if ev.get("reason") == "RelayCreated")
+        self.assertEqual(created, len(made), (events, made))
+        self.assertEqual([ev for ev in events if ev.get("reason") == "PodExists"], [])
+        self.assert_monitor_clean()
+
+
+def pool_gone():
+    """The pool deleted and gone (its finalizer lets it go once its relays drained)."""
+    e2e.kubectl("delete", "-n", NS, "turnpool", POOL, "--wait=false", "--ignore-not-found")
+    e2e.wait_for("the pool gone", lambda: e2e.kubectl("get", "-n", NS, "turnpool", POOL, check=False).returncode != 0
+                 and not e2e.relay_pods(), 90)
+
 
 def make_cert(tag):
     """A self-signed certificate and key (files in the run's directory)."""
@@ -328,9 +386,8 @@ def make_cert(tag):
 
 
 class LifecycleTLS(Lifecycle):
-    def test_07_a_tls_pool_mounts_its_certificate_and_proves_turns(self):
-        e2e.kubectl("delete", "-n", NS, "turnpool", POOL, "--wait=false")
-        e2e.wait_for("the pool's pods gone", lambda: not e2e.relay_pods(), 90)
+    def test_08_a_tls_pool_mounts_its_certificate_and_proves_turns(self):
+        pool_gone()
         text = e2e.pool_yaml(POOL, 3, 25000, 25019).replace(
             "  - {name: turn-tcp, protocol: tcp, port: 3478}\n",
             "  - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: edge-tls}}\n")

@@ -457,3 +457,58 @@ int op_tls_pair_check(const char *crt, const char *key, char digest[65], char *w
   BIO_free(kb);
   return rc;
 }
+
+int64_t op_deletion_ms(const char *object)
+{
+  cJSON *root = cJSON_Parse(object);
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"),
+                                                     "deletionTimestamp");
+  int64_t at = cJSON_IsString(ts) ? op_time_parse(ts->valuestring) : 0;
+  cJSON_Delete(root);
+  return at < 0 ? 1 : at; /* a malformed time is still a deletion */
+}
+
+char *op_with_finalizer(const char *object, const char *finalizer, int want, int *err)
+{
+  *err = 1;
+  cJSON *root = cJSON_Parse(object);
+  cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  char *out = NULL;
+  if (!cJSON_IsObject(meta)) goto done;
+  cJSON *list = cJSON_GetObjectItemCaseSensitive(meta, "finalizers");
+  if (list && !cJSON_IsArray(list)) goto done;
+  int at = -1, i = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, list)
+  {
+    if (cJSON_IsString(f) && strcmp(f->valuestring, finalizer) == 0) at = i;
+    i++;
+  }
+  *err = 0;
+  if ((at >= 0) == (want != 0)) goto done; /* as wanted already */
+  *err = 1;
+  if (want) {
+    if (!list && !(list = cJSON_AddArrayToObject(meta, "finalizers"))) goto done;
+    cJSON *s = cJSON_CreateString(finalizer);
+    if (!s || !cJSON_AddItemToArray(list, s)) {
+      cJSON_Delete(s);
+      goto done;
+    }
+  } else {
+    cJSON_DeleteItemFromArray(list, at);
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "status"); /* the main resource's PUT ignores it */
+  out = cJSON_PrintUnformatted(root);
+  *err = out == NULL;
+done:
+  cJSON_Delete(root);
+  return out;
+}
+
+int op_status_says(const char *object, const char *field)
+{
+  cJSON *root = cJSON_Parse(object);
+  int yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "status"), field));
+  cJSON_Delete(root);
+  return yes;
+}

@@ -88,4 +88,15 @@ int op_tls_pair_check(const char *crt, const char *key, char digest[65], char *w
 int64_t op_generation(const char *object);
 char *op_meta_string(const char *object, const char *field);
 
+/* metadata.deletionTimestamp of @p object as Unix ms (1 when it is not a time); 0 when it is not being deleted. */
+int64_t op_deletion_ms(const char *object);
+
+/* @p object (an observed object, with its resourceVersion: a PUT that fails on a concurrent change) with
+ * @p finalizer in metadata.finalizers (@p want 1) or without it (0), its status dropped; NULL with *err 0
+ * when it already is so, NULL with *err 1 on malformed input or no memory. */
+char *op_with_finalizer(const char *object, const char *finalizer, int want, int *err);
+
+/* 1 when status.@p field of @p object is true. */
+int op_status_says(const char *object, const char *field);
+
 #endif

@@ -25,6 +25,8 @@
 /* the readiness gate of a full relay: True (it works; a full relay is healthy), with this reason, so that
  * whoever reads the pod next knows it is out of the turn URIs until a port frees */
 #define GATE_FULL "RelayFull"
+/* a pool being deleted stays while its relays drain (the seed's finalizer) */
+#define FINALIZER "turnfleet.hzmi.dev/drain"
 
 typedef enum { PEND_STOP = 0, PEND_RESTART = 1 } pend_kind;
 
@@ -43,6 +45,7 @@ typedef struct pool_state {
   char *pool_text, *nodes_text;
   unsigned char secret_digest[32];
   char tls_digest[65]; /* the certificate the engine renders with; "" none */
+  int shutting;        /* the pool is being deleted: its engine drains every relay (tf_engine_shutdown()) */
   pending *pend;
   size_t pend_count;
   char **seen; /* relay pods observed by the last reconcile */
@@ -890,6 +893,9 @@ static char *create_pod(op_controller *c, pool_state *s, const char *pool_json, 
     } else if (rc == 0) {
       out = op_meta_string(made, "uid");
       say(c, TF_LOG_INFO, "create pod %s/%s", ns, relay);
+      const tf_engine_relay *v = view_of(s->engine, relay);
+      event(c, pool_json, "Normal", "RelayCreated", "relay %s on %s/%u-%u", relay, v ? v->address : "?",
+            v ? v->ports.start : 0, v ? v->ports.end : 0);
     } else {
       event(c, pool_json, "Warning", "CreateFailed", "relay %s: pod: %s", relay, tf_kube_status_message(st));
     }
@@ -999,8 +1005,6 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
       (*starts)[*start_count] = strdup(a->relay);
       (*start_ids)[*start_count] = a->id;
       (*start_count)++;
-      event(c, pool_json, "Normal", "RelayCreated", "relay %s on %s/%u-%u (%s)", a->relay, a->address,
-            a->ports.start, a->ports.end, a->reason);
       break;
     }
     case TF_ENGINE_DRAIN: {
@@ -1227,6 +1231,42 @@ static void keep_metrics(op_controller *c)
   tf_free(text);
 }
 
+/* PUT the pool with the drain finalizer added (@p want 1) or removed, against the resourceVersion read.
+ * 0 done or nothing to do; -1 retry (a 409: the next event brings the pool as it is now). */
+static int put_finalizer(op_controller *c, const char *pool_json, const char *ns, const char *name, int want)
+{
+  int err = 0;
+  char *body = op_with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL;
+  if (!body) return err ? -1 : 0;
+  tf_kube_status *st = NULL;
+  tf_err rc = tf_kube_path(&path, GROUP_API, "turnpools", ns, name, NULL);
+  if (rc == 0) rc = tf_kube_update(c->kube, path, body, NULL, &st);
+  if (!want && rc == TF_ENOTFOUND) rc = 0;
+  say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER, want ? "added" : "removed",
+      rc ? ": " : "", rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : "");
+  tf_kube_status_free(st);
+  tf_free(path);
+  free(body);
+  return rc == 0 ? 0 : -1;
+}
+
+/* A pool being deleted whose inputs are refused (its Secret went first, say) and that has no engine in this
+ * process: its pods are deleted (each drains in its preStop, within its own grace) and the finalizer goes
+ * with the last of them. 0; -1 retry. */
+static int drain_unrendered(op_controller *c, const char *pool_json, const char *key, const char *ns,
+                            const char *name, const char *uid)
+{
+  pods_view pv;
+  if (pods_read(c, &pv, ns, name, uid) < 0) return -1;
+  int rc = 0;
+  for (size_t i = 0; i < pv.n; i++)
+    if (!pv.pods[i].deleting && delete_pod(c, ns, pv.pods[i].name, pv.pods[i].uid, -1) < 0) rc = -1;
+  if (pv.n == 0) rc = put_finalizer(c, pool_json, ns, name, 0);
+  else (void)tf_workqueue_add_after(c->queue, key, 1000);
+  pods_clear(&pv);
+  return rc;
+}
+
 /* Reconcile one pool. 0 done (requeued for its engine's next wake-up); -1 retry with backoff. */
 static int reconcile(op_controller *c, const char *key)
 {
@@ -1261,9 +1301,23 @@ static int reconcile(op_controller *c, const char *key)
     state_drop(c, key);
     s = NULL;
   }
-  int r = read_inputs(c, &in, pool_json, ns, name);
+  /* a pool being deleted keeps our finalizer until its relays drained; one without it is the garbage
+   * collector's (it was deleted before we held it, or we let it go) */
+  const int64_t deleted = op_deletion_ms(pool_json);
+  int fin_err = 0;
+  char *fin_add = op_with_finalizer(pool_json, FINALIZER, 1, &fin_err);
+  const int held = !fin_add && !fin_err;
+  free(fin_add);
+  if (fin_err) goto out;
+  if (deleted && !held) {
+    state_drop(c, key);
+    rc = 0;
+    goto out;
+  }
+  if (!deleted && put_finalizer(c, pool_json, ns, name, 1) < 0) goto out;
+  int r = s && s->shutting ? 0 : read_inputs(c, &in, pool_json, ns, name); /* a drain needs no new input */
   if (r != 0) {
-    rc = r > 0 ? 0 : -1;
+    rc = r < 0 ? -1 : deleted && !(s && s->engine) ? drain_unrendered(c, pool_json, key, ns, name, uid) : 0;
     goto out;
   }
   if (!s) {
@@ -1283,7 +1337,7 @@ static int reconcile(op_controller *c, const char *key)
       goto out;
     }
   }
-  r = feed_engine(c, s, &in, pool_json, ns, name);
+  r = s->shutting ? 0 : feed_engine(c, s, &in, pool_json, ns, name);
   if (r != 0) {
     if (r > 0 && !s->engine) state_drop(c, key);
     rc = r > 0 ? 0 : -1;
@@ -1298,6 +1352,16 @@ static int reconcile(op_controller *c, const char *key)
   claims(c, s, key);
   int64_t now = mono_ms();
   observe(c, s, &pv, config_secret, now);
+  if (deleted && !s->shutting) {
+    /* every relay drains as in a scale to zero; what is left is stopped drainTimeout (+ the grace) after the
+     * deletion was asked, whichever leader saw it first */
+    int64_t ago = wall_ms() - deleted;
+    if (tf_engine_shutdown(s->engine, ago <= 0 ? now : ago < now ? now - ago : 1, 0) < 0) goto out;
+    s->shutting = 1;
+    if (!op_status_says(pool_json, "stopping"))
+      event(c, pool_json, "Normal", "Deleting", "the pool is being deleted: its %zu relays leave the turn URIs and "
+            "drain first (until their allocations are gone or drainTimeout)", pv.n);
+  }
   if (tf_engine_step(s->engine, now, wall_ms()) < 0) {
     say(c, TF_LOG_ERROR, "%s: step: %s", key, tf_error_last()->message);
     goto out;
@@ -1306,7 +1370,7 @@ static int reconcile(op_controller *c, const char *key)
   rc = write_config(c, s, ns, name, uid, config_secret);
   /* the pods the engine asked for, and the restarts whose old pod is gone */
   for (size_t i = 0; i < start_count; i++) {
-    char *pod_uid = rc == 0 ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
+    char *pod_uid = rc == 0 && !s->shutting ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
     (void)tf_engine_done(s->engine, start_ids[i], pod_uid != NULL, pod_uid, now);
     free(pod_uid);
   }
@@ -1318,7 +1382,7 @@ static int reconcile(op_controller *c, const char *key)
       if (delete_pod(c, ns, p->relay, p->old_uid, grace) == 0) p->delete_due_ms = 0;
     }
     if (p->kind == PEND_RESTART && (!seen || (p->old_uid && strcmp(seen->uid, p->old_uid) != 0))) {
-      char *pod_uid = create_pod(c, s, pool_json, ns, uid, p->relay);
+      char *pod_uid = s->shutting ? NULL : create_pod(c, s, pool_json, ns, uid, p->relay);
       (void)tf_engine_done(s->engine, p->id, pod_uid != NULL, pod_uid, now);
       free(pod_uid);
       pend_remove(s, i);
@@ -1331,6 +1395,11 @@ static int reconcile(op_controller *c, const char *key)
   else if (write_uris(c, s, &pv, ns, name, uid) < 0) rc = -1;
   else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
   if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
+  if (s->shutting && pv.n == 0 && rc == 0) {
+    /* every relay pod is gone: the pool goes, and what it owned with it */
+    event(c, pool_json, "Normal", "Drained", "every relay drained: the pool goes");
+    rc = put_finalizer(c, pool_json, ns, name, 0);
+  }
   int64_t next = tf_engine_next_ms(s->engine);
   for (size_t i = 0; i < s->pend_count; i++)
     if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;

@@ -119,7 +119,8 @@ TF_EXTERN(tf_err) tf_manifest_turn_uris(char **out, const tf_pool *pool, const t
  * The body for the TURNPool's `/status` subresource: `{"status":
  * {observedGeneration, replicas (the desired count: spec.replicas),
  * readyReplicas, selector, relays, conditions}}`, every condition with its
- * observedGeneration.
+ * observedGeneration; while every relay drains (tf_engine_shutdown()) also
+ * `stopping: true` and `shutdown: {relays, allocations, deadline}`.
  * @param status_json tf_engine_status_json() or tf_reconcile_status_json() text (borrowed)
  * @param len bytes in @p status_json
  * @param generation the pool's metadata.generation this status was computed for (>= 0)
