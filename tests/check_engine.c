@@ -449,6 +449,7 @@ START_TEST(test_engine__a_pool_edit_that_cannot_render_is_refused_whole)
   TF_OK_OR_FAIL(tf_engine_status_json(&status, e));
   ck_assert_ptr_nonnull(strstr(status, "\"refusedChange\":\tnull")); /* accepted: the refusal is gone */
   tf_free(status);
+  step(e, T0 + 2700); /* after the publication delay */
   const tf_engine_action *a;
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, &a), 1);
   ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"n3w\""));
@@ -633,10 +634,18 @@ START_TEST(test_engine__a_held_back_relay_is_ready_but_not_published)
   ck_assert_uint_eq(ready_count(e), 2);
   ck_assert_uint_eq(published(e), 1);
   ck_assert_int_eq(view_named(e, f.name)->flags & TF_RELAY_PUBLISHED, 0);
+  /* nor is it a spare: a new config rolls no other relay while one is held back */
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  step(e, t);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
   f.held_back = 0;
   TF_OK_OR_FAIL(tf_engine_observe(e, &f, t + 1));
   step(e, t + 1);
-  ck_assert_uint_eq(published(e), 2);
+  ck_assert_uint_eq(published(e), 1); /* the other one serves while this one rolls */
+  step(e, t + 2001);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
   tf_engine_free(first);
   tf_engine_free(e);
 }
@@ -938,9 +947,12 @@ START_TEST(test_engine__probe_options_and_results_for_a_driver)
   tf_coturn_options co = mk_coturn(rotated, 2);
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 1400);
-  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 1); /* a new secret: probed at once */
   ack_all(e, T0 + 1400, 1, 0);
-  step(e, T0 + 1600);
+  step(e, T0 + 3400); /* after the publication delay */
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
+  ack_all(e, T0 + 3400, 1, 0);
+  step(e, T0 + 3600);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
   tf_probe_options p2 = TF_PROBE_OPTIONS_INIT;
   TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &p2));
@@ -961,10 +973,7 @@ START_TEST(test_engine__a_secret_change_probes_every_relay_at_once)
   tf_coturn_options co = mk_coturn(rotated, 2);
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 610);
-  /* one relay at a time rolls to the new config; the others are probed now */
-  size_t rolling = count_kind(e, TF_ENGINE_RESTART, NULL);
-  ck_assert_uint_eq(rolling, 1);
-  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3 - rolling);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3);
   for (size_t i = 0; i < tf_engine_action_count(e); i++) {
     const tf_engine_action *a = tf_engine_action_at(e, i);
     if (a->kind != TF_ENGINE_PROBE) continue;
@@ -974,29 +983,69 @@ START_TEST(test_engine__a_secret_change_probes_every_relay_at_once)
     TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 1, 0, 0, "ok", T0 + 620));
   }
   step(e, T0 + 620);
-  ck_assert_uint_eq(published(e), 3 - rolling);
+  /* one relay at a time rolls to the new config (out of the URIs first); the others stay published */
+  ck_assert_uint_eq(published(e), 2);
   /* the same secrets again: no probe out of turn */
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 630);
   ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 0);
+  tf_engine_free(e);
+
   /* a hard rotation (no previous): probed with the new one; a relay that refuses it (401) leaves the URIs */
+  e = ready_fleet(3, "4.6.1");
   const char *fresh[] = {"fr3sh"};
   co = mk_coturn(fresh, 1);
   TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
   step(e, T0 + 640);
-  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3 - rolling);
-  size_t refused = 0;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 3);
+  const char *refused = NULL;
   for (size_t i = 0; i < tf_engine_action_count(e); i++) {
     const tf_engine_action *a = tf_engine_action_at(e, i);
     if (a->kind != TF_ENGINE_PROBE) continue;
     tf_probe_options po = TF_PROBE_OPTIONS_INIT;
     TF_OK_OR_FAIL(tf_engine_probe_options(e, a, 0, &po));
     ck_assert_str_eq(po.secret, "fr3sh");
-    int ok = refused++ > 0; /* the first still runs the old secret */
+    const tf_engine_relay *v = view_named(e, a->relay);
+    int ok = refused || !(v->flags & TF_RELAY_PUBLISHED); /* a published one still runs the old secret */
+    if (!ok) refused = v->name;
     TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, ok, ok ? 0 : 401, !ok, ok ? "ok" : "401 Unauthorized", T0 + 650));
   }
+  ck_assert_ptr_nonnull(refused);
+  char name[64];
+  snprintf(name, sizeof(name), "%s", refused);
   step(e, T0 + 650);
-  ck_assert_uint_eq(published(e), 3 - rolling - 1);
+  ck_assert_int_eq(view_named(e, name)->flags & TF_RELAY_PUBLISHED, 0);
+  tf_engine_free(e);
+}
+END_TEST
+
+/* A restart for a new config: the relay leaves the URIs at once and its RESTART goes publish_delay_ms later
+ * (readers of the URIs stop handing it out first), one relay at a time, for every runtime alike. */
+START_TEST(test_engine__a_restart_waits_the_publication_delay_out_of_the_uris)
+{
+  tf_engine *e = ready_fleet(3, "4.6.1");
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  const int64_t t = T0 + 600;
+  step(e, t);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+  ck_assert_uint_eq(published(e), 2);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(e)), 2 * 2); /* udp and tcp of two relays */
+  ck_assert_int_le(tf_engine_next_ms(e), t + 2000);
+  step(e, t + 1999);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+  ck_assert_uint_eq(published(e), 2);
+  step(e, t + 2000);
+  const tf_engine_action *a;
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, &a), 1);
+  ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"n3w\""));
+  char first[64];
+  snprintf(first, sizeof(first), "%s", a->relay);
+  /* no second one while it is out */
+  step(e, t + 2100);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_RESTART, NULL), 0);
+  ck_assert_uint_eq(published(e), 2);
   tf_engine_free(e);
 }
 END_TEST
@@ -1008,6 +1057,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__starts_then_probes_then_counts_on_schedule);
   tcase_add_test(tc, test_engine__probe_and_count_intervals_run_from_each_result);
   tcase_add_test(tc, test_engine__a_secret_change_probes_every_relay_at_once);
+  tcase_add_test(tc, test_engine__a_restart_waits_the_publication_delay_out_of_the_uris);
   tcase_add_test(tc, test_engine__relay_states_starting_ready_full_failing);
   tcase_add_test(tc, test_engine__drain_waits_the_publication_delay_then_a_count_of_zero);
   tcase_add_test(tc, test_engine__drain_times_out_after_drain_timeout);

@@ -30,6 +30,8 @@ typedef struct tf_eng__relay {
   int64_t probe_ms;
   int probe_ok, probe_error_code, saw_508;
   int held_back; /* not served by its runtime yet (tf_engine_relay_facts.held_back) */
+  int64_t restart_due_ms; /* a restart begun: out of the URIs since, the RESTART goes at this time; 0 none */
+  int restart_asked;      /* the last reconcile asked for its restart */
   int fail_codes[TF_ENG__MAX_CODES];
   int64_t fail_counts[TF_ENG__MAX_CODES];
   size_t fail_count;
@@ -396,7 +398,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.failure_count = r->fail_count;
     o.uris = (const char *const *)r->uris;
     o.uri_count = r->uri_count;
-    o.held_back = r->held_back;
+    o.held_back = r->held_back || r->restart_due_ms; /* a restart begun: unpublished until it goes */
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -784,10 +786,13 @@ static tf_err tf_eng__start(tf_engine *e, tf_eng__relay *r, size_t i, tf_engine_
   return TF_OK;
 }
 
-static int tf_eng__restart_out(const tf_engine *e)
+/* A restart out, or begun (waiting for the publication delay), for a relay other than @p r. */
+static int tf_eng__restart_out(const tf_engine *e, const tf_eng__relay *r)
 {
   for (size_t i = 0; i < e->relay_count; i++)
-    if (e->relays[i].life_out && e->relays[i].life_kind == TF_ENGINE_RESTART) return 1;
+    if (&e->relays[i] != r && ((e->relays[i].life_out && e->relays[i].life_kind == TF_ENGINE_RESTART) ||
+                               e->relays[i].restart_due_ms))
+      return 1;
   return 0;
 }
 
@@ -848,10 +853,16 @@ static int tf_eng__address_held(const tf_engine *e, const tf_eng__relay *r, cons
   return 0;
 }
 
+static void tf_eng__wake(tf_engine *e, int64_t t)
+{
+  if (t > 0 && (e->next_ms == 0 || t < e->next_ms)) e->next_ms = t;
+}
+
 static tf_err tf_eng__lifecycle(tf_engine *e)
 {
   const tf_reconcile *rec = e->rec;
   tf_err rc = TF_OK;
+  for (size_t i = 0; i < e->relay_count; i++) e->relays[i].restart_asked = 0;
   for (size_t k = 0; rc == TF_OK && k < tf_reconcile_action_count(rec); k++) {
     tf_action action;
     size_t i;
@@ -885,7 +896,20 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
       break;
     }
     case TF_ACTION_RESTART:
-      if (r && !tf_eng__restart_out(e)) rc = tf_eng__start(e, r, i, TF_ENGINE_RESTART, reason);
+      /* the relay leaves the URIs now and restarts after the publication delay (readers of the URIs
+       * stop handing it out first), one relay at a time */
+      if (!r || (!r->restart_due_ms && tf_eng__restart_out(e, r))) break;
+      r->restart_asked = 1;
+      if (!r->restart_due_ms) {
+        r->restart_due_ms = e->now_ms + e->opts.publish_delay_ms;
+        if (r->restart_due_ms < 1) r->restart_due_ms = 1;
+      }
+      if (e->now_ms >= r->restart_due_ms) {
+        r->restart_due_ms = 0;
+        rc = tf_eng__start(e, r, i, TF_ENGINE_RESTART, reason);
+      } else {
+        tf_eng__wake(e, r->restart_due_ms);
+      }
       break;
     case TF_ACTION_START:
       if (tf_eng__address_held(e, r, tf_plan_find(tf_reconcile_plan(rec), name))) break;
@@ -894,6 +918,9 @@ static tf_err tf_eng__lifecycle(tf_engine *e)
       break;
     }
   }
+  /* a restart begun that the reconcile no longer asks for (its process went, its config came back) */
+  for (size_t i = 0; rc == TF_OK && i < e->relay_count; i++)
+    if (!e->relays[i].restart_asked) e->relays[i].restart_due_ms = 0;
   return rc;
 }
 
@@ -902,11 +929,6 @@ static tf_err tf_eng__cli_password(const tf_engine *e, tf_eng__action *a)
 {
   if (!e->coturn.cli_password) return TF_OK;
   return tf_reconcile_cli_password(&a->cli_password, e->coturn.cli_password, a->relay);
-}
-
-static void tf_eng__wake(tf_engine *e, int64_t t)
-{
-  if (t > 0 && (e->next_ms == 0 || t < e->next_ms)) e->next_ms = t;
 }
 
 /* Shutdown deadline, drains, probes and counts that are due. */

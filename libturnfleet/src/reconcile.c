@@ -597,6 +597,9 @@ static int tf_rec__fewer(const tf_rec__relay *a, const tf_rec__relay *b)
 /* A planned relay served by its own process, which passed its probe. */
 static int tf_rec__ready(const tf_rec__relay *r) { return r->planned && r->member && tf_rec__probe_good(r); }
 
+/* Its probe passed and its runtime serves it: a restart of it costs its clients something. */
+static int tf_rec__in_use(const tf_rec__relay *r) { return tf_rec__probe_good(r) && !r->obs.held_back; }
+
 static int64_t tf_rec__backoff(const tf_reconcile_options *o, int64_t restarts)
 {
   int64_t d = o->backoff_initial_ms;
@@ -824,10 +827,10 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
   size_t n = rec->relay_count, cap = 0;
   /* per relay: STOP now, DRAIN now, RESTART now, START now (1 new, 2 after an exit), replaced in place */
   char *stopping = calloc(n + 1, 1), *draining_now = calloc(n + 1, 1), *restarting = calloc(n + 1, 1);
-  char *start = calloc(n + 1, 1), *in_place = calloc(n + 1, 1);
+  char *start = calloc(n + 1, 1), *in_place = calloc(n + 1, 1), *held = calloc(n + 1, 1); /* held: unavailable */
   size_t *order = malloc((n + 1) * sizeof(*order));
   tf_err rc = TF_OK;
-  if (!stopping || !draining_now || !restarting || !start || !in_place || !order) {
+  if (!stopping || !draining_now || !restarting || !start || !in_place || !held || !order) {
     rc = tf_error__nomem();
     goto done;
   }
@@ -897,7 +900,9 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
   for (size_t i = 0; i < n && rc == TF_OK; i++) {
     tf_rec__relay *r = &rec->relays[i];
     if (!r->planned) continue;
-    int counts = !tf_rec__ready(r);
+    /* a relay its runtime does not serve (held back) is no spare for a restart either */
+    int counts = !tf_rec__ready(r) || (r->has_obs && r->obs.held_back);
+    held[i] = (char)counts;
     if (r->member && !r->obs.running) {
       int64_t at = r->obs.exited_ms ? r->obs.exited_ms + tf_rec__backoff(o, r->obs.restarts) : now;
       if (now >= at) {
@@ -925,8 +930,9 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
   }
 
   /* one disruption at a time: a restart for a new config, or the drain of a relay replaced in
-   * place; only while every planned relay is ready, except that a relay not ready anyway (its
-   * restart costs nothing) may always go, and goes first */
+   * place; only while every other planned relay is ready and served, except that a relay not
+   * serving anyway (not ready, or held back: a restart its runtime has begun) may always go, and
+   * goes first */
   long pick = -1;
   for (size_t x = 0; x < n && rc == TF_OK; x++) {
     size_t i = order[x];
@@ -936,11 +942,12 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
     if (!outdated && !in_place[i]) continue;
     /* a relay that is not ready anyway first, then the one with the fewest allocations */
     const tf_rec__relay *p = pick >= 0 ? &rec->relays[pick] : NULL;
-    if (!p || (tf_rec__probe_good(p) && !tf_rec__probe_good(r)) ||
-        (tf_rec__probe_good(p) == tf_rec__probe_good(r) && tf_rec__fewer(r, p)))
+    if (!p || (tf_rec__in_use(p) && !tf_rec__in_use(r)) ||
+        (tf_rec__in_use(p) == tf_rec__in_use(r) && tf_rec__fewer(r, p)))
       pick = (long)i;
   }
-  if (pick >= 0 && rc == TF_OK && (!tf_rec__probe_good(&rec->relays[pick]) || unavailable == 0)) {
+  if (pick >= 0 && rc == TF_OK &&
+      (!tf_rec__in_use(&rec->relays[pick]) || unavailable - (size_t)held[pick] == 0)) {
     if (rec->relays[pick].planned) {
       restarting[pick] = 1;
       rc = tf_rec__push_action(rec, &cap, TF_ACTION_RESTART, (size_t)pick, "ConfigChanged");
@@ -973,6 +980,7 @@ done:
   free(restarting);
   free(start);
   free(in_place);
+  free(held);
   return rc;
 }
 

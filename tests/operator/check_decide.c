@@ -80,26 +80,6 @@ START_TEST(test_decide__gate_patch_only_when_it_changes)
 }
 END_TEST
 
-START_TEST(test_decide__uris_without_the_leaving_relays)
-{
-  const char body[] = "{\"kind\":\"ConfigMap\",\"data\":{\"iceServers.json\":"
-                      "\"[{\\\"urls\\\":[\\\"turn:203.0.113.1:3478\\\",\\\"turn:203.0.113.1:3478?transport=tcp\\\"]},"
-                      "{\\\"urls\\\":[\\\"turn:203.0.113.2:3478\\\"]}]\","
-                      "\"uris\":\"turn:203.0.113.1:3478\\nturn:203.0.113.1:3478?transport=tcp\\nturn:203.0.113.2:3478\\n\"}}";
-  const char *gone[] = {"turn:203.0.113.1:3478", "turn:203.0.113.1:3478?transport=tcp"};
-  char *out = op_uris_without(body, gone, 2);
-  ck_assert_ptr_nonnull(out);
-  cJSON *cm = cJSON_Parse(out);
-  cJSON *data = cJSON_GetObjectItem(cm, "data");
-  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(data, "uris")), "turn:203.0.113.2:3478\n");
-  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(data, "iceServers.json")),
-                   "[{\"urls\":[\"turn:203.0.113.2:3478\"]}]");
-  cJSON_Delete(cm);
-  free(out);
-  ck_assert_ptr_null(op_uris_without("{\"data\":{}}", gone, 2));
-}
-END_TEST
-
 START_TEST(test_decide__status_keeps_the_probe_time_while_the_outcome_holds)
 {
   const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
@@ -306,7 +286,6 @@ int main(void)
   TCase *tc = tcase_create("decide");
   tcase_add_test(tc, test_decide__reads_a_relay_pod);
   tcase_add_test(tc, test_decide__gate_patch_only_when_it_changes);
-  tcase_add_test(tc, test_decide__uris_without_the_leaving_relays);
   tcase_add_test(tc, test_decide__status_keeps_the_probe_time_while_the_outcome_holds);
   tcase_add_test(tc, test_decide__a_refused_pool_keeps_its_transition_time);
   tcase_add_test(tc, test_decide__writes_only_what_differs);

@@ -204,58 +204,6 @@ char *op_gate_patch(const op_pod *pod, int ready, const char *reason, const char
   return text;
 }
 
-static int in_set(const char *s, const char *const *set, size_t n)
-{
-  for (size_t i = 0; s && i < n; i++)
-    if (strcmp(s, set[i]) == 0) return 1;
-  return 0;
-}
-
-char *op_uris_without(const char *body, const char *const *uris, size_t n)
-{
-  cJSON *root = cJSON_Parse(body);
-  cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
-  const char *lines = str_at(data, "uris");
-  const char *ice = str_at(data, "iceServers.json");
-  if (!lines || !ice) {
-    cJSON_Delete(root);
-    return NULL;
-  }
-  size_t len = strlen(lines);
-  char *kept = malloc(len + 1), *work = strdup(lines);
-  cJSON *servers = cJSON_Parse(ice);
-  char *out = NULL;
-  if (kept && work && cJSON_IsArray(servers)) {
-    kept[0] = '\0';
-    char *save = NULL;
-    for (char *l = strtok_r(work, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-      if (*l && !in_set(l, uris, n)) strcat(strcat(kept, l), "\n");
-    for (int i = cJSON_GetArraySize(servers) - 1; i >= 0; i--) {
-      cJSON *srv = cJSON_GetArrayItem(servers, i);
-      cJSON *urls = cJSON_GetObjectItemCaseSensitive(srv, "urls");
-      if (cJSON_IsString(urls)) {
-        if (in_set(urls->valuestring, uris, n)) cJSON_DeleteItemFromArray(servers, i);
-        continue;
-      }
-      for (int j = cJSON_GetArraySize(urls) - 1; j >= 0; j--)
-        if (in_set(cJSON_GetStringValue(cJSON_GetArrayItem(urls, j)), uris, n)) cJSON_DeleteItemFromArray(urls, j);
-      if (cJSON_GetArraySize(urls) == 0) cJSON_DeleteItemFromArray(servers, i);
-    }
-    char *ice_text = cJSON_PrintUnformatted(servers);
-    if (ice_text) {
-      cJSON_ReplaceItemInObjectCaseSensitive(data, "uris", cJSON_CreateString(kept));
-      cJSON_ReplaceItemInObjectCaseSensitive(data, "iceServers.json", cJSON_CreateString(ice_text));
-      out = cJSON_Print(root);
-      cJSON_free(ice_text);
-    }
-  }
-  free(kept);
-  free(work);
-  cJSON_Delete(servers);
-  cJSON_Delete(root);
-  return out;
-}
-
 static const cJSON *find_relay(const cJSON *relays, const char *name)
 {
   const cJSON *r;

@@ -39,11 +39,6 @@ void op_pod_clear(op_pod *p);
 char *op_gate_patch(const op_pod *pod, int ready, const char *reason, const char *message, const char *now,
                     int *err);
 
-/* The turn-uris ConfigMap @p body without @p uris (relays whose pod is being
- * deleted by someone else: they leave the URIs first, as in a drain). NULL
- * on malformed input or no memory. */
-char *op_uris_without(const char *body, const char *const *uris, size_t n);
-
 /* The status body @p desired (tf_manifest_status()) with each relay's
  * lastProbe.time and message taken from @p observed_pool's status where
  * that relay's probe outcome (ok, errorCode) did not change: the status

@@ -34,7 +34,7 @@ typedef struct pending {
   pend_kind kind;
   uint64_t id;
   char *relay, *old_uid;
-  int64_t delete_due_ms; /* restart: the old pod goes at this time (its URIs left the ConfigMap before); 0: sent */
+  int64_t delete_due_ms; /* restart: the old pod is to go (the engine waited the publication delay); 0: sent */
 } pending;
 
 typedef struct pool_state {
@@ -989,11 +989,11 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
     switch (a->kind) {
     case TF_ENGINE_START:
     case TF_ENGINE_RESTART: {
-      /* a new config: the relay leaves the URIs now, its pod goes after the publication delay, and the new
-       * pod is made once the old one is gone (one name, one relay address) */
+      /* a new config (the engine took the relay out of the URIs a publication delay ago): its pod goes now,
+       * and the new pod is made once the old one is gone (one name, one relay address) */
       if (a->kind == TF_ENGINE_RESTART || (p && p->deleting)) {
         int due = a->kind == TF_ENGINE_RESTART && p && !p->deleting;
-        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL, due ? now + c->cfg.publish_delay_ms : 0);
+        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL, due ? now : 0);
         if (due) event(c, pool_json, "Normal", "RelayRolling", "relay %s: replacing its pod (%s)", a->relay, a->reason);
         break;
       }
@@ -1057,28 +1057,6 @@ static void act(op_controller *c, pool_state *s, const pods_view *pv, const char
   }
 }
 
-/* The URIs of relays whose pod waits to be replaced: they leave the ConfigMap at once. */
-static size_t leaving_uris(const pool_state *s, const pods_view *pv, const char ***out)
-{
-  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
-  size_t n = 0, cap = 0;
-  *out = NULL;
-  for (size_t i = 0; rec && i < pv->n; i++) {
-    const pending *pd = pend_for(s, pv->pods[i].name);
-    if (!(pd && pd->kind == PEND_RESTART)) continue;
-    size_t r = rec_index(rec, pv->pods[i].name);
-    for (size_t j = 0; r != (size_t)-1 && j < tf_reconcile_relay_uri_count(rec, r); j++) {
-      if (n == cap) {
-        const char **g = realloc(*out, (cap = cap ? cap * 2 : 8) * sizeof(char *));
-        if (!g) return n;
-        *out = g;
-      }
-      (*out)[n++] = tf_reconcile_relay_uri(rec, r, j);
-    }
-  }
-  return n;
-}
-
 static int write_config(op_controller *c, pool_state *s, const char *ns, const char *name, const char *uid,
                         const char *config_secret)
 {
@@ -1107,8 +1085,7 @@ static int write_config(op_controller *c, pool_state *s, const char *ns, const c
   return rc;
 }
 
-static int write_uris(op_controller *c, pool_state *s, const pods_view *pv, const char *ns, const char *name,
-                      const char *uid)
+static int write_uris(op_controller *c, pool_state *s, const char *ns, const char *name, const char *uid)
 {
   const tf_reconcile *rec = tf_engine_reconcile(s->engine);
   tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
@@ -1118,16 +1095,11 @@ static int write_uris(op_controller *c, pool_state *s, const pods_view *pv, cons
   int rc = -1;
   if (tf_kube_path(&coll, "/api/v1", "configmaps", ns, NULL, NULL) == 0 &&
       tf_manifest_turn_uris(&body, tf_engine_pool(s->engine), rec, &mo) == 0) {
-    const char **gone = NULL;
-    size_t ng = leaving_uris(s, pv, &gone);
-    char *filtered = ng ? op_uris_without(body, gone, ng) : NULL;
-    free(gone);
     char *cname = join3(name, "-turn-uris", ""), *key = join3(ns, "/", cname ? cname : "");
     /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
     tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
-      rc = write_object(c, coll, cname, filtered ? filtered : body, g == 0 ? observed : NULL);
-    free(filtered);
+      rc = write_object(c, coll, cname, body, g == 0 ? observed : NULL);
     free(cname);
     free(key);
   }
@@ -1392,7 +1364,7 @@ static int reconcile(op_controller *c, const char *key)
   }
   /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff) */
   if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
-  else if (write_uris(c, s, &pv, ns, name, uid) < 0) rc = -1;
+  else if (write_uris(c, s, ns, name, uid) < 0) rc = -1;
   else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
   if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
   if (s->shutting && pv.n == 0 && rc == 0) {
