@@ -4,7 +4,7 @@ from that answer, exchange a data-channel message through each relay of a `turnf
 coturn relays on loopback. The relayed candidates' addresses prove which relay carried it. A page from an
 origin the issuer does not list gets no CORS grant: the browser itself refuses it the answer.
 
-Loopback 127.0.6.1 (page server, issuer), relays 127.0.6.11-12; ports 26001 (TURN), 26050+ (coturn CLI),
+Loopback 127.0.6.1 (page server, issuer), relays 127.0.6.11-12; ports 26001 (TURN), 26020+ (coturn CLI, on 127.0.0.1 as up renders it),
 26081-26082 (pages), 26080 (issuer), 26090 (up's metrics), relays 26100-26139.
 """
 import http.server
@@ -101,7 +101,7 @@ def run_chromium(url, profile, until, timeout):
 class TestBrowser(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.fleet = Fleet("call", "127.0.6.11-12", 26001, 26100, 26139, "127.0.6.1:26090", 26050,
+        cls.fleet = Fleet("call", "127.0.6.11-12", 26001, 26100, 26139, "127.0.6.1:26090", 26020,
                           "127.0.6.1:26080", replicas=2, issuer_args=["--cors-origin", "http://" + LISTED,
                                                                        "--max-relays", "2", "--quiet"])
         cls.pages = []
