@@ -123,7 +123,7 @@ class TestIssuerHttp(unittest.TestCase):
             self.assertNotIn("access-control-allow-origin", h)
 
     def test_4_bad_requests_name_the_field(self):
-        cases = [("/ice?pool=other&user=alice", 404, "pool: no pool other here"),
+        cases = [("/ice?pool=other&user=alice", 404, "pool: no pool default/other here"),
                  ("/ice?pool=kube-system/edge&user=alice", 404, "pool: no pool kube-system/edge"),
                  ("/ice?user=alice", 400, "pool: is required"),
                  ("/ice?pool=edge", 400, "user: is required"),
@@ -131,6 +131,7 @@ class TestIssuerHttp(unittest.TestCase):
                  ("/ice?pool=edge&user=alice&ttl=5", 400, "ttl: 5 is outside 60-86400"),
                  ("/ice?pool=edge&user=alice&ttl=abc", 400, "ttl: must be a whole number"),
                  ("/ice?pool=edge&user=alice&transport=sctp", 400, "transport:"),
+                 ("/ice?pool=a/b/c&user=alice", 400, "pool: must be [NAMESPACE/]NAME"),
                  ("/ice?pool=edge&user=alice&family=ipv6", 503, "no ready relay has a URI for the transports and family"),
                  ("/?service=stun&username=a&pool=edge", 400, "service: must be turn"),
                  ("/?service=turn&pool=edge", 400, "username: is required")]
@@ -255,7 +256,12 @@ class TestIssuerHttp(unittest.TestCase):
                  (["--listen", "127.0.6.1:26282", "--tokens-file", "/nonexistent/tokens"] + base, "--tokens-file:"),
                  (["--listen", "127.0.6.1:26282", "--no-auth", "--state-dir", self.fleet.state, "--secret-file",
                    "/nonexistent/secret", "--pool", "edge"], "--secret-file:"),
-                 (["--listen", "127.0.6.1:26282", "--no-auth"], "are required"),
+                 (["--no-auth"] + base, "--listen is required"),
+                 (["--listen", "127.0.6.1:26282", "--no-auth", "--pool", "edge"], "--pool: only with --state-dir"),
+                 (["--listen", "127.0.6.1:26282", "--no-auth", "--kubeconfig", "k"] + base,
+                  "--kubeconfig: not with --state-dir"),
+                 (["--listen", "127.0.6.1:26282", "--no-auth", "--kubeconfig", "/nonexistent/kubeconfig"],
+                  "/nonexistent/kubeconfig: "),
                  (["--bogus"], "unknown option")]
         for args, text in cases:
             r = subprocess.run([ISSUER] + args, capture_output=True, text=True, timeout=10)

@@ -1,5 +1,6 @@
 /* turnfleet-issuer: TURN credentials for WebRTC clients, relays chosen by the library's issuer
- * module from a `turnfleet up` state directory. Flags, then serve.c. */
+ * module, from the pools the informers see in Kubernetes or from a `turnfleet up` state directory.
+ * Flags, then source.c and serve.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -25,15 +26,19 @@
 #define MAX_ORIGINS 64
 
 static const char usage[] =
-    "usage: turnfleet-issuer --listen ADDR:PORT [--cert FILE --key FILE] --state-dir DIR --secret-file FILE\n"
-    "         --pool NAME [--namespace NS] (--tokens-file FILE | --no-auth) [--ttl DUR] [--ttl-max DUR]\n"
-    "         [--max-relays N] [--cors-origin ORIGIN]... [--rate N] [--burst N] [--threads N]\n"
-    "         [--max-connections N] [--timeout S] [--quiet] | --version | --help\n"
+    "usage: turnfleet-issuer --listen ADDR:PORT [--cert FILE --key FILE]\n"
+    "         ([--kubeconfig FILE] [--namespace NS] | --state-dir DIR --secret-file FILE --pool NAME [--namespace NS])\n"
+    "         (--tokens-file FILE | --no-auth) [--ttl DUR] [--ttl-max DUR] [--max-relays N]\n"
+    "         [--cors-origin ORIGIN]... [--rate N] [--burst N] [--threads N] [--max-connections N]\n"
+    "         [--timeout S] [--quiet] | --version | --help\n"
     "  --listen          GET /ice, GET /?service=turn, /healthz, /readyz, /metrics; plain HTTP only on loopback\n"
     "  --cert, --key     serve HTTPS with this PEM chain and key (reloaded when the files change)\n"
-    "  --state-dir       a `turnfleet up` state directory: iceServers.json and status.json, re-read on change\n"
-    "  --secret-file     the pool's shared secret (one line), re-read on change\n"
-    "  --pool, --namespace  the pool the state directory runs (namespace default \"default\")\n"
+    "  --kubeconfig      Kubernetes: TURNPools, <pool>-turn-uris ConfigMaps and auth Secrets through informers\n"
+    "                    (default: the in-cluster service account)\n"
+    "  --namespace       Kubernetes: only this namespace (default: all); the namespace of pool=NAME\n"
+    "  --state-dir       instead: a `turnfleet up` state directory (iceServers.json, status.json), re-read on change\n"
+    "  --secret-file     its pool's shared secret (one line), re-read on change\n"
+    "  --pool            its pool's name (the namespace is --namespace, default \"default\")\n"
     "  --tokens-file     bearer tokens, one a line (# comments), re-read on change; others get 401\n"
     "  --no-auth         answer without a token (loopback only, for development)\n"
     "  --ttl, --ttl-max  credential lifetime by default (1h) and at most (24h): 90, 90s, 15m, 2h\n"
@@ -94,6 +99,12 @@ static int origin_ok(const char *o)
   return 1;
 }
 
+static void log_line(tf_log_level level, const char *message, void *payload)
+{
+  (void)level, (void)payload;
+  fprintf(stderr, "%s: %s\n", PROG, message);
+}
+
 static int bad(const char *what, const char *msg)
 {
   tool_say(PROG, what, "%s", msg);
@@ -104,7 +115,7 @@ int main(int argc, char **argv)
 {
   secure_no_dumps(); /* the secret and the TLS key are in memory */
   const char *listen = NULL, *cert = NULL, *key = NULL, *state_dir = NULL, *secret_file = NULL;
-  const char *tokens_file = NULL, *pool = NULL, *ns = "default";
+  const char *tokens_file = NULL, *pool = NULL, *ns = NULL, *kubeconfig = NULL;
   const char *origins[MAX_ORIGINS];
   size_t origin_count = 0;
   long long ttl = TF_ISSUER_TTL_DEFAULT_S, ttl_max = TF_ISSUER_TTL_MAX_S, max_relays = TF_ISSUER_MAX_RELAYS_DEFAULT;
@@ -149,7 +160,7 @@ int main(int argc, char **argv)
     case 'h' + 256: if (number("--threads", optarg, 1, 256, &threads) < 0) return EXIT_BAD_INPUT; break;
     case 'C': if (number("--max-connections", optarg, 1, 65536, &conns) < 0) return EXIT_BAD_INPUT; break;
     case 'W': if (number("--timeout", optarg, 1, 3600, &timeout) < 0) return EXIT_BAD_INPUT; break;
-    case 'K': return bad("--kubeconfig", "the Kubernetes source is not available in this build; use --state-dir");
+    case 'K': kubeconfig = optarg; break;
     case 'q': quiet = 1; break;
     case 'h': fputs(usage, stdout); return 0;
     case 'V': printf("%s %s\n", PROG, tf_version_string()); return 0;
@@ -160,10 +171,16 @@ int main(int argc, char **argv)
     }
   }
   if (optind < argc) return bad(argv[optind], "unexpected argument");
-  if (!listen || !state_dir || !secret_file || !pool) {
-    tool_say(PROG, NULL, "--listen, --state-dir, --secret-file and --pool are required");
+  if (!listen) {
+    tool_say(PROG, NULL, "--listen is required");
     fputs(usage, stderr);
     return EXIT_BAD_INPUT;
+  }
+  if (state_dir) {
+    if (kubeconfig) return bad("--kubeconfig", "not with --state-dir");
+    if (!secret_file || !pool) return bad("--state-dir", "needs --secret-file and --pool");
+  } else if (secret_file || pool) {
+    return bad(secret_file ? "--secret-file" : "--pool", "only with --state-dir");
   }
   int lo = loopback(listen);
   if (lo < 0) return bad("--listen", "must be ADDR:PORT or [V6]:PORT");
@@ -174,17 +191,52 @@ int main(int argc, char **argv)
   if (no_auth && !lo) return bad("--no-auth", "only on a loopback --listen address");
   if (ttl > ttl_max) return bad("--ttl", "longer than --ttl-max");
   if (ttl < TF_ISSUER_TTL_MIN_S || ttl_max < TF_ISSUER_TTL_MIN_S) return bad("--ttl", "at least 60s");
-  if (!*pool || !*ns) return bad(*pool ? "--namespace" : "--pool", "must not be empty");
+  if ((pool && !*pool) || (ns && !*ns)) return bad(ns && !*ns ? "--namespace" : "--pool", "must not be empty");
 
   int sfd = tool_stop_signalfd();
   char err[600];
-  is_source *src = is_source_new(state_dir, secret_file, tokens_file, err, sizeof(err));
-  if (!src) {
+  const char *ns_given = ns;
+  is_tokens *tokens = NULL;
+  tf_kube *kube = NULL;
+  is_source *src = NULL;
+  if (tokens_file && !(tokens = is_tokens_new(tokens_file, err, sizeof(err)))) {
     if (sfd >= 0) close(sfd);
-    return bad(tokens_file && strstr(err, tokens_file) ? "--tokens-file" : "--secret-file", err);
+    return bad("--tokens-file", err);
+  }
+  if (state_dir) {
+    if (!ns) ns = "default";
+    src = is_source_files(state_dir, secret_file, ns, pool, err, sizeof(err));
+    if (!src) {
+      is_tokens_free(tokens);
+      if (sfd >= 0) close(sfd);
+      return bad("--secret-file", err);
+    }
+  } else {
+    tf_kube_options ko;
+    tf_kube_options_init(&ko, TF_KUBE_OPTIONS_VERSION);
+    ko.source = kubeconfig ? TF_KUBE_SOURCE_KUBECONFIG : TF_KUBE_SOURCE_IN_CLUSTER;
+    ko.kubeconfig = kubeconfig;
+    ko.user_agent = PROG;
+    if (tf_kube_new(&kube, &ko) < 0) {
+      tool_say(PROG, kubeconfig ? kubeconfig : "in-cluster configuration", "%s", tf_error_last()->message);
+      is_tokens_free(tokens);
+      if (sfd >= 0) close(sfd);
+      return EXIT_BAD_INPUT;
+    }
+    src = is_source_kube(kube, ns, log_line, err, sizeof(err));
+    if (!src) {
+      tool_say(PROG, "informers", "%s", err);
+      tf_kube_free(kube);
+      is_tokens_free(tokens);
+      if (sfd >= 0) close(sfd);
+      return 1;
+    }
+    if (!ns) ns = tf_kube_namespace(kube);
   }
   if (cert && tool_tls_start(cert, key, 1000, err, sizeof(err)) < 0) {
     is_source_free(src);
+    tf_kube_free(kube);
+    is_tokens_free(tokens);
     if (sfd >= 0) close(sfd);
     return bad("--cert/--key", err);
   }
@@ -196,8 +248,8 @@ int main(int argc, char **argv)
   so.limits.idle_s = (unsigned int)timeout;
   so.limits.threads = (unsigned int)threads;
   so.source = src;
-  so.ns = ns;
-  so.pool = pool;
+  so.tokens = tokens;
+  so.default_ns = ns;
   so.origins = origins;
   so.origin_count = origin_count;
   so.rate = (double)rate;
@@ -213,8 +265,13 @@ int main(int argc, char **argv)
     tool_say(PROG, "--listen", "cannot serve on %s: %s", listen, strerror(errno));
     st = 1;
   } else {
-    fprintf(stderr, "%s: serving %s/%s on %s (%s)%s\n", PROG, ns, pool, listen, cert ? "https" : "http",
-            no_auth ? ", without authentication" : "");
+    if (state_dir)
+      fprintf(stderr, "%s: serving %s/%s from %s on %s (%s)%s\n", PROG, ns, pool, state_dir, listen,
+              cert ? "https" : "http", no_auth ? ", without authentication" : "");
+    else
+      fprintf(stderr, "%s: serving the pools of %s from %s on %s (%s)%s\n", PROG,
+              ns_given ? ns_given : "every namespace",
+              tf_kube_server(kube), listen, cert ? "https" : "http", no_auth ? ", without authentication" : "");
   }
   while (!st) {
     struct signalfd_siginfo si;
@@ -227,6 +284,8 @@ int main(int argc, char **argv)
   is_server_stop(srv);
   if (cert) tool_tls_stop();
   is_source_free(src);
+  tf_kube_free(kube);
+  is_tokens_free(tokens);
   if (sfd >= 0) close(sfd);
   return st;
 }

@@ -20,7 +20,7 @@
 #define PROG "turnfleet-issuer"
 #define IS_BUCKETS 4096 /* clients tracked by the rate limit; the least recent of a probe window is evicted */
 #define IS_PROBE 8
-#define IS_RELAY_SERIES 1024 /* distinct relays counted in turnfleet_issuer_relays_handed_out_total */
+#define IS_SERIES 4096 /* counter series kept (pools × forms, pools × relays); more are not counted */
 
 enum { D_UNAUTHORIZED, D_ORIGIN, D_RATE, D_BAD_REQUEST, D_NOT_FOUND, D_UNAVAILABLE, D_COUNT };
 static const char *const denial_names[D_COUNT] = {"unauthorized", "origin", "rate_limited",
@@ -32,19 +32,21 @@ typedef struct is_bucket {
   int64_t last_ms;
 } is_bucket;
 
-typedef struct is_relay_count {
-  char *name;
+/* One counter series: answers (kind 0: a = form) or relays handed out (kind 1: a = relay), per pool. */
+typedef struct is_series {
+  int kind;
+  char *ns, *pool, *a;
   unsigned long long n;
-} is_relay_count;
+} is_series;
 
 struct is_server {
   is_server_options o;
   struct MHD_Daemon *mhd;
   pthread_mutex_t mu; /* buckets and counters */
   is_bucket *buckets;
-  unsigned long long answers[2], denials[D_COUNT];
-  is_relay_count relays[IS_RELAY_SERIES];
-  size_t relay_count;
+  unsigned long long denials[D_COUNT];
+  is_series series[IS_SERIES];
+  size_t series_count;
 };
 
 static int64_t now_ms(void)
@@ -104,17 +106,34 @@ static void count_denial(is_server *s, int d)
   pthread_mutex_unlock(&s->mu);
 }
 
-static void count_answer(is_server *s, tf_issuer_form form, const tf_issuer_answer *a)
+/* With mu held: the series, made when new (NULL when the table is full). */
+static is_series *series_of(is_server *s, int kind, const char *ns, const char *pool, const char *a)
+{
+  for (size_t i = 0; i < s->series_count; i++) {
+    is_series *e = &s->series[i];
+    if (e->kind == kind && !strcmp(e->ns, ns) && !strcmp(e->pool, pool) && !strcmp(e->a, a)) return e;
+  }
+  if (s->series_count == IS_SERIES) return NULL;
+  is_series *e = &s->series[s->series_count];
+  e->kind = kind;
+  e->ns = strdup(ns);
+  e->pool = strdup(pool);
+  e->a = strdup(a);
+  if (!e->ns || !e->pool || !e->a) {
+    free(e->ns), free(e->pool), free(e->a);
+    return NULL;
+  }
+  s->series_count++;
+  return e;
+}
+
+static void count_answer(is_server *s, const char *ns, const char *pool, tf_issuer_form form, const tf_issuer_answer *a)
 {
   pthread_mutex_lock(&s->mu);
-  s->answers[form == TF_ISSUER_FORM_REST]++;
-  for (size_t i = 0; i < tf_issuer_answer_relay_count(a); i++) {
-    const char *name = tf_issuer_answer_relay_name(a, i);
-    size_t k = 0;
-    while (k < s->relay_count && strcmp(s->relays[k].name, name) != 0) k++;
-    if (k == s->relay_count && k < IS_RELAY_SERIES && (s->relays[k].name = strdup(name))) s->relay_count++;
-    if (k < s->relay_count) s->relays[k].n++;
-  }
+  is_series *e = series_of(s, 0, ns, pool, form == TF_ISSUER_FORM_REST ? "rest" : "ice");
+  if (e) e->n++;
+  for (size_t i = 0; i < tf_issuer_answer_relay_count(a); i++)
+    if ((e = series_of(s, 1, ns, pool, tf_issuer_answer_relay_name(a, i)))) e->n++;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -163,17 +182,15 @@ static enum MHD_Result metrics(is_server *s, struct MHD_Connection *conn)
   static const char *const denial_labels[] = {"reason"};
   static const char *const relay_labels[] = {"namespace", "pool", "relay"};
   pthread_mutex_lock(&s->mu);
-  for (int f = 0; f < 2; f++) {
-    const char *v[] = {s->o.ns, s->o.pool, f ? "rest" : "ice"};
-    tf_metrics_add(m, "turnfleet_issuer_answers_total", answer_labels, v, 3, (double)s->answers[f]);
-  }
   for (int d = 0; d < D_COUNT; d++) {
     const char *v[] = {denial_names[d]};
     tf_metrics_add(m, "turnfleet_issuer_denials_total", denial_labels, v, 1, (double)s->denials[d]);
   }
-  for (size_t i = 0; i < s->relay_count; i++) {
-    const char *v[] = {s->o.ns, s->o.pool, s->relays[i].name};
-    tf_metrics_add(m, "turnfleet_issuer_relays_handed_out_total", relay_labels, v, 3, (double)s->relays[i].n);
+  for (size_t i = 0; i < s->series_count; i++) {
+    const is_series *e = &s->series[i];
+    const char *v[] = {e->ns, e->pool, e->a};
+    tf_metrics_add(m, e->kind ? "turnfleet_issuer_relays_handed_out_total" : "turnfleet_issuer_answers_total",
+                   e->kind ? relay_labels : answer_labels, v, 3, (double)e->n);
   }
   pthread_mutex_unlock(&s->mu);
   enum MHD_Result rc = MHD_NO;
@@ -209,7 +226,7 @@ static enum MHD_Result answer(is_server *s, struct MHD_Connection *conn, tf_issu
     return reply(conn, MHD_HTTP_TOO_MANY_REQUESTS, "text/plain; charset=utf-8", "too many requests\n", origin,
                  "Retry-After", ra);
   }
-  int tok = is_source_token_ok(s->o.source, token_of(conn, form == TF_ISSUER_FORM_REST));
+  int tok = s->o.tokens ? is_tokens_check(s->o.tokens, token_of(conn, form == TF_ISSUER_FORM_REST)) : 1;
   if (tok != 1) {
     count_denial(s, D_UNAUTHORIZED);
     if (tok < 0) fprintf(stderr, "%s: the tokens file cannot be read: refusing every request\n", PROG);
@@ -227,14 +244,17 @@ static enum MHD_Result answer(is_server *s, struct MHD_Connection *conn, tf_issu
     count_denial(s, D_BAD_REQUEST);
     return text(conn, MHD_HTTP_BAD_REQUEST, "pool: is required ([NAMESPACE/]NAME)\n", origin);
   }
+  char ns[254], name[254];
   const char *slash = strchr(pool, '/');
-  size_t nl = slash ? (size_t)(slash - pool) : 0;
-  const char *name = slash ? slash + 1 : pool;
-  if (strcmp(name, s->o.pool) != 0 || (slash && (nl != strlen(s->o.ns) || strncmp(pool, s->o.ns, nl) != 0))) {
-    count_denial(s, D_NOT_FOUND);
-    snprintf(msg, sizeof(msg), "pool: no pool %.200s here (this issuer serves %s/%s)\n", pool, s->o.ns, s->o.pool);
-    return text(conn, MHD_HTTP_NOT_FOUND, msg, origin);
+  size_t nl = slash ? (size_t)(slash - pool) : strlen(s->o.default_ns);
+  const char *nm = slash ? slash + 1 : pool;
+  if (nl == 0 || nl >= sizeof(ns) || !*nm || strlen(nm) >= sizeof(name) || strchr(nm, '/')) {
+    count_denial(s, D_BAD_REQUEST);
+    return text(conn, MHD_HTTP_BAD_REQUEST, "pool: must be [NAMESPACE/]NAME\n", origin);
   }
+  memcpy(ns, slash ? pool : s->o.default_ns, nl);
+  ns[nl] = '\0';
+  snprintf(name, sizeof(name), "%s", nm);
   tf_err rc = 0;
   if ((arg = ARG("transport"))) rc = tf_issuer_transports_parse(&req.transports, arg);
   if (!rc && (arg = ARG("family"))) rc = tf_issuer_family_parse(&req.family, arg);
@@ -252,11 +272,12 @@ static enum MHD_Result answer(is_server *s, struct MHD_Connection *conn, tf_issu
     }
     req.ttl_s = v;
   }
-  is_snapshot *snap = is_source_get(s->o.source, msg, sizeof(msg) - 1);
-  if (!snap) {
-    count_denial(s, D_UNAVAILABLE);
+  is_snapshot *snap = NULL;
+  int code = is_source_get(s->o.source, ns, name, &snap, msg, sizeof(msg) - 1);
+  if (code != 200) {
+    count_denial(s, code == 404 ? D_NOT_FOUND : D_UNAVAILABLE);
     strcat(msg, "\n");
-    return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, msg, origin);
+    return text(conn, code == 404 ? MHD_HTTP_NOT_FOUND : MHD_HTTP_SERVICE_UNAVAILABLE, msg, origin);
   }
   tf_issuer_answer *a = NULL;
   rc = tf_issuer_answer_new(&a, snap->pool, snap->secret, &req, &s->o.issuer, (int64_t)time(NULL));
@@ -273,11 +294,11 @@ static enum MHD_Result answer(is_server *s, struct MHD_Connection *conn, tf_issu
   char *json = NULL;
   enum MHD_Result ret = MHD_NO;
   if (tf_issuer_answer_json(&json, a, form) == 0) {
-    count_answer(s, form, a);
+    count_answer(s, ns, name, form, a);
     ret = reply(conn, MHD_HTTP_OK, "application/json", json, origin, NULL, NULL);
     if (s->o.log_requests)
-      fprintf(stderr, "%s: answered %s for pool %s/%s with %zu relays\n", PROG, form ? "rest" : "ice", s->o.ns,
-              s->o.pool, tf_issuer_answer_relay_count(a));
+      fprintf(stderr, "%s: answered %s for pool %s/%s with %zu relays\n", PROG, form ? "rest" : "ice", ns, name,
+              tf_issuer_answer_relay_count(a));
   }
   tf_secret_free(json);
   tf_issuer_answer_free(a);
@@ -296,11 +317,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   if (!strcmp(url, "/readyz")) {
     if (!is_get) return text(conn, 405, "GET\n", NULL);
     char why[600] = "";
-    is_snapshot *snap = is_source_get(s->o.source, why, sizeof(why) - 1);
-    size_t eligible = snap ? tf_issuer_pool_eligible(snap->pool) : 0;
-    is_source_release(s->o.source, snap);
-    if (snap && eligible) return text(conn, MHD_HTTP_OK, "ok\n", NULL);
-    if (snap) snprintf(why, sizeof(why), "no relay of the pool is ready, published and not draining");
+    if (is_source_ready(s->o.source, why, sizeof(why) - 1)) return text(conn, MHD_HTTP_OK, "ok\n", NULL);
     strcat(why, "\n");
     return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why, NULL);
   }
@@ -353,7 +370,7 @@ void is_server_stop(is_server *s)
 {
   if (!s) return;
   MHD_stop_daemon(s->mhd);
-  for (size_t i = 0; i < s->relay_count; i++) free(s->relays[i].name);
+  for (size_t i = 0; i < s->series_count; i++) free(s->series[i].ns), free(s->series[i].pool), free(s->series[i].a);
   free(s->buckets);
   pthread_mutex_destroy(&s->mu);
   free(s);

@@ -17,7 +17,8 @@ typedef struct is_server_options {
   int tls;                       /* 1: HTTPS with tool_tls's pair */
   tool_https_limits limits;      /* HTTPS only */
   is_source *source;             /* borrowed */
-  const char *ns, *pool;         /* the one pool served */
+  is_tokens *tokens;             /* borrowed; NULL: no authentication */
+  const char *default_ns;        /* the namespace of a `pool=NAME` without one */
   const char *const *origins;    /* CORS allow-list */
   size_t origin_count;
   double rate, burst;            /* answers per second per client, and the burst */
