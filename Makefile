@@ -30,7 +30,8 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
-# The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
+# The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, a browser
+# call through each relay with credentials from turnfleet-issuer (headless Chromium), stop.
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
 
