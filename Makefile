@@ -50,6 +50,7 @@ bench: build
 	bench/probe $(BUILD)
 	bench/parse $(BUILD)
 	bench/webhook $(BUILD)
+	bench/issuer $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -70,6 +70,7 @@ class TestIssuerHttp(unittest.TestCase):
         self.assertEqual(code, 200, body)
         self.assertEqual(h["content-type"], "application/json")
         self.assertEqual(h["cache-control"], "no-store")
+        self.assertNotEqual(h.get("connection", "").lower(), "close", "no keep-alive")
         ans = json.loads(body)
         self.assertEqual(ans["ttl"], 3600)
         self.assertEqual(len(ans["iceServers"]), 3)

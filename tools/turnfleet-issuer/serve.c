@@ -309,9 +309,16 @@ static enum MHD_Result answer(is_server *s, struct MHD_Connection *conn, tf_issu
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-  (void)version, (void)upload, (void)con_cls;
+  (void)version, (void)upload;
+  static int headers_seen;
   is_server *s = cls;
-  if (*upload_size) return MHD_NO; /* nothing here takes a body */
+  /* answer on the second call, once the request is complete: a response queued with the headers makes
+   * libmicrohttpd close the connection after it (no keep-alive, a TLS handshake per request) */
+  if (!*con_cls) {
+    *con_cls = &headers_seen;
+    return MHD_YES;
+  }
+  if (*upload_size) return MHD_NO; /* nothing here takes a body: close */
   int is_get = strcmp(method, "GET") == 0, is_options = strcmp(method, "OPTIONS") == 0;
   if (!strcmp(url, "/healthz")) return is_get ? text(conn, MHD_HTTP_OK, "ok\n", NULL) : text(conn, 405, "GET\n", NULL);
   if (!strcmp(url, "/readyz")) {
