@@ -412,6 +412,11 @@ START_TEST(test_issuer__bad_documents_name_the_field)
       {"[]", "{\"relays\":[{\"name\":\"a\",\"relayAddress\":\"198.51.100.1\",\"ready\":true,\"portsInUse\":-1,\"portsTotal\":1}]}",
        "relays[0].portsInUse", TF_EINVALID},
       {"[]", "{\"relays\":[1]}", "relays[0]: must be an object", TF_EINVALID},
+      /* found by fuzzing: a count no int64_t holds */
+      {"[]", "{\"relays\":[{\"name\":\"a\",\"relayAddress\":\"198.51.100.1\",\"ready\":true,\"portsTotal\":4e76}]}",
+       "relays[0].portsTotal: must be a whole number from 1 to 2147483647", TF_EINVALID},
+      {"[]", "{\"relays\":[{\"name\":\"a\",\"relayAddress\":\"198.51.100.1\",\"ready\":true,\"portsInUse\":1.5,\"portsTotal\":9}]}",
+       "relays[0].portsInUse: must be a whole number", TF_EINVALID},
       {"[]", "{\"relays\":[{\"relayAddress\":\"198.51.100.1\"}]}", "relays[0].name", TF_EINVALID},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,13 @@ typedef struct tf_iss__status {
   int used;
 } tf_iss__status;
 
+/* A port count: a whole number from @p min to INT32_MAX (what int64_t holds without overflow in the maths). */
+static int tf_iss__count(const cJSON *v, double min)
+{
+  return cJSON_IsNumber(v) && v->valuedouble >= min && v->valuedouble <= 2147483647.0 &&
+         v->valuedouble == (double)(int64_t)v->valuedouble;
+}
+
 static tf_err tf_iss__status_parse(tf_iss__status **out, size_t *count, const cJSON *root)
 {
   const cJSON *relays = cJSON_GetObjectItemCaseSensitive(root, "relays");
@@ -221,9 +229,9 @@ static tf_err tf_iss__status_parse(tf_iss__status **out, size_t *count, const cJ
     else if (!cJSON_IsString(addr)) field = "relayAddress", why = "must be a string";
     else if (!cJSON_IsBool(ready)) field = "ready", why = "must be true or false";
     else if (draining && !cJSON_IsBool(draining)) field = "draining", why = "must be true or false";
-    else if (in_use && !cJSON_IsNull(in_use) && (!cJSON_IsNumber(in_use) || in_use->valuedouble < 0))
-      field = "portsInUse", why = "must be a number >= 0 or null";
-    else if (!cJSON_IsNumber(total) || total->valuedouble < 1) field = "portsTotal", why = "must be a number >= 1";
+    else if (in_use && !cJSON_IsNull(in_use) && !tf_iss__count(in_use, 0))
+      field = "portsInUse", why = "must be a whole number from 0 to 2147483647, or null";
+    else if (!tf_iss__count(total, 1)) field = "portsTotal", why = "must be a whole number from 1 to 2147483647";
     else if (state && !cJSON_IsString(state)) field = "state", why = "must be a string";
     if (field) {
       free(s);
@@ -494,7 +502,8 @@ tf_err tf_issuer_answer_new(tf_issuer_answer **out, const tf_issuer_pool *pool, 
   if (ttl < o.ttl_min_s || ttl > o.ttl_max_s)
     return tf_error__set(TF_EINVALID, "ttl: %lld is outside %lld-%lld seconds", (long long)ttl,
                          (long long)o.ttl_min_s, (long long)o.ttl_max_s);
-  if (now_s < 0) return tf_error__set(TF_EINVALID, "now: %lld is negative", (long long)now_s);
+  if (now_s < 0 || now_s > INT64_MAX - ttl)
+    return tf_error__set(TF_EINVALID, "now: %lld is not a Unix time an expiry can follow", (long long)now_s);
 
   tf_iss__cand *c = calloc(pool->count ? pool->count : 1, sizeof(*c));
   if (!c) return tf_error__nomem();
