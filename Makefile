@@ -36,7 +36,8 @@ demo: build
 	@bash tools/dev/demo.sh $(BUILD)
 
 # turnfleet-operator on the local Kubernetes stand-in (root): a pool of three coturn relays proven,
-# published, allocated through, scaled to two with a drain, deleted; nothing left running.
+# published, allocated through, scaled to two with a drain, a browser call through each relay with
+# credentials from turnfleet-issuer (headless Chromium), deleted; nothing left running.
 demo-operator: build
 	/usr/bin/python3 tools/dev/demo-operator.py $(BUILD)
 
