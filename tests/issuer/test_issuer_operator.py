@@ -1,7 +1,8 @@
 """A pool run by turnfleet-operator on the API stand-in, its relay pods real coturn processes run by the
 stand-in's kubelets; turnfleet-issuer reads it through its informers (on the ServiceAccount token and RBAC
 of deploy/issuer) and headless Chromium, configured only from the issuer's answer, carries a relay-only
-data channel through each relay; then a scale-down: the next answer lacks the draining relay.
+data channel through each relay, and so does aiortc; then a scale-down: the next answer lacks the draining
+relay.
 
 Reuses the operator end-to-end suite's helpers (tests/operator/test_operator_e2e.py) on this test's own
 addresses: stand-in API 127.0.6.40:26520 (control 26521), nodes n1-n2 on 127.0.6.41-42 (relay addresses,
@@ -26,6 +27,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tools", "dev"))
 import test_operator_e2e as e2e  # noqa: E402
 from browser_call import PageServer, check, page_url, run_chromium  # noqa: E402
 from fleet import ISSUER, get, wait_for  # noqa: E402
+import test_issuer_aiortc as rtc  # noqa: E402  (aiortc, relay-only; its TestCase is not collected here)
 
 e2e.API_ADDR, e2e.API_PORT = "127.0.6.40", 26520
 e2e.CONTROL = "http://%s:%d" % (e2e.API_ADDR, e2e.API_PORT + 1)
@@ -138,7 +140,22 @@ class TestIssuerOperator(unittest.TestCase):
             for side in ("local", "remote"):
                 self.assertTrue(26410 <= c[side]["port"] <= 26449, c)
 
-    def test_2_scale_down_leaves_the_next_answers(self):
+    def test_2_aiortc_call_through_each_operator_relay(self):
+        code, _, body = get("http://%s/ice?pool=%s&user=aiortc&transport=udp" % (ISSUER_ADDR, POOL),
+                            {"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(code, 200, body)
+        seen = []
+        for i, server in enumerate(json.loads(body)["iceServers"]):
+            host = urllib.parse.urlsplit(server["urls"][0].replace("turn:", "turn://", 1)).hostname
+            r = rtc.asyncio.run(rtc.call(server, "hello %d" % i))
+            self.assertEqual(r["received"], "hello %d" % i, r)
+            for kind, addr, port in (r["local"], r["remote"]):
+                self.assertEqual((kind, addr), ("relay", host), r)
+                self.assertTrue(26410 <= port <= 26449, r)
+            seen.append(host)
+        self.assertEqual(sorted(seen), self.addresses())
+
+    def test_3_scale_down_leaves_the_next_answers(self):
         before = self.addresses()
         self.assertEqual(len(before), 2)
         e2e.kubectl("scale", "-n", e2e.NS, "turnpool", POOL, "--replicas=1")
