@@ -120,7 +120,7 @@ int main(int argc, char **argv)
   size_t origin_count = 0;
   long long ttl = TF_ISSUER_TTL_DEFAULT_S, ttl_max = TF_ISSUER_TTL_MAX_S, max_relays = TF_ISSUER_MAX_RELAYS_DEFAULT;
   long long rate = 5, burst = 20, threads = 2, conns = 256, timeout = 10;
-  int no_auth = 0, quiet = 0;
+  int no_auth = 0, quiet = 0, ttl_given = 0;
   static const struct option longs[] = {
       {"listen", required_argument, NULL, 'l'},     {"cert", required_argument, NULL, 'c'},
       {"key", required_argument, NULL, 'k'},        {"state-dir", required_argument, NULL, 'd'},
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
     case 'n': ns = optarg; break;
     case 'T': tokens_file = optarg; break;
     case 'A': no_auth = 1; break;
-    case 't': if (duration("--ttl", optarg, &ttl) < 0) return EXIT_BAD_INPUT; break;
+    case 't': if (duration("--ttl", optarg, &ttl) < 0) return EXIT_BAD_INPUT; ttl_given = 1; break;
     case 'x': if (duration("--ttl-max", optarg, &ttl_max) < 0) return EXIT_BAD_INPUT; break;
     case 'm': if (number("--max-relays", optarg, 1, 64, &max_relays) < 0) return EXIT_BAD_INPUT; break;
     case 'o':
@@ -189,6 +189,7 @@ int main(int argc, char **argv)
   if (!tokens_file && !no_auth) return bad("--tokens-file", "required (or --no-auth, on loopback only)");
   if (tokens_file && no_auth) return bad("--no-auth", "not with --tokens-file");
   if (no_auth && !lo) return bad("--no-auth", "only on a loopback --listen address");
+  if (!ttl_given && ttl > ttl_max) ttl = ttl_max; /* a short --ttl-max shortens the default too */
   if (ttl > ttl_max) return bad("--ttl", "longer than --ttl-max");
   if (ttl < TF_ISSUER_TTL_MIN_S || ttl_max < TF_ISSUER_TTL_MIN_S) return bad("--ttl", "at least 60s");
   if ((pool && !*pool) || (ns && !*ns)) return bad(ns && !*ns ? "--namespace" : "--pool", "must not be empty");
