@@ -30,12 +30,14 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
-# The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, stop.
+# The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, a browser
+# call through each relay with credentials from turnfleet-issuer (headless Chromium), stop.
 demo: build
 	@bash tools/dev/demo.sh $(BUILD)
 
 # turnfleet-operator on the local Kubernetes stand-in (root): a pool of three coturn relays proven,
-# published, allocated through, scaled to two with a drain, deleted; nothing left running.
+# published, allocated through, scaled to two with a drain, a browser call through each relay with
+# credentials from turnfleet-issuer (headless Chromium), deleted; nothing left running.
 demo-operator: build
 	/usr/bin/python3 tools/dev/demo-operator.py $(BUILD)
 
@@ -49,6 +51,7 @@ bench: build
 	bench/probe $(BUILD)
 	bench/parse $(BUILD)
 	bench/webhook $(BUILD)
+	bench/issuer $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,8 +1,9 @@
-/* The load of bench/webhook: C keep-alive connections on one libcurl multi
- * handle, each POSTing BODY_FILE to URL one request after the other, for
- * SECONDS (after a one-second warm-up). Every answer must be 200 and contain
+/* The load of bench/webhook and bench/issuer: C keep-alive connections on one
+ * libcurl multi handle, each POSTing BODY_FILE (or, for "-", GETting) URL one
+ * request after the other, for SECONDS (after a one-second warm-up), with one
+ * extra request HEADER when given. Every answer must be 200 and contain
  * EXPECT. Prints one JSON line: requests, seconds, rps, p50/p90/p99/max ms.
- *   bench_webhook_load URL CA_FILE BODY_FILE EXPECT CONNECTIONS SECONDS */
+ *   bench_webhook_load URL CA_FILE BODY_FILE|- EXPECT CONNECTIONS SECONDS [HEADER] */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +46,13 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-  if (argc != 7) {
-    fprintf(stderr, "usage: bench_webhook_load URL CA_FILE BODY_FILE EXPECT CONNECTIONS SECONDS\n");
+  if (argc != 7 && argc != 8) {
+    fprintf(stderr, "usage: bench_webhook_load URL CA_FILE BODY_FILE|- EXPECT CONNECTIONS SECONDS [HEADER]\n");
     return 2;
   }
   size_t body_len = 0;
-  char *body = tool_read_file(argv[3], &body_len, 1 << 24);
+  int get = strcmp(argv[3], "-") == 0;
+  char *body = get ? calloc(1, 1) : tool_read_file(argv[3], &body_len, 1 << 24);
   int conns = atoi(argv[5]);
   double seconds = atof(argv[6]);
   if (!body || conns < 1 || conns > 1024 || seconds <= 0) {
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)conns);
   struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
   hdr = curl_slist_append(hdr, "Expect:");
+  if (argc == 8) hdr = curl_slist_append(hdr, argv[7]);
   slot *slots = calloc((size_t)conns, sizeof(slot));
   size_t cap = 1 << 20, count = 0;
   double *lat = malloc(cap * sizeof(double));
@@ -72,8 +75,10 @@ int main(int argc, char **argv)
     s->easy = curl_easy_init();
     curl_easy_setopt(s->easy, CURLOPT_URL, argv[1]);
     curl_easy_setopt(s->easy, CURLOPT_CAINFO, argv[2]);
-    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    if (!get) {
+      curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, body);
+      curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    }
     curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, sink);
     curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);

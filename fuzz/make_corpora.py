@@ -18,7 +18,9 @@ auth-provider users, malformed ones), watch streams (the first byte picks the ch
 size: every event type, CRLF, a line cut short, an oversized line) and Status bodies
 (the first byte picks the HTTP code and a Retry-After header). fuzz/corpora/admission_review/:
 the reviews captured from the stand-in (tests/data/admission) and malformed envelopes;
-vantage_condition/: <pool>-vantage ConfigMaps (the first byte picks "now"). Files are named by the
+vantage_condition/: <pool>-vantage ConfigMaps (the first byte picks "now"); issuer_pool/: an
+iceServers.json and a pool status split by a NUL byte (good pools, partitioned relays, draining,
+unready and full relays, malformed documents). Files are named by the
 SHA-1 of their content, so re-running only adds files; crash reproducers added by
 hand (same naming) are kept.
 """
@@ -118,6 +120,33 @@ EXTRA_REVIEWS = [
     b' "name": "other", "namespace": "default", "object": {"spec": {"replicas": 9}}}}',
     b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "uid": "v"}}',
 ]
+def _issuer(ice, status):
+    return json.dumps(ice).encode() + b'\x00' + (status if isinstance(status, bytes) else json.dumps(status).encode())
+
+
+def _relay(name, addr, ready=True, draining=False, used=0, total=100, state="Ready"):
+    return {"name": name, "relayAddress": addr, "ready": ready, "draining": draining, "portsInUse": used,
+            "portsTotal": total, "state": state}
+
+
+_ICE2 = [{"urls": ["turn:192.0.2.1:3478?transport=udp", "turn:192.0.2.1:3478?transport=tcp"]},
+         {"urls": ["turns:[2001:db8::2]:5349?transport=tcp", "turn:192.0.2.2:3478"]}]
+EXTRA_ISSUER = [
+    _issuer(_ICE2, {"relays": [_relay("p-relay-a", "192.0.2.1"), _relay("p-relay-b", "192.0.2.2,2001:db8::2", used=None)]}),
+    _issuer(_ICE2, {"status": {"relays": [_relay("p-relay-a", "192.0.2.1", draining=True),
+                                          _relay("p-relay-b", "192.0.2.2,2001:db8::2", ready=False)]}}),
+    _issuer([{"urls": ["turn:192.0.2.9:3479"]}, {"urls": ["turn:192.0.2.9:3480"]}],
+            {"relays": [_relay("p-relay-a", "192.0.2.9", used=100), _relay("p-relay-b", "192.0.2.9", state="Full"),
+                        _relay("p-relay-c", "192.0.2.9", used=95)]}),
+    _issuer([{"urls": ["turn:relay.example.com"]}], {"kind": "TURNPool"}),
+    _issuer([{"urls": "turn:192.0.2.1"}], {"relays": []}),
+    _issuer([{"urls": ["http://x"]}], {"relays": [1]}),
+    _issuer([], {"relays": [{"name": "a", "relayAddress": "x", "ready": True, "portsTotal": 1}]}),
+    _issuer(_ICE2, b'{"relays":[{"name":"a","name":"b"}]}'),
+    b'[{"urls":["turn:192.0.2.1"]}', b'\x00{', b'[]\x00[]',
+]
+
+
 def _vantage(time, results):
     import json
     return b'\x80' + json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p-vantage"},
@@ -236,6 +265,7 @@ def main():
         'admission_review': [b for _, b in files_under(os.path.join(data, 'admission'), suffixes=('.review.json',))]
         + EXTRA_REVIEWS,
         'vantage_condition': EXTRA_VANTAGE,
+        'issuer_pool': EXTRA_ISSUER,
     }
     for name, blobs in extra.items():
         added = write(os.path.join(HERE, 'corpora', name), set(blobs))

@@ -192,6 +192,8 @@ TF_BUFFER_IN(const uint8_t *key, size_t key_len, 1)
 
 TF_TEXT_IN(const char *text, size_t len)
 TF_TEXT_IN(const char *json, size_t len)
+TF_TEXT_IN(const char *ice_servers, size_t ice_len)
+TF_TEXT_IN(const char *status, size_t status_len)
 
 /* A STUN transaction id: 12 bytes, or None (tf_stun_msg_new draws one). */
 %typemap(in) const uint8_t *tid (Py_buffer view, Py_buffer *held = NULL) {
@@ -585,6 +587,8 @@ TF_HANDLE(tf_allocation, tf_allocation_free)
 TF_HANDLE(tf_metrics, tf_metrics_free)
 TF_HANDLE(tf_observed, tf_observed_free)
 TF_HANDLE(tf_reconcile, tf_reconcile_free)
+TF_HANDLE(tf_issuer_pool, tf_issuer_pool_free)
+TF_HANDLE(tf_issuer_answer, tf_issuer_answer_free)
 %apply tf_probe_result **out { tf_probe_result **result };
 
 /* borrowed from its plan, never freed */
@@ -626,6 +630,12 @@ struct tf_relay {};
 %ignore tf_reconcile_new;
 %ignore tf_metrics_add;
 %ignore tf_reconcile_plan;      /* borrowed: the package plans again when it needs one */
+%ignore tf_issuer_options;
+%ignore tf_issuer_options_init;
+%ignore tf_issuer_request;
+%ignore tf_issuer_answer_new;
+%ignore tf_issuer_transports_parse; /* tf_py_issuer_answer_new parses the filters */
+%ignore tf_issuer_family_parse;
 /* input limits: filled by tf_py_parse_with */
 %ignore tf_parse_options;
 %ignore tf_parse_options_init;
@@ -659,6 +669,8 @@ struct tf_relay {};
 /* the relays' rendered configs hold the secrets: wipe the JSON strings of reconcile.h too */
 %apply char **TF_SECRET_OUT { char **out };
 %include "turnfleet/reconcile.h"
+/* an answer holds a credential: wipe its JSON too */
+%include "turnfleet/issuer.h"
 %apply char **TF_STR_OUT { char **out };
 /* Not wrapped (never %include'd, so nothing of them is generated): engine.h,
  * relayctl.h, manifest.h, admission.h and vantage.h, the runtime side that the
@@ -717,6 +729,29 @@ tf_err tf_py_coturn_render(char **secret_out, const tf_pool *pool, const tf_plan
 tf_err tf_py_cred_secret_read(char **secret_out, const char *path)
 {
   return tf_cred_secret_read(secret_out, path);
+}
+
+/* tf_issuer_answer_new() with the request's filters as the query gives them (NULL: none) and the
+ * options as plain arguments (0: the default). */
+tf_err tf_py_issuer_answer_new(tf_issuer_answer **out, const tf_issuer_pool *pool, const char *secret,
+                               const char *user, const char *transport, const char *family, int64_t ttl_s,
+                               size_t max_relays, int64_t ttl_default_s, int64_t ttl_min_s, int64_t ttl_max_s,
+                               double pressure, int64_t now_s)
+{
+  tf_issuer_request req = TF_ISSUER_REQUEST_INIT;
+  req.user = user;
+  req.ttl_s = ttl_s;
+  tf_err rc = transport ? tf_issuer_transports_parse(&req.transports, transport) : TF_OK;
+  if (rc == TF_OK && family) rc = tf_issuer_family_parse(&req.family, family);
+  if (rc < 0) return rc;
+  tf_issuer_options o;
+  if ((rc = tf_issuer_options_init(&o, TF_ISSUER_OPTIONS_VERSION)) < 0) return rc;
+  if (max_relays) o.max_relays = max_relays;
+  if (ttl_default_s) o.ttl_default_s = ttl_default_s;
+  if (ttl_min_s) o.ttl_min_s = ttl_min_s;
+  if (ttl_max_s) o.ttl_max_s = ttl_max_s;
+  if (pressure != 0) o.pressure = pressure;
+  return tf_issuer_answer_new(out, pool, secret, &req, &o, now_s);
 }
 
 /* tf_metrics_add() with the labels as two sequences of one length. */

@@ -28,5 +28,6 @@
 #include "turnfleet/manifest.h"
 #include "turnfleet/admission.h"
 #include "turnfleet/vantage.h"
+#include "turnfleet/issuer.h"
 
 #endif

@@ -13,6 +13,7 @@ pkgs=(
   abigail-tools
   mmdebstrap
   python3-kubernetes python3-yaml openssl
+  chromium python3-aiortc
 )
 
 missing=()

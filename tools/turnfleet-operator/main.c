@@ -30,7 +30,8 @@ static const char usage[] =
   "         [--probe-interval DUR] [--publish-delay DUR] [--resync DUR] [--metrics-addr ADDR:PORT]\n"
   "         [--leader-elect] [--lease-name NAME] [--lease-namespace NS] [--lease-duration DUR]\n"
   "         [--renew-deadline DUR] [--retry-period DUR] [--identity ID]\n"
-  "         [--cli-port PORT] [--cli-port-slots N] [--cli-ports-per-pool N] [--agent-port PORT] [--verbose]\n"
+  "         [--cli-port PORT] [--cli-port-slots N] [--cli-ports-per-pool N] [--agent-port PORT]\n"
+  "         [--allow-loopback-peers] [--verbose]\n"
   "\n"
   "Runs TURNPools (turnfleet.hzmi.dev/v1alpha1) as relay pods: see docs/operator.md.\n"
   "  --kubeconfig FILE       the cluster and credentials; default: in-cluster (service account)\n"
@@ -48,6 +49,7 @@ static const char usage[] =
   "  --cli-port-slots N      each pool takes slot FNV-1a(ns/name) mod N (default 10) ...\n"
   "  --cli-ports-per-pool N  ... of N ports (default 10: the most relays of one pool on one node)\n"
   "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
+  "  --allow-loopback-peers  render coturn's allow-loopback-peers: test clusters on loopback only\n"
   "DUR: a number with ms, s or m (`1s`, `500ms`); a bare number is seconds.\n";
 
 static atomic_int stop_now;
@@ -141,7 +143,7 @@ int main(int argc, char **argv)
 {
   (void)secure_no_dumps();
   enum { O_KC = 256, O_NS, O_IMG, O_PI, O_PD, O_RS, O_MA, O_LE, O_LN, O_LNS, O_LD, O_RD, O_RP, O_ID, O_CP, O_CS,
-         O_CPP, O_AP, O_V, O_H, O_VER };
+         O_CPP, O_AP, O_V, O_H, O_VER, O_ALP };
   static const struct option longs[] = {
     {"kubeconfig", 1, 0, O_KC},      {"namespace", 1, 0, O_NS},        {"agent-image", 1, 0, O_IMG},
     {"probe-interval", 1, 0, O_PI},  {"publish-delay", 1, 0, O_PD},    {"resync", 1, 0, O_RS},
@@ -150,7 +152,7 @@ int main(int argc, char **argv)
     {"retry-period", 1, 0, O_RP},    {"identity", 1, 0, O_ID},         {"cli-port", 1, 0, O_CP},
     {"cli-port-slots", 1, 0, O_CS},  {"cli-ports-per-pool", 1, 0, O_CPP}, {"agent-port", 1, 0, O_AP},
     {"verbose", 0, 0, O_V},          {"help", 0, 0, O_H},              {"version", 0, 0, O_VER},
-    {0, 0, 0, 0}};
+    {"allow-loopback-peers", 0, 0, O_ALP}, {0, 0, 0, 0}};
   const char *kubeconfig = NULL, *lease_name = "turnfleet-operator", *lease_ns = NULL, *identity = NULL;
   const char *metrics_addr = "127.0.0.1:8080";
   op_config cfg = {0};
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
       break;
     case O_MA: metrics_addr = optarg; break;
     case O_LE: elect = 1; break;
+    case O_ALP: cfg.allow_loopback_peers = 1; break;
     case O_LN: lease_name = optarg; break;
     case O_LNS: lease_ns = optarg; break;
     case O_ID: identity = optarg; break;

@@ -757,6 +757,7 @@ static int feed_engine(op_controller *c, pool_state *s, pool_inputs *in, const c
   co.state_dir = STATE_DIR;
   co.cli_port = op_cli_port_base(ns, name, c->cfg.cli_port_base, c->cfg.cli_slots, c->cfg.cli_stride);
   co.cli_password = in->cli_master;
+  co.allow_loopback_peers = c->cfg.allow_loopback_peers;
   if (in->tls_digest[0]) {
     co.cert_file = TF_MANIFEST_TLS_CERT_PATH;
     co.key_file = TF_MANIFEST_TLS_KEY_PATH;

@@ -22,6 +22,7 @@ typedef struct op_config {
   unsigned cli_slots;       /* slots of cli_stride ports from cli_port_base, one per pool by hash */
   unsigned cli_stride;      /* ports per slot (the most relays of one pool on one node) */
   uint16_t agent_port;      /* the agent's port on the relay address */
+  int allow_loopback_peers; /* render coturn's allow-loopback-peers (test clusters on loopback only) */
   tf_log_cb log;
   void *log_payload;
 } op_config;

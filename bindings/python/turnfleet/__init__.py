@@ -10,7 +10,7 @@
 Failures raise :class:`turnfleet.Error` subclasses (which are also the fitting
 built-in exceptions: InvalidArgument is a ValueError, Timeout a TimeoutError...).
 Objects that own a C handle (Pool, Nodes, Existing, Plan, Capacity, Allocation,
-Metrics, Observed, Reconcile) have ``close()`` and work with ``with``, and a
+Metrics, Observed, Reconcile, IssuerPool) have ``close()`` and work with ``with``, and a
 lock: calls from many threads on one object run one at a time, so no sequence
 of calls can crash; results are plain Python objects.
 Blocking calls (probes) release the GIL. API: bindings/python/README.md.
@@ -40,6 +40,7 @@ from ._errors import (
     UnavailableError,
     error_class,
 )
+from ._issuer import IssuerAnswer, IssuerPool
 from ._metrics import Metrics, Sample, parse_metrics
 from ._plan import Capacity, Condition, Plan, Relay, capacity, plan, relay_name
 from ._pool import Existing, Listener, Nodes, Pool
@@ -91,6 +92,8 @@ __all__ = [
     "InputOutputError",
     "IntegrityError",
     "InvalidArgument",
+    "IssuerAnswer",
+    "IssuerPool",
     "UnavailableError",
     "Listener",
     "Metrics",
