@@ -28,6 +28,7 @@ typedef struct tf_eng__relay {
   int64_t draining_since_ms, drain_due_ms, drain_sent_ms;
   int64_t allocations, count_ms, next_probe_ms, next_count_ms;
   int64_t probe_ms;
+  int64_t probe_sent_ms, probe_duration_ms; /* when the probe out was handed out; the last one's length, -1: unknown */
   int probe_ok, probe_error_code, saw_508;
   int held_back; /* not served by its runtime yet (tf_engine_relay_facts.held_back) */
   int fail_codes[TF_ENG__MAX_CODES];
@@ -262,6 +263,7 @@ static tf_eng__relay *tf_eng__add(tf_engine *e, const char *name)
   memset(r, 0, sizeof(*r));
   if (!(r->name = tf_strdup__(name))) return NULL;
   r->allocations = -1;
+  r->probe_duration_ms = -1;
   e->relay_count++;
   return r;
 }
@@ -286,6 +288,7 @@ static void tf_eng__fresh_process(const tf_engine *e, tf_eng__relay *r, int64_t 
   r->allocations = -1;
   r->count_ms = 0;
   r->probe_ms = 0;
+  r->probe_duration_ms = -1;
   r->probe_ok = r->probe_error_code = r->saw_508 = 0;
   free(r->probe_message);
   r->probe_message = NULL;
@@ -397,6 +400,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.uris = (const char *const *)r->uris;
     o.uri_count = r->uri_count;
     o.held_back = r->held_back;
+    o.probe_duration_ms = r->probe_duration_ms;
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -957,6 +961,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         a->address = tf_strdup__(r->addresses[0]);
         a->pub.timeout_ms = e->opts.probe_timeout_ms;
         r->probe_out = a->pub.id;
+        r->probe_sent_ms = now;
         tf_eng__seal(a);
       } else {
         tf_eng__wake(e, r->next_probe_ms);
@@ -1139,6 +1144,7 @@ tf_err tf_engine_probe_done(tf_engine *e, uint64_t id, int ok, int error_code, i
   *slot = 0;
   e->dirty = 1;
   r->probe_ms = now_ms;
+  r->probe_duration_ms = now_ms >= r->probe_sent_ms ? now_ms - r->probe_sent_ms : -1;
   r->probe_ok = ok ? 1 : 0;
   r->probe_error_code = ok ? 0 : error_code;
   if (ok) r->saw_508 = 0;
