@@ -1622,11 +1622,13 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
       rc = tf_metrics_add(metrics, TF_METRIC_ALLOCATION_FAILURES, names, values, 4, (double)r->obs.failure_counts[k]);
     }
   }
-  /* every status of every condition, 0 or 1: a series that only exists while True cannot be alerted on by absence */
+  /* every status of every condition, 0 or 1 (a series that exists only while True cannot show it turn False);
+   * not ReachableFromVantage, which this core does not know (tf_vantage_metrics()) */
   static const char *const pool_names[] = {"namespace", "pool", "type", "status"};
   static const char *const statuses[] = {"True", "False", "Unknown"};
   for (size_t i = 0; rc == TF_OK && i < sizeof(rec->conds) / sizeof(rec->conds[0]); i++) {
     const tf_condition *c = &rec->conds[i];
+    if (c->type && strcmp(c->type, "ReachableFromVantage") == 0) continue;
     for (size_t k = 0; rc == TF_OK && c->type && k < 3; k++) {
       const char *values[4] = {rec->ns, rec->pool_name, c->type, statuses[k]};
       rc = tf_metrics_add(metrics, TF_METRIC_POOL_CONDITION, pool_names, values, 4,

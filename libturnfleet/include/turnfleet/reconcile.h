@@ -351,7 +351,8 @@ TF_EXTERN(tf_err) tf_reconcile_to_json(char **out, const tf_reconcile *rec);
  * known) and the counter `turnfleet_allocation_failures_total`, labelled
  * exactly `namespace, pool, relay` (+ `code` on the counter); the pool gauges
  * `turnfleet_pool_condition` (labels `namespace, pool, type, status`: 1 for
- * each condition's current status, 0 for the other two) and
+ * each condition's current status, 0 for the other two; not
+ * ReachableFromVantage, see tf_vantage_metrics()) and
  * `turnfleet_pool_drain_timeout_seconds` (`namespace, pool`). Several pools
  * may add to one set.
  * @return 0; TF_EINVALID (also when a family is declared with another type);
