@@ -681,6 +681,7 @@ START_TEST(test_reconcile__metric_samples)
     r.draining = obs[k].draining;
     r.draining_since_ms = obs[k].draining ? T0 - S(1) : 0;
     r.probe_duration_ms = k == 0 ? 250 : 999;
+    r.count_failures = k == 0 ? 3 : 5;
     if (k == 2) r.version = 2; /* a version 2 caller has no probe duration: not read */
     int codes[] = {508, 486};
     int64_t counts[] = {7, 1};
@@ -737,6 +738,8 @@ START_TEST(test_reconcile__metric_samples)
   /* probe duration: relay 1's 250 ms, relay 2's failed probe's 999 ms; relay 3 (a version 2 observation) has none */
   TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_probe_duration_seconds"));
   ck_assert(v == 0.25 + 0.999);
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_relay_count_failures_total"));
+  ck_assert(v == 3 + 5); /* not relay 3's */
   /* the pool's conditions: each type once per status, exactly one of them 1, as in the status */
   for (size_t c = 0; c < tf_reconcile_condition_count(rec); c++) {
     const char *type, *status;

@@ -27,6 +27,7 @@ typedef struct tf_eng__relay {
   int draining, drain_sent;
   int64_t draining_since_ms, drain_due_ms, drain_sent_ms;
   int64_t allocations, count_ms, next_probe_ms, next_count_ms;
+  int64_t count_failures; /* over the relay's life in this engine: a counter */
   int64_t probe_ms;
   int64_t probe_sent_ms, probe_duration_ms; /* when the probe out was handed out; the last one's length, -1: unknown */
   int probe_ok, probe_error_code, saw_508;
@@ -401,6 +402,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.uri_count = r->uri_count;
     o.held_back = r->held_back;
     o.probe_duration_ms = r->probe_duration_ms;
+    o.count_failures = r->count_failures;
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -1174,6 +1176,7 @@ tf_err tf_engine_count_done(tf_engine *e, uint64_t id, int64_t allocations, int6
   e->dirty = 1;
   r->allocations = allocations >= 0 ? allocations : -1;
   if (allocations >= 0) r->count_ms = now_ms;
+  else r->count_failures++;
   r->next_count_ms = now_ms + e->opts.count_interval_ms;
   return TF_OK;
 }

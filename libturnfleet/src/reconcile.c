@@ -49,6 +49,7 @@ typedef struct tf_rec__obs {
   int probe_ok, probe_error_code, saw_508;
   int held_back;       /* ready, not served yet by its runtime: not published */
   int64_t probe_duration_ms; /* -1 unknown */
+  int64_t count_failures;
   char *probe_message; /* NULL none */
   int *failure_codes;  /* sorted */
   int64_t *failure_counts;
@@ -238,6 +239,7 @@ static tf_err tf_rec__obs_copy(tf_rec__obs *o, const tf_relay_observation *r, co
   o->saw_508 = r->saw_508 ? 1 : 0;
   o->held_back = r->version >= 2 && r->held_back ? 1 : 0;
   o->probe_duration_ms = r->version >= 3 && r->probe_duration_ms >= 0 ? r->probe_duration_ms : -1;
+  o->count_failures = r->version >= 3 && r->count_failures > 0 ? r->count_failures : 0;
   return TF_OK;
 }
 
@@ -1590,6 +1592,8 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
      "1 when the relay's last TURN Allocate probe since its start passed, else 0"},
     {TF_METRIC_PROBE_DURATION, TF_METRIC_GAUGE, "How long the relay's last probe took, seconds"},
     {TF_METRIC_ALLOCATION_FAILURES, TF_METRIC_COUNTER, "Allocate failures seen by the probes, by TURN error code"},
+    {TF_METRIC_RELAY_COUNT_FAILURES, TF_METRIC_COUNTER,
+     "Counts of the relay's allocations that could not be read (coturn CLI or the agent's /metrics)"},
     {TF_METRIC_POOL_CONDITION, TF_METRIC_GAUGE,
      "The pool's status conditions: 1 for the current status of each type, 0 for the others"},
     {TF_METRIC_POOL_DRAIN_TIMEOUT, TF_METRIC_GAUGE, "The pool's drainTimeout, seconds"},
@@ -1607,6 +1611,8 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
       rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_IN_USE, names, values, 3, (double)r->obs.allocations);
     if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_TOTAL, names, values, 3, r->ports_total);
     if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_DRAINING, names, values, 3, draining ? 1 : 0);
+    if (rc == TF_OK && r->has_obs)
+      rc = tf_metrics_add(metrics, TF_METRIC_RELAY_COUNT_FAILURES, names, values, 3, (double)r->obs.count_failures);
     /* a timestamp, not an age: Prometheus takes time() - it, so a late scrape of this result does not lie */
     if (rc == TF_OK && draining)
       rc = tf_metrics_add(metrics, TF_METRIC_RELAY_DRAIN_STARTED, names, values, 3,

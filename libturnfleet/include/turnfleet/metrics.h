@@ -38,6 +38,8 @@ TF_BEGIN_DECL
 #define TF_METRIC_RELAY_PORTS_IN_USE "turnfleet_relay_ports_in_use"
 /** Driver gauge: ports the relay owns. */
 #define TF_METRIC_RELAY_PORTS_TOTAL "turnfleet_relay_ports_total"
+/** Driver counter: counts of the relay's allocations that could not be read. */
+#define TF_METRIC_RELAY_COUNT_FAILURES "turnfleet_relay_count_failures_total"
 /** Driver gauge: 1 while the relay drains, else 0. */
 #define TF_METRIC_RELAY_DRAINING "turnfleet_relay_draining"
 /** Driver gauge: when the relay's drain began, Unix seconds (draining relays only). */
