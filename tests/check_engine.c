@@ -243,6 +243,40 @@ START_TEST(test_engine__relay_states_starting_ready_full_failing)
   ck_assert_ptr_nonnull(strstr(text, "code=\"508\""));
   tf_free(text);
   tf_metrics_free(m);
+  /* the probe's duration: from the step that handed it out to its result */
+  step(e, T0 + 3300);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, &a), 1);
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 1, 0, 0, "ok", T0 + 3342));
+  step(e, T0 + 3342);
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_reconcile_metrics(m, tf_engine_reconcile(e)));
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  const char *d = strstr(text, "\nturnfleet_probe_duration_seconds{");
+  ck_assert_ptr_nonnull(d);
+  ck_assert_ptr_nonnull(strstr(d, "} 0.042\n"));
+  ck_assert_ptr_nonnull(strstr(text, "turnfleet_relay_draining{"));
+  ck_assert_ptr_null(strstr(text, "\nturnfleet_relay_drain_started_timestamp_seconds{")); /* none drains */
+  d = strstr(text, "\nturnfleet_relay_count_failures_total{");
+  ck_assert_ptr_nonnull(d);
+  ck_assert_ptr_nonnull(strstr(d, "\"} 0\n")); /* no count failed yet */
+  ck_assert(strstr(d, "\"} 0\n") < strchr(d + 1, '\n') + 1);
+  tf_free(text);
+  tf_metrics_free(m);
+  /* a count that could not be read is counted */
+  const tf_engine_action *c = NULL;
+  int64_t t = T0 + 3342;
+  while (t < T0 + 60000 && !count_kind(e, TF_ENGINE_COUNT, &c)) step(e, t += 50);
+  ck_assert_ptr_nonnull(c);
+  TF_OK_OR_FAIL(tf_engine_count_done(e, c->id, -1, t));
+  step(e, t);
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_reconcile_metrics(m, tf_engine_reconcile(e)));
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  d = strstr(text, "\nturnfleet_relay_count_failures_total{");
+  ck_assert_ptr_nonnull(d);
+  ck_assert_ptr_nonnull(strstr(d, "} 1\n"));
+  tf_free(text);
+  tf_metrics_free(m);
   tf_engine_free(e);
 }
 END_TEST

@@ -680,6 +680,9 @@ START_TEST(test_reconcile__metric_samples)
     r.allocations = obs[k].allocs;
     r.draining = obs[k].draining;
     r.draining_since_ms = obs[k].draining ? T0 - S(1) : 0;
+    r.probe_duration_ms = k == 0 ? 250 : 999;
+    r.count_failures = k == 0 ? 3 : 5;
+    if (k == 2) r.version = 2; /* a version 2 caller has no probe duration: not read */
     int codes[] = {508, 486};
     int64_t counts[] = {7, 1};
     if (k == 1) {
@@ -716,6 +719,10 @@ START_TEST(test_reconcile__metric_samples)
     TF_OK_OR_FAIL(tf_metrics_sample(p, i, &name, &v));
     ck_assert_str_eq(tf_metrics_sample_label(p, i, "namespace"), "default");
     ck_assert_str_eq(tf_metrics_sample_label(p, i, "pool"), "demo");
+    if (strncmp(name, "turnfleet_pool_", 15) == 0) { /* pool series: no relay label */
+      ck_assert_ptr_null(tf_metrics_sample_label(p, i, "relay"));
+      continue;
+    }
     ck_assert_ptr_nonnull(strstr(tf_metrics_sample_label(p, i, "relay"), "demo-relay-"));
     int failures = strcmp(name, "turnfleet_allocation_failures_total") == 0;
     ck_assert_int_eq(tf_metrics_sample_label(p, i, "code") != NULL, failures);
@@ -723,6 +730,33 @@ START_TEST(test_reconcile__metric_samples)
     in_use += strcmp(name, "turnfleet_relay_ports_in_use") == 0;
   }
   ck_assert_uint_eq(in_use, 2);
+  /* drains: one relay, since T0 - 1 s as a Unix timestamp */
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_relay_draining"));
+  ck_assert(v == 1);
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_relay_drain_started_timestamp_seconds"));
+  ck_assert(v == (double)(T0 - S(1)) / 1000.0);
+  /* probe duration: relay 1's 250 ms, relay 2's failed probe's 999 ms; relay 3 (a version 2 observation) has none */
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_probe_duration_seconds"));
+  ck_assert(v == 0.25 + 0.999);
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_relay_count_failures_total"));
+  ck_assert(v == 3 + 5); /* not relay 3's */
+  /* the pool's conditions: each type once per status, exactly one of them 1, as in the status */
+  for (size_t c = 0; c < tf_reconcile_condition_count(rec); c++) {
+    const char *type, *status;
+    TF_OK_OR_FAIL(tf_reconcile_condition(rec, c, &type, &status, NULL, NULL, NULL));
+    size_t seen = 0;
+    for (size_t i = 0; i < tf_metrics_sample_count(p); i++) {
+      const char *name;
+      TF_OK_OR_FAIL(tf_metrics_sample(p, i, &name, &v));
+      if (strcmp(name, "turnfleet_pool_condition") || strcmp(tf_metrics_sample_label(p, i, "type"), type)) continue;
+      seen++;
+      ck_assert(v == (strcmp(tf_metrics_sample_label(p, i, "status"), status) == 0 ? 1 : 0));
+    }
+    ck_assert_uint_eq(seen, strcmp(type, "ReachableFromVantage") == 0 ? 0 : 3); /* not known here */
+  }
+  ck_assert_ptr_nonnull(strstr(text, "turnfleet_pool_condition{namespace=\"default\",pool=\"demo\",type=\"Ready\","));
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, p, "turnfleet_pool_drain_timeout_seconds"));
+  ck_assert(v == (double)tf_pool_drain_timeout_ms(pool) / 1000.0);
   /* exact label order of one line */
   char r1[TF_RELAY_NAME_MAX], line[200];
   name_of(r1, 1, 0);

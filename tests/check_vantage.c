@@ -136,6 +136,38 @@ START_TEST(test_vantage__configmap_round_trip)
 }
 END_TEST
 
+START_TEST(test_vantage__metrics_say_the_condition)
+{
+  char *bad = configmap("2025-12-01T11:59:30Z", "[{\"uri\":\"turn:192.0.2.2:3478?transport=udp\",\"ok\":false,"
+                                                "\"stage\":\"allocate\",\"errorCode\":401}]");
+  tf_metrics *m = NULL;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_vantage_metrics(m, "turn", "edge", bad, strlen(bad), NOW, 0));
+  TF_OK_OR_FAIL(tf_vantage_metrics(m, "turn", "other", NULL, 0, NOW, 0)); /* no results: Unknown */
+  ck_assert_int_eq(tf_vantage_metrics(m, "turn", "edge", bad, strlen(bad), NOW, 0), TF_EINVALID); /* twice */
+  char *text = NULL;
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  static const char *const want[] = {
+    "turnfleet_pool_condition{namespace=\"turn\",pool=\"edge\",type=\"ReachableFromVantage\",status=\"False\"} 1\n",
+    "turnfleet_pool_condition{namespace=\"turn\",pool=\"edge\",type=\"ReachableFromVantage\",status=\"True\"} 0\n",
+    "turnfleet_pool_condition{namespace=\"turn\",pool=\"edge\",type=\"ReachableFromVantage\",status=\"Unknown\"} 0\n",
+    "turnfleet_pool_condition{namespace=\"turn\",pool=\"other\",type=\"ReachableFromVantage\",status=\"Unknown\"} 1\n",
+    "# TYPE turnfleet_pool_condition gauge\n",
+  };
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+    ck_assert_msg(strstr(text, want[i]) != NULL, "%s lacks %s", text, want[i]);
+  tf_free(text);
+  tf_metrics_free(m);
+  /* a family of another type is refused */
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_metrics_declare(m, "turnfleet_pool_condition", TF_METRIC_COUNTER, "x"));
+  ck_assert_int_eq(tf_vantage_metrics(m, "turn", "edge", bad, strlen(bad), NOW, 0), TF_EINVALID);
+  ck_assert_int_eq(tf_vantage_metrics(m, NULL, "edge", NULL, 0, NOW, 0), TF_EINVALID);
+  tf_metrics_free(m);
+  cJSON_free(bad);
+}
+END_TEST
+
 Suite *tf_test_vantage_suite(void)
 {
   Suite *s = suite_create("vantage");
@@ -144,6 +176,7 @@ Suite *tf_test_vantage_suite(void)
   tcase_add_test(tc, test_vantage__failing_list_is_bounded);
   tcase_add_test(tc, test_vantage__malformed_configmaps_name_the_field);
   tcase_add_test(tc, test_vantage__configmap_round_trip);
+  tcase_add_test(tc, test_vantage__metrics_say_the_condition);
   suite_add_tcase(s, tc);
   return s;
 }

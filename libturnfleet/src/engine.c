@@ -27,7 +27,9 @@ typedef struct tf_eng__relay {
   int draining, drain_sent;
   int64_t draining_since_ms, drain_due_ms, drain_sent_ms;
   int64_t allocations, count_ms, next_probe_ms, next_count_ms;
+  int64_t count_failures; /* over the relay's life in this engine: a counter */
   int64_t probe_ms;
+  int64_t probe_sent_ms, probe_duration_ms; /* when the probe out was handed out; the last one's length, -1: unknown */
   int probe_ok, probe_error_code, saw_508;
   int held_back; /* not served by its runtime yet (tf_engine_relay_facts.held_back) */
   int64_t restart_due_ms; /* a restart begun: out of the URIs since, the RESTART goes at this time; 0 none */
@@ -264,6 +266,7 @@ static tf_eng__relay *tf_eng__add(tf_engine *e, const char *name)
   memset(r, 0, sizeof(*r));
   if (!(r->name = tf_strdup__(name))) return NULL;
   r->allocations = -1;
+  r->probe_duration_ms = -1;
   e->relay_count++;
   return r;
 }
@@ -288,6 +291,7 @@ static void tf_eng__fresh_process(const tf_engine *e, tf_eng__relay *r, int64_t 
   r->allocations = -1;
   r->count_ms = 0;
   r->probe_ms = 0;
+  r->probe_duration_ms = -1;
   r->probe_ok = r->probe_error_code = r->saw_508 = 0;
   free(r->probe_message);
   r->probe_message = NULL;
@@ -399,6 +403,8 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.uris = (const char *const *)r->uris;
     o.uri_count = r->uri_count;
     o.held_back = r->held_back || r->restart_due_ms; /* a restart begun: unpublished until it goes */
+    o.probe_duration_ms = r->probe_duration_ms;
+    o.count_failures = r->count_failures;
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -986,6 +992,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         a->address = tf_strdup__(r->addresses[0]);
         a->pub.timeout_ms = e->opts.probe_timeout_ms;
         r->probe_out = a->pub.id;
+        r->probe_sent_ms = now;
         tf_eng__seal(a);
       } else {
         tf_eng__wake(e, r->next_probe_ms);
@@ -1168,6 +1175,7 @@ tf_err tf_engine_probe_done(tf_engine *e, uint64_t id, int ok, int error_code, i
   *slot = 0;
   e->dirty = 1;
   r->probe_ms = now_ms;
+  r->probe_duration_ms = now_ms >= r->probe_sent_ms ? now_ms - r->probe_sent_ms : -1;
   r->probe_ok = ok ? 1 : 0;
   r->probe_error_code = ok ? 0 : error_code;
   if (ok) r->saw_508 = 0;
@@ -1197,6 +1205,7 @@ tf_err tf_engine_count_done(tf_engine *e, uint64_t id, int64_t allocations, int6
   e->dirty = 1;
   r->allocations = allocations >= 0 ? allocations : -1;
   if (allocations >= 0) r->count_ms = now_ms;
+  else r->count_failures++;
   r->next_count_ms = now_ms + e->opts.count_interval_ms;
   return TF_OK;
 }

@@ -48,6 +48,8 @@ typedef struct tf_rec__obs {
   int64_t probe_ms;
   int probe_ok, probe_error_code, saw_508;
   int held_back;       /* ready, not served yet by its runtime: not published */
+  int64_t probe_duration_ms; /* -1 unknown */
+  int64_t count_failures;
   char *probe_message; /* NULL none */
   int *failure_codes;  /* sorted */
   int64_t *failure_counts;
@@ -236,6 +238,8 @@ static tf_err tf_rec__obs_copy(tf_rec__obs *o, const tf_relay_observation *r, co
   o->probe_error_code = r->probe_error_code;
   o->saw_508 = r->saw_508 ? 1 : 0;
   o->held_back = r->version >= 2 && r->held_back ? 1 : 0;
+  o->probe_duration_ms = r->version >= 3 && r->probe_duration_ms >= 0 ? r->probe_duration_ms : -1;
+  o->count_failures = r->version >= 3 && r->count_failures > 0 ? r->count_failures : 0;
   return TF_OK;
 }
 
@@ -456,6 +460,7 @@ struct tf_reconcile {
   char *pool_name;
   char *ns;
   int64_t spec_replicas;
+  int64_t drain_timeout_ms;
   tf_plan *plan;
   tf_rec__relay *relays;
   size_t relay_count;
@@ -1227,6 +1232,7 @@ tf_err tf_reconcile_new(tf_reconcile **out, const tf_pool *pool, const tf_nodes 
     rec->pool_name = strdup(pool_name);
     rec->ns = strdup(tf_pool_namespace(pool));
     rec->spec_replicas = tf_pool_replicas(pool);
+    rec->drain_timeout_ms = tf_pool_drain_timeout_ms(pool);
     if (!rec->pool_name || !rec->ns) rc = tf_error__nomem();
   }
   /* 2-5 */
@@ -1581,33 +1587,71 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
 {
   TF_ASSERT_ARG(metrics);
   TF_ASSERT_ARG(rec);
-  tf_err rc = tf_rec__family(metrics, "turnfleet_relay_ports_in_use", TF_METRIC_GAUGE,
-                             "Relay ports held by allocations (one per allocation)");
-  if (rc == TF_OK)
-    rc = tf_rec__family(metrics, "turnfleet_relay_ports_total", TF_METRIC_GAUGE,
-                        "Relay ports the relay owns (addresses x ports in its range)");
-  if (rc == TF_OK)
-    rc = tf_rec__family(metrics, "turnfleet_probe_success", TF_METRIC_GAUGE,
-                        "1 when the relay's last TURN Allocate probe since its start passed, else 0");
-  if (rc == TF_OK)
-    rc = tf_rec__family(metrics, "turnfleet_allocation_failures_total", TF_METRIC_COUNTER,
-                        "Allocate failures seen by the probes, by TURN error code");
+  static const struct {
+    const char *name;
+    tf_metric_type type;
+    const char *help;
+  } families[] = {
+    {TF_METRIC_RELAY_PORTS_IN_USE, TF_METRIC_GAUGE, "Relay ports held by allocations (one per allocation)"},
+    {TF_METRIC_RELAY_PORTS_TOTAL, TF_METRIC_GAUGE, "Relay ports the relay owns (addresses x ports in its range)"},
+    {TF_METRIC_RELAY_DRAINING, TF_METRIC_GAUGE, "1 while the relay drains, else 0"},
+    {TF_METRIC_RELAY_DRAIN_STARTED, TF_METRIC_GAUGE, "When the relay's drain began, Unix seconds (draining relays only)"},
+    {TF_METRIC_PROBE_SUCCESS, TF_METRIC_GAUGE,
+     "1 when the relay's last TURN Allocate probe since its start passed, else 0"},
+    {TF_METRIC_PROBE_DURATION, TF_METRIC_GAUGE, "How long the relay's last probe took, seconds"},
+    {TF_METRIC_ALLOCATION_FAILURES, TF_METRIC_COUNTER, "Allocate failures seen by the probes, by TURN error code"},
+    {TF_METRIC_RELAY_COUNT_FAILURES, TF_METRIC_COUNTER,
+     "Counts of the relay's allocations that could not be read (coturn CLI or the agent's /metrics)"},
+    {TF_METRIC_POOL_CONDITION, TF_METRIC_GAUGE,
+     "The pool's status conditions: 1 for the current status of each type, 0 for the others"},
+    {TF_METRIC_POOL_DRAIN_TIMEOUT, TF_METRIC_GAUGE, "The pool's drainTimeout, seconds"},
+  };
+  tf_err rc = TF_OK;
+  for (size_t i = 0; rc == TF_OK && i < sizeof(families) / sizeof(families[0]); i++)
+    rc = tf_rec__family(metrics, families[i].name, families[i].type, families[i].help);
   static const char *const names[] = {"namespace", "pool", "relay", "code"};
   for (size_t i = 0; rc == TF_OK && i < rec->relay_count; i++) {
     const tf_rec__relay *r = &rec->relays[i];
     const char *values[4] = {rec->ns, rec->pool_name, r->name, NULL};
+    int draining = r->has_obs && r->obs.draining;
+    int probed = r->has_obs && r->obs.running && r->current_probe;
     if (r->has_obs && r->obs.allocations >= 0)
-      rc = tf_metrics_add(metrics, "turnfleet_relay_ports_in_use", names, values, 3, (double)r->obs.allocations);
-    if (rc == TF_OK) rc = tf_metrics_add(metrics, "turnfleet_relay_ports_total", names, values, 3, r->ports_total);
-    if (rc == TF_OK && r->has_obs && r->obs.running && r->current_probe)
-      rc = tf_metrics_add(metrics, "turnfleet_probe_success", names, values, 3, r->obs.probe_ok ? 1 : 0);
+      rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_IN_USE, names, values, 3, (double)r->obs.allocations);
+    if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_TOTAL, names, values, 3, r->ports_total);
+    if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_DRAINING, names, values, 3, draining ? 1 : 0);
+    if (rc == TF_OK && r->has_obs)
+      rc = tf_metrics_add(metrics, TF_METRIC_RELAY_COUNT_FAILURES, names, values, 3, (double)r->obs.count_failures);
+    /* a timestamp, not an age: Prometheus takes time() - it, so a late scrape of this result does not lie */
+    if (rc == TF_OK && draining)
+      rc = tf_metrics_add(metrics, TF_METRIC_RELAY_DRAIN_STARTED, names, values, 3,
+                          (double)r->obs.draining_since_ms / 1000.0);
+    if (rc == TF_OK && probed)
+      rc = tf_metrics_add(metrics, TF_METRIC_PROBE_SUCCESS, names, values, 3, r->obs.probe_ok ? 1 : 0);
+    if (rc == TF_OK && probed && r->obs.probe_duration_ms >= 0)
+      rc = tf_metrics_add(metrics, TF_METRIC_PROBE_DURATION, names, values, 3, (double)r->obs.probe_duration_ms / 1000.0);
     for (size_t k = 0; rc == TF_OK && r->has_obs && k < r->obs.failure_count; k++) {
       char code[8];
       snprintf(code, sizeof(code), "%d", r->obs.failure_codes[k]);
       values[3] = code;
-      rc = tf_metrics_add(metrics, "turnfleet_allocation_failures_total", names, values, 4,
-                          (double)r->obs.failure_counts[k]);
+      rc = tf_metrics_add(metrics, TF_METRIC_ALLOCATION_FAILURES, names, values, 4, (double)r->obs.failure_counts[k]);
     }
   }
+  /* every status of every condition, 0 or 1 (a series that exists only while True cannot show it turn False);
+   * not ReachableFromVantage, which this core does not know (tf_vantage_metrics()) */
+  static const char *const pool_names[] = {"namespace", "pool", "type", "status"};
+  static const char *const statuses[] = {"True", "False", "Unknown"};
+  for (size_t i = 0; rc == TF_OK && i < sizeof(rec->conds) / sizeof(rec->conds[0]); i++) {
+    const tf_condition *c = &rec->conds[i];
+    if (c->type && strcmp(c->type, "ReachableFromVantage") == 0) continue;
+    for (size_t k = 0; rc == TF_OK && c->type && k < 3; k++) {
+      const char *values[4] = {rec->ns, rec->pool_name, c->type, statuses[k]};
+      rc = tf_metrics_add(metrics, TF_METRIC_POOL_CONDITION, pool_names, values, 4,
+                          c->status && strcmp(c->status, statuses[k]) == 0 ? 1 : 0);
+    }
+  }
+  const char *pool_values[2] = {rec->ns, rec->pool_name};
+  if (rc == TF_OK)
+    rc = tf_metrics_add(metrics, TF_METRIC_POOL_DRAIN_TIMEOUT, pool_names, pool_values, 2,
+                        (double)rec->drain_timeout_ms / 1000.0);
   return rc;
 }

@@ -177,3 +177,29 @@ tf_err tf_vantage_condition(const char **status, const char **reason, char **mes
   *reason = v.reason;
   return TF_OK;
 }
+
+tf_err tf_vantage_metrics(tf_metrics *metrics, const char *ns, const char *pool, const char *configmap, size_t len,
+                          int64_t now_ms, int64_t stale_ms)
+{
+  TF_ASSERT_ARG(metrics);
+  TF_ASSERT_ARG(ns);
+  TF_ASSERT_ARG(pool);
+  const char *status = NULL, *reason = NULL;
+  char *message = NULL;
+  tf_err rc = tf_vantage_condition(&status, &reason, &message, configmap, len, now_ms, stale_ms);
+  tf_free(message);
+  if (rc < 0) return rc;
+  int type = tf_metrics_family_type(metrics, TF_METRIC_POOL_CONDITION);
+  if (type < 0)
+    rc = tf_metrics_declare(metrics, TF_METRIC_POOL_CONDITION, TF_METRIC_GAUGE,
+                            "The pool's status conditions: 1 for the current status of each type, 0 for the others");
+  else if (type != TF_METRIC_GAUGE)
+    return tf_error__set(TF_EINVALID, "metrics: %s is declared with another type", TF_METRIC_POOL_CONDITION);
+  static const char *const names[] = {"namespace", "pool", "type", "status"};
+  static const char *const statuses[] = {"True", "False", "Unknown"};
+  for (size_t k = 0; rc == TF_OK && k < 3; k++) {
+    const char *values[] = {ns, pool, "ReachableFromVantage", statuses[k]};
+    rc = tf_metrics_add(metrics, TF_METRIC_POOL_CONDITION, names, values, 4, strcmp(status, statuses[k]) == 0 ? 1 : 0);
+  }
+  return rc;
+}

@@ -124,7 +124,7 @@ class TestAgent(unittest.TestCase):
 
     def in_use(self):
         code, text = get("/metrics")
-        m = re.search(r'^turnfleet_relay_ports_in_use\{namespace="media",pool="agent",relay="%s"\} (\d+)$' % self.relay,
+        m = re.search(r'^turnfleet_agent_ports_in_use\{namespace="media",pool="agent",relay="%s"\} (\d+)$' % self.relay,
                       text, re.M)
         return int(m.group(1)) if code == 200 and m else None
 
@@ -192,7 +192,11 @@ class TestAgent(unittest.TestCase):
         wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
         self.assert_no_secret_in(agent)
         code, text = get("/metrics")
-        self.assertIn('turnfleet_relay_ports_total{namespace="media",pool="agent",relay="%s"} 200' % self.relay, text)
+        self.assertIn('turnfleet_agent_ports_total{namespace="media",pool="agent",relay="%s"} 200' % self.relay, text)
+        # the agent's own names: the operator exports turnfleet_relay_* for the same relay
+        self.assertNotIn("turnfleet_relay_", text)
+        self.assertRegex(text, r'(?m)^turnfleet_agent_count_failures_total\{namespace="media",pool="agent",relay="%s"\} \d+$'
+                         % self.relay)
         self.assertEqual(self.in_use(), 0)
         holder = self.hold(2)
         wait_for("2 allocations counted", lambda: self.in_use() == 2, 30)
@@ -303,6 +307,13 @@ class TestAgent(unittest.TestCase):
                                   lambda: (r := get("/healthz"))[0] and r[1] != "no count yet\n" and r, 30)
             self.assertEqual(code, 503)
             self.assertIn("is not process %d's: the password is not sent" % other.pid, body)
+            # every refused count is counted, and no count is shown
+            code, text = get("/metrics")
+            self.assertEqual(code, 200)
+            m = re.search(r'(?m)^turnfleet_agent_count_failures_total\{namespace="media",pool="agent",relay="%s"\} (\d+)$'
+                          % self.relay, text)
+            self.assertTrue(m and int(m.group(1)) >= 1, text)
+            self.assertNotIn("turnfleet_agent_ports_in_use{", text)
             r = self.prestop(conf, "1")
             self.assertEqual(r.returncode, 1, r.stderr)
             with open(self.marker) as f:

@@ -410,10 +410,12 @@ class OperatorE2E(unittest.TestCase):
         c = wait_for("ReachableFromVantage True", lambda: (c := reach()).get("status") == "True" and c, 30)
         self.assertEqual(c["reason"], "AllReachable")
         self.assertIn("e2e-vantage", c["message"])
+        self.wait_vantage_metric("True")
         runner("a-secret-the-relays-do-not-take")
         c = wait_for("ReachableFromVantage False", lambda: (c := reach()).get("status") == "False" and c, 30)
         self.assertEqual(c["reason"], "Unreachable")
         self.assertIn("turn:", c["message"])                       # the failing URIs are named
+        self.wait_vantage_metric("False")
         # results older than the staleness bound (15 minutes) say nothing any more
         old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
         kubectl("patch", "-n", NS, "configmap", POOL + "-vantage", "--type=merge", "-p", json.dumps({"data": {"time": old}}))
@@ -422,6 +424,14 @@ class OperatorE2E(unittest.TestCase):
         runner(SECRET1)
         wait_for("ReachableFromVantage True again", lambda: reach().get("status") == "True", 30)
         kubectl("delete", "-n", NS, "configmap", POOL + "-vantage")
+
+    def wait_vantage_metric(self, status):
+        """The leader's /metrics says the condition: 1 for @p status, 0 for the other two."""
+        def said():
+            text = operator_get(0, "/metrics")[1] or ""
+            return all(('turnfleet_pool_condition{namespace="%s",pool="%s",type="ReachableFromVantage",status="%s"} %d\n'
+                        % (NS, POOL, s, s == status)) in text for s in ("True", "False", "Unknown"))
+        wait_for("turnfleet_pool_condition ReachableFromVantage %s in /metrics" % status, said, 30)
 
     def watch_roll(self, done, what):
         """Poll until done(pods); the most pods being replaced at once, seen along the way."""
@@ -529,6 +539,11 @@ class OperatorE2E(unittest.TestCase):
         wait_for("operator-a leads", lambda: lease_holder() == "operator-a", 30)
         start_operator("b")
         wait_for("operator-b's /readyz", lambda: operator_get(1, "/readyz")[0] == 200, 30)
+        # every replica says whether it leads; the standby has no pool series
+        self.assertIn("\nturnfleet_operator_leader 1\n", operator_get(0, "/metrics")[1])
+        standby = operator_get(1, "/metrics")[1]
+        self.assertIn("\nturnfleet_operator_leader 0\n", standby)
+        self.assertNotIn("turnfleet_relay_ports_total{", standby)
         seq = last_seq()
         kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
         self.converged(2)
@@ -538,6 +553,7 @@ class OperatorE2E(unittest.TestCase):
         self.assertTrue([r for r in log if "operator-a" in r.get("userAgent", "") and r["method"] in WRITES])
         stop(OPERATORS["a"], signal.SIGKILL)
         wait_for("operator-b takes the lease", lambda: lease_holder() == "operator-b", 3 * 4 + 5)
+        wait_for("operator-b says it leads", lambda: "\nturnfleet_operator_leader 1\n" in operator_get(1, "/metrics")[1], 10)
         kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=3")
         self.converged(3)
         start_operator("a")   # back as the standby

@@ -12,6 +12,7 @@ pkgs=(
   clang iproute2
   abigail-tools
   mmdebstrap
+  prometheus
   python3-kubernetes python3-yaml openssl
   chromium python3-aiortc
 )
@@ -32,4 +33,8 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # turnserver processes and must not share ports with a system one.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet coturn 2>/dev/null; then
   $SUDO systemctl stop coturn || true
+fi
+# likewise Prometheus (the monitoring tests run their own, on loopback)
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+  $SUDO systemctl stop prometheus || true
 fi

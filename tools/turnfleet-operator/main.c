@@ -114,6 +114,20 @@ typedef struct serve_ctx {
   op_controller *ctl;
 } serve_ctx;
 
+/* Every replica says whether it leads: "no leader" is a sum of 0, "no operator" an absent series. */
+static char *leader_metrics(void)
+{
+  tf_metrics *m = NULL;
+  char *text = NULL;
+  if (tf_metrics_new(&m) == 0 &&
+      tf_metrics_declare(m, TF_METRIC_OPERATOR_LEADER, TF_METRIC_GAUGE,
+                         "1 while this replica holds the Lease (or runs without --leader-elect), else 0") == 0 &&
+      tf_metrics_add(m, TF_METRIC_OPERATOR_LEADER, NULL, NULL, 0, atomic_load(&leading) ? 1 : 0) == 0)
+    (void)tf_metrics_to_text(&text, m);
+  tf_metrics_free(m);
+  return text;
+}
+
 static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                              const char *version, const char *upload, size_t *upload_len, void **state)
 {
@@ -128,10 +142,13 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
     return op_controller_synced(sc->ctl) ? tool_http_reply(conn, 200, "text/plain", "ok\n")
                                          : tool_http_reply(conn, 503, "text/plain", "informers not synced\n");
   if (strcmp(url, "/metrics") == 0) {
-    char *text = op_controller_metrics(sc->ctl);
+    char *pools = op_controller_metrics(sc->ctl), *lead = leader_metrics(), *text = NULL;
+    if (pools && lead && (text = malloc(strlen(pools) + strlen(lead) + 1))) strcat(strcpy(text, pools), lead);
     enum MHD_Result r = text ? tool_http_reply(conn, 200, "text/plain; version=0.0.4", text)
                              : tool_http_reply(conn, 500, "text/plain", "no memory\n");
     free(text);
+    free(pools);
+    tf_free(lead);
     return r;
   }
   return tool_http_reply(conn, 404, "text/plain", "not found\n");

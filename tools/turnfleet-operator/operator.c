@@ -1185,6 +1185,22 @@ static int write_status(op_controller *c, pool_state *s, const char *pool_json, 
   return rc;
 }
 
+/* The pool's ReachableFromVantage as samples, from the same cached ConfigMap as with_vantage(). */
+static int vantage_metrics(op_controller *c, tf_metrics *m, const tf_pool *pool)
+{
+  const char *ns = tf_pool_namespace(pool), *name = tf_pool_name(pool);
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL;
+  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
+  int rc = (g == 0 || g == TF_ENOTFOUND) &&
+                   tf_vantage_metrics(m, ns, name, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0
+               ? 0
+               : -1;
+  tf_free(cm);
+  free(key);
+  free(cname);
+  return rc;
+}
+
 /* Every pool's samples in one text, made on the loop's thread (the engines are the loop's). */
 static void keep_metrics(op_controller *c)
 {
@@ -1194,6 +1210,7 @@ static void keep_metrics(op_controller *c)
   for (size_t i = 0; ok && i < c->state_count; i++) {
     const tf_reconcile *rec = c->states[i]->engine ? tf_engine_reconcile(c->states[i]->engine) : NULL;
     if (rec) ok = tf_reconcile_metrics(m, rec) == 0;
+    if (rec && ok) ok = vantage_metrics(c, m, tf_engine_pool(c->states[i]->engine)) == 0;
   }
   if (ok) (void)tf_metrics_to_text(&text, m);
   tf_metrics_free(m);

@@ -133,9 +133,9 @@ static void run_scrape(op_job *j)
     for (size_t i = 0; m && i < tf_metrics_sample_count(m); i++) {
       const char *name = NULL;
       double v;
-      if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, "turnfleet_relay_ports_in_use") == 0) seen = 1;
+      if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, TF_METRIC_AGENT_PORTS_IN_USE) == 0) seen = 1;
     }
-    if (seen && tf_metrics_sum(&sum, m, "turnfleet_relay_ports_in_use") == 0) j->result.allocations = (int64_t)sum;
+    if (seen && tf_metrics_sum(&sum, m, TF_METRIC_AGENT_PORTS_IN_USE) == 0) j->result.allocations = (int64_t)sum;
     tf_metrics_free(m);
   }
   free(b.p);

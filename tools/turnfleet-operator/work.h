@@ -23,7 +23,7 @@ typedef struct op_result {
   int error_code;      /* probe: the TURN error code that failed it, 0: none */
   int on_allocate;     /* probe: it failed on the Allocate */
   char *message;       /* probe: what failed (never a secret); NULL when it passed */
-  int64_t allocations; /* scrape: turnfleet_relay_ports_in_use; -1: unreadable */
+  int64_t allocations; /* scrape: turnfleet_agent_ports_in_use; -1: unreadable */
 } op_result;
 
 /* @p threads workers; a finished job adds its key to @p queue. NULL on failure. */
@@ -35,7 +35,7 @@ void op_work_free(op_work *w);
  * expected address and family, port range, timeout; the secret of the first serves all: copied, wiped after
  * use). 0, -1 on no memory. */
 int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n);
-/* GET @p url (an agent's /metrics) and sum turnfleet_relay_ports_in_use. 0, -1 on no memory. */
+/* GET @p url (an agent's /metrics) and sum turnfleet_agent_ports_in_use. 0, -1 on no memory. */
 int op_work_scrape(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms);
 
 /* The finished results of @p key, in the order they finished; *out is

@@ -160,10 +160,11 @@ typedef struct agent {
   pthread_mutex_t lock; /* guards the fields below: the HTTP thread reads them */
   int64_t count;        /* -1 until the first good count */
   int64_t counted_ms;   /* monotonic time of the last good count; 0: never */
+  int64_t failures;     /* counts that failed, since the start */
   char why[256];        /* the last failure, for /healthz (never holds the password) */
 } agent;
 
-static char *agent_metrics(agent *a, int64_t count)
+static char *agent_metrics(agent *a, int64_t count, int64_t failures)
 {
   tf_metrics *m = NULL;
   char *text = NULL;
@@ -171,13 +172,17 @@ static char *agent_metrics(agent *a, int64_t count)
   double total = (double)tf_relayctl_config_address_count(a->config) * (double)tf_port_range_size(r);
   const char *names[] = {"namespace", "pool", "relay"};
   const char *values[] = {a->args->namespace_, a->args->pool, a->args->relay};
+  /* turnfleet_agent_*: the operator exports turnfleet_relay_* for the same relays (metrics.h) */
   if (tf_metrics_new(&m) == 0 &&
-      tf_metrics_declare(m, "turnfleet_relay_ports_in_use", TF_METRIC_GAUGE,
-                         "Relay ports held by allocations (coturn CLI `pu`); absent while the count fails") == 0 &&
-      tf_metrics_declare(m, "turnfleet_relay_ports_total", TF_METRIC_GAUGE,
+      tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_IN_USE, TF_METRIC_GAUGE,
+                         "Relay ports held by allocations (coturn CLI `pu`); absent until a count succeeds") == 0 &&
+      tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_TOTAL, TF_METRIC_GAUGE,
                          "Relay ports the relay owns: addresses x ports in its range") == 0 &&
-      (count < 0 || tf_metrics_add(m, "turnfleet_relay_ports_in_use", names, values, 3, (double)count) == 0) &&
-      tf_metrics_add(m, "turnfleet_relay_ports_total", names, values, 3, total) == 0)
+      tf_metrics_declare(m, TF_METRIC_AGENT_COUNT_FAILURES, TF_METRIC_COUNTER,
+                         "Counts through the coturn CLI that failed") == 0 &&
+      (count < 0 || tf_metrics_add(m, TF_METRIC_AGENT_PORTS_IN_USE, names, values, 3, (double)count) == 0) &&
+      tf_metrics_add(m, TF_METRIC_AGENT_PORTS_TOTAL, names, values, 3, total) == 0 &&
+      tf_metrics_add(m, TF_METRIC_AGENT_COUNT_FAILURES, names, values, 3, (double)failures) == 0)
     (void)tf_metrics_to_text(&text, m);
   tf_metrics_free(m);
   return text;
@@ -191,12 +196,12 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
     return tool_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
   pthread_mutex_lock(&a->lock);
-  int64_t count = a->count, counted = a->counted_ms;
+  int64_t count = a->count, counted = a->counted_ms, failures = a->failures;
   char why[sizeof(a->why)];
   memcpy(why, a->why, sizeof(why));
   pthread_mutex_unlock(&a->lock);
   if (!strcmp(url, "/metrics")) {
-    char *text = agent_metrics(a, counted ? count : -1);
+    char *text = agent_metrics(a, counted ? count : -1, failures);
     if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
     enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
     tf_free(text);
@@ -293,6 +298,7 @@ static int agent_serve(const agent_args *args)
       a.why[0] = '\0';
     } else {
       memcpy(a.why, why, sizeof(why));
+      a.failures++;
     }
     pthread_mutex_unlock(&a.lock);
     if ((rc == 0) != was_ok) { /* say it when it changes, not every interval */

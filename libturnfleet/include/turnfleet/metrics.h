@@ -16,6 +16,48 @@
 
 TF_BEGIN_DECL
 
+/**
+ * @name Series names
+ * The names of the series Turnfleet exports, shared by the exporters and the
+ * readers (the operator scrapes the agents' count). One component exports
+ * each name: `turnfleet agent` (in every relay pod) exports the
+ * `turnfleet_agent_*` series of its relay; the engine's drivers
+ * (`turnfleet-operator`, `turnfleet up`) export the relay and pool series of
+ * every pool they run (tf_reconcile_metrics()), and the operator its
+ * `turnfleet_operator_leader`. Relay series are labelled exactly `namespace,
+ * pool, relay`, pool series `namespace, pool`.
+ * @{
+ */
+/** Agent gauge: ports held by allocations (coturn CLI `pu`); absent while the count fails. */
+#define TF_METRIC_AGENT_PORTS_IN_USE "turnfleet_agent_ports_in_use"
+/** Agent gauge: ports its relay owns (addresses x ports in its range). */
+#define TF_METRIC_AGENT_PORTS_TOTAL "turnfleet_agent_ports_total"
+/** Agent counter: counts through coturn's CLI that failed. */
+#define TF_METRIC_AGENT_COUNT_FAILURES "turnfleet_agent_count_failures_total"
+/** Driver gauge: the relay's ports in use as the driver last counted them. */
+#define TF_METRIC_RELAY_PORTS_IN_USE "turnfleet_relay_ports_in_use"
+/** Driver gauge: ports the relay owns. */
+#define TF_METRIC_RELAY_PORTS_TOTAL "turnfleet_relay_ports_total"
+/** Driver counter: counts of the relay's allocations that could not be read. */
+#define TF_METRIC_RELAY_COUNT_FAILURES "turnfleet_relay_count_failures_total"
+/** Driver gauge: 1 while the relay drains, else 0. */
+#define TF_METRIC_RELAY_DRAINING "turnfleet_relay_draining"
+/** Driver gauge: when the relay's drain began, Unix seconds (draining relays only). */
+#define TF_METRIC_RELAY_DRAIN_STARTED "turnfleet_relay_drain_started_timestamp_seconds"
+/** Driver gauge: 1 when the relay's last Allocate probe passed, else 0. */
+#define TF_METRIC_PROBE_SUCCESS "turnfleet_probe_success"
+/** Driver gauge: how long the relay's last probe took, seconds. */
+#define TF_METRIC_PROBE_DURATION "turnfleet_probe_duration_seconds"
+/** Driver counter: Allocate failures seen by the probes, label `code`. */
+#define TF_METRIC_ALLOCATION_FAILURES "turnfleet_allocation_failures_total"
+/** Driver gauge: the pool's conditions, labels `type` and `status` (True, False, Unknown): 1 for the current status. */
+#define TF_METRIC_POOL_CONDITION "turnfleet_pool_condition"
+/** Driver gauge: the pool's drainTimeout, seconds. */
+#define TF_METRIC_POOL_DRAIN_TIMEOUT "turnfleet_pool_drain_timeout_seconds"
+/** Operator gauge: 1 while this replica holds the Lease (or runs without election), else 0. */
+#define TF_METRIC_OPERATOR_LEADER "turnfleet_operator_leader"
+/** @} */
+
 /** A set of metric families and their samples. */
 typedef struct tf_metrics tf_metrics;
 

@@ -64,11 +64,14 @@ typedef struct tf_relay_observation {
   int held_back;               /**< 1: ready, but its runtime does not serve it yet (a pod whose Ready condition
                                     is not True: the kubelet has not seen the readiness gate): counted ready,
                                     not published */
+  /* version 3 */
+  int64_t probe_duration_ms;   /**< how long the last probe took, from its action to its result, ms; -1: unknown */
+  int64_t count_failures;      /**< counts that could not be read (the CLI, an agent's /metrics), cumulative */
 } tf_relay_observation;
 
-#define TF_RELAY_OBSERVATION_VERSION 2
+#define TF_RELAY_OBSERVATION_VERSION 3
 #define TF_RELAY_OBSERVATION_INIT \
-  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0}
+  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, -1, 0}
 
 /**
  * Fill @p obs with the defaults of @p version (allocations unknown, the rest empty).
@@ -340,12 +343,20 @@ TF_EXTERN(tf_err) tf_reconcile_status_json(char **out, const tf_reconcile *rec);
 TF_EXTERN(tf_err) tf_reconcile_to_json(char **out, const tf_reconcile *rec);
 
 /**
- * Add the pool's samples to @p metrics, declaring the families if needed:
- * gauges `turnfleet_relay_ports_in_use` (relays with a known count),
- * `turnfleet_relay_ports_total`, `turnfleet_probe_success` (relays probed
- * since their process started) and the counter
- * `turnfleet_allocation_failures_total`, labelled exactly `namespace, pool,
- * relay` (+ `code` on the counter). Several pools may add to one set.
+ * Add the pool's samples to @p metrics, declaring the families if needed
+ * (names in metrics.h): gauges `turnfleet_relay_ports_in_use` (relays with a
+ * known count), `turnfleet_relay_ports_total`, `turnfleet_relay_draining`,
+ * `turnfleet_relay_drain_started_timestamp_seconds` (draining relays),
+ * `turnfleet_probe_success` (relays probed since their process started),
+ * `turnfleet_probe_duration_seconds` (relays whose last probe's duration is
+ * known) and the counters `turnfleet_relay_count_failures_total` and
+ * `turnfleet_allocation_failures_total`, labelled
+ * exactly `namespace, pool, relay` (+ `code` on the counter); the pool gauges
+ * `turnfleet_pool_condition` (labels `namespace, pool, type, status`: 1 for
+ * each condition's current status, 0 for the other two; not
+ * ReachableFromVantage, see tf_vantage_metrics()) and
+ * `turnfleet_pool_drain_timeout_seconds` (`namespace, pool`). Several pools
+ * may add to one set.
  * @return 0; TF_EINVALID (also when a family is declared with another type);
  *         TF_ENOMEM. On failure some samples may have been added.
  */

@@ -15,6 +15,7 @@
 
 #include "common.h"
 #include "errors.h"
+#include "metrics.h"
 #include "probe.h"
 
 TF_BEGIN_DECL
@@ -59,6 +60,20 @@ TF_EXTERN(tf_err) tf_vantage_configmap(char **out, const char *pool, const char 
  */
 TF_EXTERN(tf_err) tf_vantage_condition(const char **status, const char **reason, char **message,
                                        const char *configmap, size_t len, int64_t now_ms, int64_t stale_ms);
+
+/**
+ * Add the pool's `turnfleet_pool_condition{namespace, pool, type="ReachableFromVantage", status}`
+ * samples to @p metrics (declaring the family if needed): 1 for the status
+ * tf_vantage_condition() gives for @p configmap, 0 for the other two.
+ * tf_reconcile_metrics() leaves this type out: the reconcile core has no vantage.
+ * @param ns the pool's namespace
+ * @param pool the pool's name
+ * @param configmap, len, now_ms, stale_ms as for tf_vantage_condition()
+ * @return 0; TF_EINVALID (also for a family declared with another type, or
+ *         samples of this pool added before); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_vantage_metrics(tf_metrics *metrics, const char *ns, const char *pool, const char *configmap,
+                                     size_t len, int64_t now_ms, int64_t stale_ms);
 
 TF_END_DECL
 
