@@ -342,21 +342,19 @@ class OperatorE2E(unittest.TestCase):
         self.__class__.holders = holders[:2]
         name = victim["metadata"]["name"]
         self.wait_counted({pods[0]["metadata"]["name"]: 3, pods[1]["metadata"]["name"]: 3, name: 1})
+        seq = last_seq()
         kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=2")
         addr = victim["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
-        seen_uri_gone_first = []
-
-        def uri_gone():
-            u = uris() or []
-            if any(addr in x for x in u):
-                return False
-            pod = [p for p in relay_pods() if p["metadata"]["name"] == name]
-            seen_uri_gone_first.append(bool(pod) and not pod[0]["metadata"].get("deletionTimestamp"))
-            return True
-        wait_for("%s out of the turn URIs" % name, uri_gone, 30, 0.05)
-        self.assertTrue(seen_uri_gone_first[0], "the pod was deleted before its URI left the ConfigMap")
+        wait_for("%s out of the turn URIs" % name, lambda: not any(addr in x for x in uris() or []), 30, 0.05)
         wait_for("%s deleted" % name,
                  lambda: all(p["metadata"].get("deletionTimestamp") for p in relay_pods() if p["metadata"]["name"] == name), 30)
+        # the order, from the API server's request log: turn-uris rewritten, then the pod deleted
+        log = requests_since(seq)
+        deleted = [r["seq"] for r in log if r["method"] == "DELETE" and r["path"].endswith("/pods/" + name)]
+        rewritten = [r["seq"] for r in log if r["method"] in ("PUT", "PATCH") and
+                     r["path"].endswith("/configmaps/%s-turn-uris" % POOL) and r["code"] == 200]
+        self.assertTrue(deleted and rewritten and rewritten[0] < deleted[0],
+                        "the pod was deleted before its URI left the ConfigMap (%s, %s)" % (rewritten, deleted))
         time.sleep(2)
         self.assertIn(name, [p["metadata"]["name"] for p in relay_pods()], "the draining pod went while an allocation was held")
         # coturn refuses new Allocates once drained (4.6.1's quota takes effect within 5 s)
