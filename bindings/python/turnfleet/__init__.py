@@ -38,6 +38,7 @@ from ._errors import (
     ResourceExhausted,
     Timeout,
     UnavailableError,
+    RefusedError,
     error_class,
 )
 from ._metrics import Metrics, Sample, parse_metrics
@@ -92,6 +93,7 @@ __all__ = [
     "IntegrityError",
     "InvalidArgument",
     "UnavailableError",
+    "RefusedError",
     "Listener",
     "Metrics",
     "NetworkError",
