@@ -169,7 +169,8 @@ class OperatorFaults(unittest.TestCase):
 
     def test_3_retry_after_on_writes_and_events(self):
         self.converged(2)
-        before = {(ev["reason"], ev["message"]): ev.get("count", 1)
+        # by Event name: a restarted operator's recorder has no dedupe memory and makes a new Event
+        before = {ev["metadata"]["name"]: ev.get("count", 1)
                   for ev in e2e.kget("-n", NS, "events")["items"] if ev.get("reason") == "RelayCreated"}
         seq = e2e.last_seq()
         f_obj = fault({"method": "POST|PUT|PATCH|DELETE", "path": "^/api/v1/namespaces/%s/(pods|configmaps|secrets)" % NS,
@@ -182,9 +183,13 @@ class OperatorFaults(unittest.TestCase):
 
             def delivered():
                 for ev in e2e.kget("-n", NS, "events")["items"]:
-                    if ev.get("reason") == "RelayCreated" and ev.get("count", 1) > before.get((ev["reason"], ev["message"]), 0):
+                    if ev.get("reason") == "RelayCreated" and ev.get("count", 1) > before.get(ev["metadata"]["name"], 0):
                         return ev
-            e2e.wait_for("the RelayCreated Event delivered", delivered, 30)
+            try:
+                e2e.wait_for("the RelayCreated Event delivered", delivered, 30)
+            except AssertionError as e:
+                raise AssertionError("%s; the operator's /metrics: %s" % (e, [
+                    line for line in e2e.operator_get(0, "/metrics")[1].splitlines() if "turnfleet_operator_" in line]))
             self.assertEqual(fault_hits(f_obj), 3)
             self.assertEqual(fault_hits(f_ev), 3)
         finally:
