@@ -1177,7 +1177,7 @@ START_TEST(test_informer__budget)
 {
   tf_budget_options o;
   TF_OK_OR_FAIL(tf_budget_options_init(&o, TF_BUDGET_OPTIONS_VERSION));
-  ck_assert_int_eq(o.writes, 40);
+  ck_assert_int_eq(o.writes, 100);
   ck_assert_int_eq(o.interval_ms, 10000);
   ck_assert_int_eq(tf_budget_options_init(&o, 99), TF_EINVALID);
   tf_budget *b = NULL;
@@ -1193,11 +1193,14 @@ START_TEST(test_informer__budget)
   long wait = -1;
   for (int64_t t = 0; t < 3; t++) TF_OK_OR_FAIL(tf_budget_take(b, "ns/a", 5000 + t, &wait));
   ck_assert_int_eq(wait, 0);
+  ck_assert_int_eq(tf_budget_wait(b, "ns/a", 5003), 997); /* asking spends nothing */
   ck_assert_int_eq(tf_budget_take(b, "ns/a", 5003, &wait), TF_EREFUSED);
   ck_assert_int_eq(wait, 997);
+  ck_assert_int_eq(tf_budget_wait(b, "ns/other", 5003), 0);
   ck_assert_int_eq(tf_budget_take(b, "ns/a", 5999, &wait), TF_EREFUSED);
   ck_assert_int_eq(wait, 1);
   TF_OK_OR_FAIL(tf_budget_take(b, "ns/b", 5999, NULL)); /* keys are apart */
+  ck_assert_int_eq(tf_budget_wait(b, "ns/a", 6000), 0);
   TF_OK_OR_FAIL(tf_budget_take(b, "ns/a", 6000, &wait)); /* the first left the window */
   ck_assert_int_eq(tf_budget_take(b, "ns/a", 6000, &wait), TF_EREFUSED);
   ck_assert_int_eq(wait, 1);
@@ -1210,6 +1213,7 @@ START_TEST(test_informer__budget)
   tf_budget_free(b);
   tf_budget_free(NULL);
   ck_assert_uint_eq(tf_budget_refused(NULL), 0);
+  ck_assert_int_eq(tf_budget_wait(NULL, "k", 0), 0);
 }
 END_TEST
 

@@ -123,6 +123,21 @@ tf_err tf_budget_take(tf_budget *b, const char *key, int64_t now, long *wait_ms)
   return rc;
 }
 
+long tf_budget_wait(tf_budget *b, const char *key, int64_t now)
+{
+  if (!b || !key) return 0;
+  pthread_mutex_lock(&b->mu);
+  tf_budget__ring *r = tf_smap__get(b->keys, key);
+  long wait = 0;
+  if (r && r->n == (size_t)b->writes) {
+    /* the oldest write of a full ring leaves the window at at + interval */
+    int64_t free_at = r->at[r->head] + b->interval_ms;
+    if (free_at > now) wait = (long)(free_at - now);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return wait;
+}
+
 uint64_t tf_budget_refused(const tf_budget *b)
 {
   if (!b) return 0;

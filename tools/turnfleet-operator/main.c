@@ -51,7 +51,7 @@ static const char usage[] =
   "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
   "  --bookmark-interval DUR the API server's watch bookmark interval (default 60s): a watch with neither\n"
   "                          an event nor a bookmark for twice this is dropped and relisted; 0: no check\n"
-  "  --write-budget N/DUR    at most N writes per pool in any DUR (default 40/10s): stale caches never\n"
+  "  --write-budget N/DUR    at most N writes per pool in any DUR (default 100/10s): stale caches never\n"
   "                          drive a write loop\n"
   "DUR: a number with ms, s or m (`1s`, `500ms`); a bare number is seconds.\n";
 
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
       long w = n && n < sizeof(num) ? parse_uint(num, 1, 100000) : -1;
       long d = w > 0 ? parse_duration(slash + 1) : -1;
       if (w < 1 || d < 1)
-        return bad_usage("--write-budget: \"%.64s\" is not N/DUR (e.g. 40/10s)", optarg);
+        return bad_usage("--write-budget: \"%.64s\" is not N/DUR (e.g. 100/10s)", optarg);
       cfg.budget_writes = w;
       cfg.budget_interval_ms = d;
       break;

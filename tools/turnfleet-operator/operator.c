@@ -1437,6 +1437,14 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
   char *key = NULL;
   (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
   if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
+  long spent = tf_budget_wait(c->budget, key, mono_ms());
+  if (spent > 0) {
+    /* its budget is spent (said when it was): nothing to do but wait for it, quietly */
+    (void)tf_workqueue_add_after(c->queue, key, spent);
+    tf_workqueue_done(c->queue, key);
+    tf_free(key);
+    return;
+  }
   c->charging = key;
   c->over_budget_ms = 0;
   int rc = reconcile(c, key);

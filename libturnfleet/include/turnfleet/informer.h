@@ -392,14 +392,14 @@ typedef struct tf_budget tf_budget;
 /** Budget knobs. Fields are only appended. */
 typedef struct tf_budget_options {
   unsigned int version; /**< TF_BUDGET_OPTIONS_VERSION */
-  long writes;          /**< at most this many writes per key ... ; default 40 */
+  long writes;          /**< at most this many writes per key ... ; default 100 */
   long interval_ms;     /**< ... in any window of this length; default 10000 */
 } tf_budget_options;
 
 /** Current version of tf_budget_options. */
 #define TF_BUDGET_OPTIONS_VERSION 1
 /** Defaults for tf_budget_options. */
-#define TF_BUDGET_OPTIONS_INIT {TF_BUDGET_OPTIONS_VERSION, 40, 10000}
+#define TF_BUDGET_OPTIONS_INIT {TF_BUDGET_OPTIONS_VERSION, 100, 10000}
 
 /**
  * Fill @p opts with the defaults.
@@ -430,6 +430,16 @@ TF_EXTERN(void) tf_budget_free(tf_budget *b);
  * @return 0 (spent), TF_EREFUSED (none left in the window; nothing spent), TF_EINVALID, TF_ENOMEM (since 0.2.0)
  */
 TF_EXTERN(tf_err) tf_budget_take(tf_budget *b, const char *key, int64_t now_ms, long *wait_ms);
+
+/**
+ * How long until @p key may write again, spending nothing: lets a caller skip work that would
+ * only be refused.
+ * @param b      the budget (NULL: 0)
+ * @param key    the key
+ * @param now_ms the caller's monotonic time (the clock given to tf_budget_take())
+ * @return 0 when a write is free now, else the milliseconds until one is (since 0.2.0)
+ */
+TF_EXTERN(long) tf_budget_wait(tf_budget *b, const char *key, int64_t now_ms);
 
 /** Writes refused so far, all keys together. Any thread. @param b the budget @return the count (since 0.2.0) */
 TF_EXTERN(uint64_t) tf_budget_refused(const tf_budget *b);
