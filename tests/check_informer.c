@@ -28,7 +28,12 @@
 static tf_test_cluster tf_it;
 static const char *const tf_it_flags[] = {"--bookmark-interval", "1", "--history", "200", NULL};
 
-static void tf_it_setup(void) { tf_test_cluster_start(&tf_it, TF_IT_ADDR, TF_IT_PORT, tf_it_flags); }
+/* TF_TEST_KUBE_ADDR / TF_TEST_KUBE_PORT (+10 here) move the stand-in (several trees on one machine) */
+static void tf_it_setup(void)
+{
+  const char *a = getenv("TF_TEST_KUBE_ADDR"), *p = getenv("TF_TEST_KUBE_PORT");
+  tf_test_cluster_start(&tf_it, a && *a ? a : TF_IT_ADDR, p && *p ? atoi(p) + 10 : TF_IT_PORT, tf_it_flags);
+}
 static void tf_it_teardown(void) { tf_test_cluster_stop(&tf_it); }
 static void tf_it_each(void) { tf_test_reset(&tf_it); }
 
@@ -1098,6 +1103,185 @@ START_TEST(test_informer__recorder_dedupe)
 }
 END_TEST
 
+/* A watch that brings neither an event nor a bookmark for two bookmark intervals (here 1 s,
+ * the stand-in's too) is dropped and the cache relisted at once, long before the byte watchdog
+ * (timeoutSeconds + 60); a quiet watch that brings its bookmarks is kept. */
+START_TEST(test_informer__silent_watch_relists)
+{
+  tf_it_fix f;
+  memset(&f, 0, sizeof(f));
+  pthread_mutex_init(&f.seen.mu, NULL);
+  f.k = tf_it_informer_kube();
+  f.admin = tf_test_kube(&tf_it, NULL);
+  snprintf(f.ns, sizeof(f.ns), "inf-silent");
+  snprintf(f.path, sizeof(f.path), "/api/v1/namespaces/inf-silent/configmaps");
+  tf_it_ns(f.admin, f.ns);
+  tf_it_ns(f.admin, "inf-silent-other");
+  tf_it_cm(f.admin, f.ns, "a0", "a");
+  cJSON_Delete(tf_test_control(&tf_it, "DELETE", "/requests", NULL));
+  tf_test_fault(&tf_it, "{\"path\":\"/namespaces/inf-silent/configmaps$\",\"query\":\"watch=1\",\"stall\":true,"
+                        "\"stallSeconds\":60,\"count\":1}");
+  tf_informer_options o;
+  TF_OK_OR_FAIL(tf_informer_options_init(&o, TF_INFORMER_OPTIONS_VERSION));
+  ck_assert_int_eq(o.bookmark_interval_ms, 60000);
+  o.path = f.path;
+  o.watch_min_seconds = o.watch_max_seconds = 300; /* the byte watchdog: 360 s */
+  o.bookmark_interval_ms = 1000;
+  o.on_change = tf_it_on_change;
+  o.payload = &f.seen;
+  o.log = tf_test_log_cb;
+  o.log_payload = &f.log;
+  o.log_level = TF_LOG_DEBUG;
+  o.bookmark_interval_ms = -1;
+  ck_assert_int_eq(tf_informer_new(&f.inf, f.k, &o), TF_EINVALID);
+  o.bookmark_interval_ms = 1000;
+  TF_OK_OR_FAIL(tf_informer_new(&f.inf, f.k, &o));
+  TF_OK_OR_FAIL(tf_informer_start(f.inf));
+  tf_it_wait_synced(f.inf);
+  ck_assert_int_eq(tf_informer_lists(f.inf), 1);
+  /* made while the stream is silent: only the relist can bring it */
+  tf_it_cm(f.admin, f.ns, "a1", "a");
+  for (int i = 0; i < 300 && tf_informer_lists(f.inf) < 2; i++) tf_test_sleep_ms(50);
+  ck_assert_int_eq(tf_informer_lists(f.inf), 2);
+  ck_assert_int_ge(tf_test_log_count(&f.log, "neither an event nor a bookmark"), 1);
+  tf_it_converges(f.inf, f.admin, f.path);
+  ck_assert_int_eq(tf_it_lists(&f), 2);
+  /* quiet but alive: three bookmark-only advances (writes elsewhere) keep the watch */
+  for (int round = 0; round < 3; round++) {
+    char name[16], *made = NULL;
+    snprintf(name, sizeof(name), "o%d", round);
+    char *body = tf_asprintf__("{\"metadata\":{\"name\":\"%s\"}}", name);
+    TF_OK_OR_FAIL(tf_kube_create(f.admin, "/api/v1/namespaces/inf-silent-other/configmaps", body, &made, NULL));
+    cJSON *m = cJSON_Parse(made);
+    char *want = tf_strdup__(tf_kube__meta_str(m, "resourceVersion")), *have = NULL;
+    cJSON_Delete(m);
+    tf_free(made);
+    free(body);
+    for (int i = 0; i < 100; i++) {
+      tf_free(have);
+      TF_OK_OR_FAIL(tf_informer_resource_version(f.inf, &have));
+      if (atol(have) >= atol(want)) break;
+      tf_test_sleep_ms(50);
+    }
+    ck_assert_msg(atol(have) >= atol(want), "no bookmark brought RV %s (have %s)", want, have);
+    tf_free(have);
+    free(want);
+  }
+  ck_assert_int_eq(tf_informer_lists(f.inf), 2);
+  tf_it_fix_close(&f);
+}
+END_TEST
+
+/* The write budget on a synthetic clock: at most `writes` per key in any window. */
+START_TEST(test_informer__budget)
+{
+  tf_budget_options o;
+  TF_OK_OR_FAIL(tf_budget_options_init(&o, TF_BUDGET_OPTIONS_VERSION));
+  ck_assert_int_eq(o.writes, 100);
+  ck_assert_int_eq(o.interval_ms, 10000);
+  ck_assert_int_eq(tf_budget_options_init(&o, 99), TF_EINVALID);
+  tf_budget *b = NULL;
+  o.writes = 0;
+  ck_assert_int_eq(tf_budget_new(&b, &o), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "writes"));
+  o.writes = 3;
+  o.interval_ms = 0;
+  ck_assert_int_eq(tf_budget_new(&b, &o), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "interval_ms"));
+  o.interval_ms = 1000;
+  TF_OK_OR_FAIL(tf_budget_new(&b, &o));
+  long wait = -1;
+  for (int64_t t = 0; t < 3; t++) TF_OK_OR_FAIL(tf_budget_take(b, "ns/a", 5000 + t, &wait));
+  ck_assert_int_eq(wait, 0);
+  ck_assert_int_eq(tf_budget_wait(b, "ns/a", 5003), 997); /* asking spends nothing */
+  ck_assert_int_eq(tf_budget_take(b, "ns/a", 5003, &wait), TF_EREFUSED);
+  ck_assert_int_eq(wait, 997);
+  ck_assert_int_eq(tf_budget_wait(b, "ns/other", 5003), 0);
+  ck_assert_int_eq(tf_budget_take(b, "ns/a", 5999, &wait), TF_EREFUSED);
+  ck_assert_int_eq(wait, 1);
+  TF_OK_OR_FAIL(tf_budget_take(b, "ns/b", 5999, NULL)); /* keys are apart */
+  ck_assert_int_eq(tf_budget_wait(b, "ns/a", 6000), 0);
+  TF_OK_OR_FAIL(tf_budget_take(b, "ns/a", 6000, &wait)); /* the first left the window */
+  ck_assert_int_eq(tf_budget_take(b, "ns/a", 6000, &wait), TF_EREFUSED);
+  ck_assert_int_eq(wait, 1);
+  ck_assert_uint_eq(tf_budget_refused(b), 3);
+  /* a storm is bounded: 10 000 attempts over 10 s → at most 3 per 1 s window */
+  int granted = 0;
+  for (int64_t t = 0; t < 10000; t++) granted += tf_budget_take(b, "ns/storm", 100000 + t, NULL) == 0;
+  ck_assert_int_eq(granted, 30);
+  ck_assert_int_eq(tf_budget_take(NULL, "k", 0, NULL), TF_EINVALID);
+  tf_budget_free(b);
+  tf_budget_free(NULL);
+  ck_assert_uint_eq(tf_budget_refused(NULL), 0);
+  ck_assert_int_eq(tf_budget_wait(NULL, "k", 0), 0);
+}
+END_TEST
+
+static long tf_it_refuse(const char *method, const char *path, void *payload)
+{
+  (void)method, (void)path, (void)payload;
+  return 0;
+}
+
+/* Events under 429 + Retry-After and a refusing write gate: queued, in order, sent again no
+ * sooner than the server asked, delivered; a full queue drops the oldest and counts it. */
+START_TEST(test_informer__recorder_retries)
+{
+  tf_kube *k = tf_test_kube(&tf_it, NULL);
+  tf_recorder *r = NULL;
+  TF_OK_OR_FAIL(tf_recorder_new(&r, k, "turnfleet-test"));
+  const char *pool = "{\"apiVersion\":\"turnfleet.hzmi.dev/v1alpha1\",\"kind\":\"TURNPool\",\"metadata\":{\"name\":"
+                     "\"retry\",\"namespace\":\"default\",\"uid\":\"u-2\"}}";
+  /* the client sends it three times (its own two retries after the wait), then the recorder queues it */
+  tf_test_fault(&tf_it, "{\"method\":\"POST\",\"path\":\"/namespaces/default/events$\",\"status\":429,"
+                        "\"retryAfter\":1,\"count\":4}");
+  ck_assert_int_eq(tf_recorder_event(r, pool, "Normal", "RelayDraining", "relay r1 draining"), TF_EUNAVAILABLE);
+  ck_assert_uint_eq(tf_recorder_pending(r), 1);
+  ck_assert_int_eq(tf_recorder_event(r, pool, "Normal", "RelayRemoved", "relay r1 removed"), TF_EUNAVAILABLE);
+  ck_assert_uint_eq(tf_recorder_pending(r), 2);
+  for (int i = 0; i < 200 && tf_recorder_flush(r) > 0; i++) tf_test_sleep_ms(50);
+  ck_assert_uint_eq(tf_recorder_pending(r), 0);
+  ck_assert_uint_eq(tf_recorder_dropped(r), 0);
+  cJSON *posts = tf_test_requests(&tf_it, "POST", "/namespaces/default/events", NULL);
+  int n = cJSON_GetArraySize(posts);
+  ck_assert_int_eq(n, 6); /* 4 refused, then both delivered */
+  for (int i = 1; i < n; i++) {
+    double t0 = cJSON_GetObjectItem(cJSON_GetArrayItem(posts, i - 1), "time")->valuedouble;
+    double t1 = cJSON_GetObjectItem(cJSON_GetArrayItem(posts, i), "time")->valuedouble;
+    if (cJSON_GetObjectItem(cJSON_GetArrayItem(posts, i - 1), "code")->valueint == 429)
+      ck_assert_msg(t1 - t0 >= 0.95, "POST %d came %.3f s after a 429 asking for 1 s", i, t1 - t0);
+  }
+  cJSON_Delete(posts);
+  char *out = NULL;
+  TF_OK_OR_FAIL(tf_kube_list(k, "/api/v1/namespaces/default/events", NULL, &out, NULL));
+  ck_assert_ptr_nonnull(strstr(out, "relay r1 draining"));
+  ck_assert_ptr_nonnull(strstr(out, "relay r1 removed"));
+  tf_free(out);
+  /* a write gate refusing everything: nothing sent, everything queued up to 256, the rest counted */
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, tf_it_refuse, NULL));
+  int before = tf_test_count(&tf_it, "POST", "/namespaces/default/events", NULL);
+  for (int i = 0; i < 300; i++) {
+    char msg[32];
+    snprintf(msg, sizeof(msg), "burst %03d", i);
+    ck_assert_int_lt(tf_recorder_event(r, pool, "Normal", "Burst", msg), 0);
+  }
+  ck_assert_uint_eq(tf_recorder_pending(r), 256);
+  ck_assert_uint_eq(tf_recorder_dropped(r), 44);
+  ck_assert_int_eq(tf_test_count(&tf_it, "POST", "/namespaces/default/events", NULL), before);
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, NULL, NULL));
+  for (int i = 0; i < 400 && tf_recorder_flush(r) > 0; i++) tf_test_sleep_ms(50);
+  ck_assert_uint_eq(tf_recorder_pending(r), 0);
+  ck_assert_int_eq(tf_test_count(&tf_it, "POST", "/namespaces/default/events", NULL), before + 256);
+  TF_OK_OR_FAIL(tf_kube_list(k, "/api/v1/namespaces/default/events", NULL, &out, NULL));
+  ck_assert_ptr_null(strstr(out, "burst 043")); /* the oldest went */
+  ck_assert_ptr_nonnull(strstr(out, "burst 044"));
+  ck_assert_ptr_nonnull(strstr(out, "burst 299"));
+  tf_free(out);
+  tf_recorder_free(r);
+  tf_kube_free(k);
+}
+END_TEST
+
 Suite *tf_test_informer_suite(void)
 {
   Suite *s = suite_create("informer");
@@ -1106,6 +1290,7 @@ Suite *tf_test_informer_suite(void)
   tcase_add_test(wq, test_informer__workqueue_rate_limits);
   tcase_add_test(wq, test_informer__workqueue_shutdown_wakes);
   tcase_add_test(wq, test_informer__workqueue_one_worker_per_key);
+  tcase_add_test(wq, test_informer__budget);
   suite_add_tcase(s, wq);
   TCase *live = tcase_create("standin");
   tcase_add_unchecked_fixture(live, tf_it_setup, tf_it_teardown);
@@ -1127,6 +1312,8 @@ Suite *tf_test_informer_suite(void)
   tcase_add_test(live, test_informer__election_lost_lease);
   tcase_add_test(live, test_informer__election_options);
   tcase_add_test(live, test_informer__recorder_dedupe);
+  tcase_add_test(live, test_informer__silent_watch_relists);
+  tcase_add_test(live, test_informer__recorder_retries);
   suite_add_tcase(s, live);
   return s;
 }

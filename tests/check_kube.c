@@ -16,8 +16,17 @@
 #define TF_KT_PORT 16500
 
 static tf_test_cluster tf_kt;
+static char tf_kt_addr[64] = TF_KT_ADDR;
+static int tf_kt_port = TF_KT_PORT;
 
-static void tf_kt_setup(void) { tf_test_cluster_start(&tf_kt, TF_KT_ADDR, TF_KT_PORT, NULL); }
+/* TF_TEST_KUBE_ADDR / TF_TEST_KUBE_PORT move the stand-in (several trees testing on one machine) */
+static void tf_kt_setup(void)
+{
+  const char *a = getenv("TF_TEST_KUBE_ADDR"), *p = getenv("TF_TEST_KUBE_PORT");
+  if (a && *a) snprintf(tf_kt_addr, sizeof(tf_kt_addr), "%s", a);
+  if (p && *p) tf_kt_port = atoi(p);
+  tf_test_cluster_start(&tf_kt, tf_kt_addr, tf_kt_port, NULL);
+}
 static void tf_kt_teardown(void) { tf_test_cluster_stop(&tf_kt); }
 static void tf_kt_each(void) { tf_test_reset(&tf_kt); }
 
@@ -562,10 +571,11 @@ START_TEST(test_kube__request_faults)
     ck_assert_int_eq(tf_kube_status_code(st), codes[i]);
     tf_kube_status_free(st);
   }
-  tf_test_fault(&tf_kt, "{\"method\":\"GET\",\"path\":\"/configmaps/faults$\",\"status\":429,\"retryAfter\":2,\"count\":1}");
+  /* 429 + Retry-After: sent again after the wait, twice at most (the third 429 is the answer) */
+  tf_test_fault(&tf_kt, "{\"method\":\"GET\",\"path\":\"/configmaps/faults$\",\"status\":429,\"retryAfter\":1,\"count\":3}");
   ck_assert_int_eq(tf_kube_get(k, path, &out, &st), TF_EUNAVAILABLE);
   ck_assert_str_eq(tf_kube_status_reason(st), "TooManyRequests");
-  ck_assert_int_eq(tf_kube_status_retry_after(st), 2);
+  ck_assert_int_eq(tf_kube_status_retry_after(st), 1);
   tf_kube_status_free(st);
   /* TCP reset (twice: libcurl itself retries once when a reused connection dies before any answer) */
   tf_test_fault(&tf_kt, "{\"method\":\"GET\",\"path\":\"/configmaps/faults$\",\"reset\":true,\"count\":2}");
@@ -597,9 +607,9 @@ START_TEST(test_kube__request_faults)
   ck_assert_int_eq(tf_kube_update(k, path, "{\"metadata\":{\"name\":\"faults\",\"resourceVersion\":\"1\"}}", NULL, &st),
                    TF_ECONFLICT);
   tf_kube_status_free(st);
-  /* the client never retried on its own: one request per call */
+  /* the client never retried on its own but for the 429s: one request per call */
   int gets = tf_test_count(&tf_kt, "GET", "/configmaps/faults", NULL);
-  ck_assert_msg(gets >= 9 && gets <= 10, "%d GETs for 9 calls", gets);
+  ck_assert_msg(gets >= 11 && gets <= 12, "%d GETs for 9 calls (two of them sent again after a 429)", gets);
   ck_assert_ptr_null(strstr(log, tf_kt.token));
   free(log);
   free(path);
@@ -774,8 +784,8 @@ START_TEST(test_kube__in_cluster_live)
   tf_kt_put(dir, "namespace", "kube-system\n", 0644);
   free(ca);
   char port[16];
-  snprintf(port, sizeof(port), "%d", TF_KT_PORT);
-  setenv("KUBERNETES_SERVICE_HOST", TF_KT_ADDR, 1);
+  snprintf(port, sizeof(port), "%d", tf_kt_port);
+  setenv("KUBERNETES_SERVICE_HOST", tf_kt_addr, 1);
   setenv("KUBERNETES_SERVICE_PORT", port, 1);
   tf_kube_options o;
   TF_OK_OR_FAIL(tf_kube_options_init(&o, TF_KUBE_OPTIONS_VERSION));
@@ -878,6 +888,183 @@ START_TEST(test_kube__watch)
 }
 END_TEST
 
+/* ---- write gate, Retry-After ---- */
+
+typedef struct tf_kt_gate {
+  int calls;
+  long allow;
+} tf_kt_gate;
+
+static long tf_kt_gate_cb(const char *method, const char *path, void *payload)
+{
+  (void)method, (void)path;
+  tf_kt_gate *g = payload;
+  __atomic_add_fetch(&g->calls, 1, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&g->allow, __ATOMIC_SEQ_CST);
+}
+
+/* Wait (up to 20 s) until @p f(arg) holds. */
+static int tf_kt_until(int (*f)(void *), void *arg)
+{
+  for (int i = 0; i < 400; i++) {
+    if (f(arg)) return 1;
+    tf_test_sleep_ms(50);
+  }
+  return f(arg);
+}
+
+static int tf_kt_leads(void *e) { return tf_elector_is_leader(e); }
+
+typedef struct tf_kt_lease_puts {
+  int want;
+} tf_kt_lease_puts;
+
+static int tf_kt_lease_put_count(void)
+{
+  cJSON *r = tf_test_requests(&tf_kt, "PUT", "/leases/gate-lease", NULL);
+  int n = 0;
+  cJSON *it;
+  cJSON_ArrayForEach(it, r) n += cJSON_GetObjectItem(it, "code")->valueint == 200;
+  cJSON_Delete(r);
+  return n;
+}
+
+static int tf_kt_lease_puts_reach(void *arg) { return tf_kt_lease_put_count() >= ((tf_kt_lease_puts *)arg)->want; }
+
+/* A write goes out only when the gate says so, asked right before it (never for a GET); a
+ * refused write sends nothing and says TF_EREFUSED; the elector as the gate: writes only while
+ * it leads, its own Lease requests never gated. */
+START_TEST(test_kube__write_gate)
+{
+  tf_kube *k = tf_test_kube(&tf_kt, NULL);
+  tf_kt_gate g = {0, 0};
+  ck_assert_int_eq(tf_kube_set_write_gate(NULL, tf_kt_gate_cb, &g), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, tf_kt_gate_cb, &g));
+  const char *coll = "/api/v1/namespaces/default/configmaps", *obj = "/api/v1/namespaces/default/configmaps/gated";
+  tf_kube_status *st = NULL;
+  char *out = NULL;
+  ck_assert_int_eq(tf_kube_create(k, coll, "{\"metadata\":{\"name\":\"gated\"}}", NULL, &st), TF_EREFUSED);
+  ck_assert_str_eq(tf_kube_status_reason(st), "Refused");
+  ck_assert_int_eq(tf_kube_status_code(st), 0);
+  tf_kube_status_free(st);
+  ck_assert_int_eq(g.calls, 1);
+  ck_assert_int_eq(tf_test_count(&tf_kt, "POST", "/configmaps", NULL), 0);
+  ck_assert_int_eq(tf_kube_get(k, obj, &out, NULL), TF_ENOTFOUND);
+  ck_assert_int_eq(g.calls, 1); /* a GET never asks */
+  g.allow = 10000;
+  TF_OK_OR_FAIL(tf_kube_create(k, coll, "{\"metadata\":{\"name\":\"gated\"}}", NULL, NULL));
+  ck_assert_int_ge(g.calls, 2);
+  int before = g.calls;
+  TF_OK_OR_FAIL(tf_kube_patch(k, obj, TF_KUBE_PATCH_MERGE, "{\"data\":{\"a\":\"1\"}}", NULL, NULL));
+  ck_assert_int_gt(g.calls, before);
+  g.allow = 0;
+  ck_assert_int_eq(tf_kube_delete(k, obj, NULL, NULL, NULL), TF_EREFUSED);
+  ck_assert_int_eq(tf_test_count(&tf_kt, "DELETE", "/configmaps/gated", NULL), 0);
+
+  /* the elector as the gate */
+  tf_elector_options eo;
+  TF_OK_OR_FAIL(tf_elector_options_init(&eo, TF_ELECTOR_OPTIONS_VERSION));
+  eo.lease_namespace = "default";
+  eo.lease_name = "gate-lease";
+  eo.identity = "gate-test";
+  eo.lease_seconds = 3;
+  eo.renew_deadline_ms = 2000;
+  eo.retry_ms = 400;
+  tf_elector *e = NULL;
+  TF_OK_OR_FAIL(tf_elector_new(&e, k, &eo));
+  ck_assert_int_eq(tf_elector_write_gate("PATCH", obj, NULL), 0);
+  ck_assert_int_eq(tf_elector_write_gate("PATCH", obj, e), 0); /* not started: not leading */
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, tf_elector_write_gate, e));
+  ck_assert_int_eq(tf_kube_patch(k, obj, TF_KUBE_PATCH_MERGE, "{\"data\":{\"a\":\"2\"}}", NULL, NULL), TF_EREFUSED);
+  TF_OK_OR_FAIL(tf_elector_start(e));
+  ck_assert_msg(tf_kt_until(tf_kt_leads, e), "the elector never led");
+  long left = tf_elector_write_gate("PATCH", obj, e);
+  ck_assert_msg(left > 0 && left <= 2000, "%ld ms left of a 2000 ms renew deadline", left);
+  TF_OK_OR_FAIL(tf_kube_patch(k, obj, TF_KUBE_PATCH_MERGE, "{\"data\":{\"a\":\"3\"}}", NULL, NULL));
+  /* a gate that refuses everything does not stop the Lease renewals */
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, tf_kt_gate_cb, &g));
+  tf_kt_lease_puts lp = {tf_kt_lease_put_count() + 3};
+  ck_assert_msg(tf_kt_until(tf_kt_lease_puts_reach, &lp), "the Lease was not renewed behind a refusing gate");
+  ck_assert(tf_elector_is_leader(e));
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, tf_elector_write_gate, e));
+  tf_elector_stop(e); /* released: no longer leading */
+  ck_assert_int_eq(tf_elector_write_gate("PATCH", obj, e), 0);
+  ck_assert_int_eq(tf_kube_patch(k, obj, TF_KUBE_PATCH_MERGE, "{\"data\":{\"a\":\"4\"}}", NULL, NULL), TF_EREFUSED);
+  TF_OK_OR_FAIL(tf_kube_set_write_gate(k, NULL, NULL));
+  TF_OK_OR_FAIL(tf_kube_delete(k, obj, NULL, NULL, NULL));
+  tf_elector_free(e);
+  tf_kube_free(k);
+}
+END_TEST
+
+/* The log time of the matching requests, in order (at most @p max); returns how many. */
+static int tf_kt_times(const char *method, const char *path, double *t, int *code, int max)
+{
+  cJSON *r = tf_test_requests(&tf_kt, method, path, NULL);
+  int n = 0;
+  cJSON *it;
+  cJSON_ArrayForEach(it, r)
+  {
+    if (n == max) break;
+    t[n] = cJSON_GetObjectItem(it, "time")->valuedouble;
+    code[n] = cJSON_GetObjectItem(it, "code")->valueint;
+    n++;
+  }
+  cJSON_Delete(r);
+  return n;
+}
+
+/* Retry-After on writes: a 429 PATCH is sent again no sooner than the wait; every other
+ * request of the client (another object, a POST) waits too; a wait longer than the client's
+ * timeout refuses at once without sending. */
+START_TEST(test_kube__retry_after_on_writes)
+{
+  tf_kube *k = tf_test_kube(&tf_kt, NULL);
+  const char *coll = "/api/v1/namespaces/default/configmaps";
+  TF_OK_OR_FAIL(tf_kube_create(k, coll, "{\"metadata\":{\"name\":\"ra1\"}}", NULL, NULL));
+  tf_test_reset(&tf_kt);
+  tf_test_fault(&tf_kt, "{\"method\":\"PATCH\",\"path\":\"/configmaps/ra1$\",\"status\":429,\"retryAfter\":1,\"count\":1}");
+  TF_OK_OR_FAIL(tf_kube_patch(k, "/api/v1/namespaces/default/configmaps/ra1", TF_KUBE_PATCH_MERGE,
+                              "{\"data\":{\"a\":\"1\"}}", NULL, NULL));
+  double t[8];
+  int code[8];
+  ck_assert_int_eq(tf_kt_times("PATCH", "/configmaps/ra1", t, code, 8), 2);
+  ck_assert_int_eq(code[0], 429);
+  ck_assert_int_eq(code[1], 200);
+  ck_assert_msg(t[1] - t[0] >= 0.95, "sent again %.3f s after a 429 asking for 1 s", t[1] - t[0]);
+  /* a 429 on one write holds the next write of another object */
+  tf_test_reset(&tf_kt);
+  tf_test_fault(&tf_kt, "{\"method\":\"PATCH\",\"path\":\"/configmaps/ra1$\",\"status\":429,\"retryAfter\":2,\"count\":3}");
+  tf_kube_status *st = NULL;
+  ck_assert_int_eq(tf_kube_patch(k, "/api/v1/namespaces/default/configmaps/ra1", TF_KUBE_PATCH_MERGE,
+                                 "{\"data\":{\"a\":\"2\"}}", NULL, &st), TF_EUNAVAILABLE);
+  ck_assert_int_eq(tf_kube_status_retry_after(st), 2);
+  tf_kube_status_free(st);
+  TF_OK_OR_FAIL(tf_kube_create(k, coll, "{\"metadata\":{\"name\":\"ra2\"}}", NULL, NULL));
+  ck_assert_int_eq(tf_kt_times("PATCH", "/configmaps/ra1", t, code, 8), 3); /* sent, then again twice */
+  double last429 = t[2];
+  for (int i = 1; i < 3; i++) ck_assert_msg(t[i] - t[i - 1] >= 1.95, "PATCH %d %.3f s after a 429 asking for 2 s", i, t[i] - t[i - 1]);
+  ck_assert_int_eq(tf_kt_times("POST", "/namespaces/default/configmaps", t, code, 8), 1);
+  ck_assert_msg(t[0] - last429 >= 1.95, "a POST %.3f s after a 429 asking for 2 s", t[0] - last429);
+  /* longer than the client's 5 s timeout: refused at once, nothing sent */
+  tf_test_fault(&tf_kt, "{\"method\":\"PATCH\",\"path\":\"/configmaps/ra1$\",\"status\":429,\"retryAfter\":30,\"count\":1}");
+  ck_assert_int_eq(tf_kube_patch(k, "/api/v1/namespaces/default/configmaps/ra1", TF_KUBE_PATCH_MERGE,
+                                 "{\"data\":{\"a\":\"3\"}}", NULL, NULL), TF_EUNAVAILABLE);
+  int sent = tf_test_count(&tf_kt, NULL, "/configmaps/ra", NULL);
+  ck_assert_int_eq(tf_kube_delete(k, "/api/v1/namespaces/default/configmaps/ra2", NULL, NULL, &st), TF_EUNAVAILABLE);
+  ck_assert_str_eq(tf_kube_status_reason(st), "TooManyRequests");
+  ck_assert_int_ge(tf_kube_status_retry_after(st), 25);
+  tf_kube_status_free(st);
+  ck_assert_int_eq(tf_test_count(&tf_kt, NULL, "/configmaps/ra", NULL), sent);
+  tf_kube_free(k);
+  /* another client is not held */
+  k = tf_test_kube(&tf_kt, NULL);
+  TF_OK_OR_FAIL(tf_kube_delete(k, "/api/v1/namespaces/default/configmaps/ra1", NULL, NULL, NULL));
+  TF_OK_OR_FAIL(tf_kube_delete(k, "/api/v1/namespaces/default/configmaps/ra2", NULL, NULL, NULL));
+  tf_kube_free(k);
+}
+END_TEST
+
 Suite *tf_test_kube_suite(void)
 {
   Suite *s = suite_create("kube");
@@ -902,6 +1089,8 @@ Suite *tf_test_kube_suite(void)
   tcase_add_test(live, test_kube__client_certificates);
   tcase_add_test(live, test_kube__in_cluster_live);
   tcase_add_test(live, test_kube__watch);
+  tcase_add_test(live, test_kube__write_gate);
+  tcase_add_test(live, test_kube__retry_after_on_writes);
   suite_add_tcase(s, live);
   return s;
 }

@@ -4,7 +4,11 @@
  * leaseDurationSeconds after that, whatever its timestamps say. A leader
  * renews every retry period and gives up (on_change(0), the elector ends)
  * when it could not renew within the renew deadline; requests are abandoned
- * at that deadline so a slow server cannot stretch it. */
+ * at that deadline so a slow server cannot stretch it. The held time counts
+ * from when the successful attempt started (its request may have reached
+ * the server at any point after), and a write gate (tf_elector_write_gate)
+ * reads it from the clock at every write, so a process that was paused
+ * refuses its writes at once on waking, before its thread noticed. */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -29,7 +33,7 @@ struct tf_elector {
   volatile int stop;
   int leader;        /* under mu */
   int finished;      /* under mu */
-  int64_t renewed;   /* local time of the last successful renew (under mu) */
+  int64_t renewed;   /* local time the last successful renew attempt started (under mu) */
   cJSON *lease;      /* the last Lease object read or written */
   char *observed;    /* the spec last seen, printed */
   int64_t observed_at;
@@ -157,7 +161,8 @@ static int tf_el__write(tf_elector *e, const char *method, const char *path, cJS
   cJSON_Delete(obj);
   if (!body) return 0;
   char *out = NULL;
-  tf_err rc = tf_kube__request(e->k, method, path, "application/json", body, 1, deadline, &out, NULL);
+  tf_err rc = tf_kube__request(e->k, method, path, "application/json", body, TF_KUBE__WRITE | TF_KUBE__LEASE,
+                               deadline, &out, NULL);
   free(body);
   if (rc < 0) {
     TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: %s failed: %s", e->ns, e->name, method, tf_error_last()->message);
@@ -201,7 +206,7 @@ static int tf_el__try(tf_elector *e, int leading, int64_t deadline)
   /* 2. read it; create it when absent */
   char *out = NULL;
   tf_kube_status *st = NULL;
-  tf_err rc = tf_kube__request(e->k, "GET", e->path, NULL, NULL, 0, deadline, &out, &st);
+  tf_err rc = tf_kube__request(e->k, "GET", e->path, NULL, NULL, TF_KUBE__LEASE, deadline, &out, &st);
   tf_kube_status_free(st);
   if (rc == TF_ENOTFOUND) {
     cJSON *obj = cJSON_CreateObject();
@@ -239,11 +244,11 @@ static int tf_el__try(tf_elector *e, int leading, int64_t deadline)
   return tf_el__put(e, tf_el__spec(e, now, acq_copy, mine ? transitions : transitions + 1), deadline);
 }
 
-static void tf_el__set(tf_elector *e, int leader, int finished)
+static void tf_el__set(tf_elector *e, int leader, int finished, int64_t at)
 {
   pthread_mutex_lock(&e->mu);
   e->leader = leader;
-  if (leader) e->renewed = tf_kube__now_ms();
+  if (leader) e->renewed = at;
   if (finished) e->finished = 1;
   pthread_mutex_unlock(&e->mu);
 }
@@ -277,25 +282,27 @@ static void *tf_el__run(void *arg)
 {
   tf_elector *e = arg;
   /* acquire: every retry period with jitter factor 1.2 */
+  int64_t began = 0;
   while (!e->stop) {
-    if (tf_el__try(e, 0, tf_kube__now_ms() + e->o.renew_deadline_ms)) break;
+    began = tf_kube__now_ms();
+    if (tf_el__try(e, 0, began + e->o.renew_deadline_ms)) break;
     long jitter = (long)(rand_r(&e->seed) % (unsigned)(e->o.retry_ms / 5 + 1));
     if (tf_el__sleep(e, e->o.retry_ms + jitter)) break;
   }
   if (e->stop) {
-    tf_el__set(e, 0, 1);
+    tf_el__set(e, 0, 1, 0);
     return NULL;
   }
   TF_EL__LOG(e, TF_LOG_INFO, "lease %s/%s: leading as %s", e->ns, e->name, e->identity);
-  tf_el__set(e, 1, 0);
+  tf_el__set(e, 1, 0, began);
   if (e->o.on_change) e->o.on_change(1, e->o.payload);
   /* renew: every retry period; no success within the renew deadline = lost */
-  int64_t last_ok = tf_kube__now_ms();
+  int64_t last_ok = began;
   int lost = 0;
   while (!tf_el__sleep(e, e->o.retry_ms)) {
     int64_t deadline = last_ok + e->o.renew_deadline_ms;
     int ok = 0;
-    while (!e->stop && tf_kube__now_ms() < deadline && !(ok = tf_el__try(e, 1, deadline))) {
+    while (!e->stop && (began = tf_kube__now_ms()) < deadline && !(ok = tf_el__try(e, 1, deadline))) {
       if (tf_el__sleep(e, e->o.retry_ms)) break;
     }
     if (e->stop) break;
@@ -303,7 +310,7 @@ static void *tf_el__run(void *arg)
       lost = 1;
       break;
     }
-    last_ok = tf_kube__now_ms();
+    last_ok = began;
     pthread_mutex_lock(&e->mu);
     e->renewed = last_ok;
     pthread_mutex_unlock(&e->mu);
@@ -314,7 +321,7 @@ static void *tf_el__run(void *arg)
   } else if (e->o.release_on_stop) {
     tf_el__release(e);
   }
-  tf_el__set(e, 0, 1);
+  tf_el__set(e, 0, 1, 0);
   if (e->o.on_change) e->o.on_change(0, e->o.payload);
   return NULL;
 }
@@ -337,6 +344,18 @@ int tf_elector_is_leader(const tf_elector *e)
   int l = m->leader && tf_kube__now_ms() - m->renewed < m->o.renew_deadline_ms;
   pthread_mutex_unlock(&m->mu);
   return l;
+}
+
+long tf_elector_write_gate(const char *method, const char *path, void *elector)
+{
+  (void)method, (void)path;
+  tf_elector *m = elector;
+  if (!m) return 0;
+  pthread_mutex_lock(&m->mu);
+  int64_t left = m->leader ? m->renewed + m->o.renew_deadline_ms - tf_kube__now_ms() : 0;
+  pthread_mutex_unlock(&m->mu);
+  if (left <= 0) return 0;
+  return left > 0x7fffffff ? 0x7fffffff : (long)left;
 }
 
 int tf_elector_finished(const tf_elector *e)

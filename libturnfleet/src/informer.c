@@ -6,7 +6,10 @@
  * (0.8 s doubling to 30 s, at least what the server asked, reset after 2 min
  * healthy) and re-watch from the same RV. The cache is a map by key with a
  * namespace index and a label index, read under the informer's lock from any
- * thread; callbacks run on the worker with no lock held. */
+ * thread; callbacks run on the worker with no lock held. A watch that brings
+ * neither an event nor a bookmark for two bookmark intervals is dropped and
+ * the cache relisted at once (a silent stream may have lost events, and its
+ * bytes, if any, prove nothing). */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -48,6 +51,8 @@ struct tf_informer {
   int64_t next_resync;
   unsigned seed;
   long events; /* events of the current watch */
+  long lists;  /* LISTs that filled the cache (under mu) */
+  int64_t last_event; /* the current watch's start, then its last event or bookmark */
 };
 
 static void tf_inf__obj_free(void *p)
@@ -97,6 +102,8 @@ tf_err tf_informer_new(tf_informer **out, tf_kube *kube, const tf_informer_optio
   o.log = opts->log;
   o.log_payload = opts->log_payload;
   o.log_level = opts->log_level;
+  if (opts->version >= 2) o.bookmark_interval_ms = opts->bookmark_interval_ms;
+  if (o.bookmark_interval_ms < 0) return tf_error__set(TF_EINVALID, "bookmark_interval_ms: must be >= 0");
   if (!o.path || o.path[0] != '/' || strchr(o.path, '?'))
     return tf_error__set(TF_EINVALID, "path: a collection path is required");
   if (o.watch_min_seconds < 1 || o.watch_max_seconds < o.watch_min_seconds)
@@ -233,6 +240,7 @@ static int tf_inf__on_event(int type, cJSON *object, void *arg)
 {
   tf_informer *inf = arg;
   inf->events++;
+  inf->last_event = tf_kube__now_ms();
   if (type == TF_KUBE_EVENT_ERROR) return 0;
   const char *rv = tf_kube__meta_str(object, "resourceVersion");
   if (type == TF_KUBE_EVENT_BOOKMARK) {
@@ -337,6 +345,7 @@ static void tf_inf__replace(tf_informer *inf, cJSON *list)
     }
   }
   inf->synced = 1;
+  inf->lists++;
   pthread_cond_broadcast(&inf->cv);
   pthread_mutex_unlock(&inf->mu);
   tf_smap__free(seen);
@@ -449,12 +458,13 @@ static void *tf_inf__run(void *arg)
     lo.timeout_seconds = inf->o.watch_min_seconds + (long)(rand_r(&inf->seed) % (unsigned)span);
     lo.allow_bookmarks = 1;
     lo.stall_seconds = inf->o.stall_seconds ? inf->o.stall_seconds : lo.timeout_seconds + 60;
+    lo.silence_ms = inf->o.bookmark_interval_ms * 2;
     pthread_mutex_lock(&inf->mu);
     char *rv = tf_strdup__(inf->last_rv);
     pthread_mutex_unlock(&inf->mu);
     lo.resource_version = rv;
     inf->events = 0;
-    int64_t started = tf_kube__now_ms();
+    int64_t started = inf->last_event = tf_kube__now_ms();
     tf_err rc = tf_kube__watch(inf->k, inf->path, &lo, tf_inf__on_event, tf_inf__tick, inf, &st);
     free(rv);
     if (inf->stop) {
@@ -472,6 +482,11 @@ static void *tf_inf__run(void *arg)
       need_list = 1;
       list_rv = NULL;
       tf_inf__backoff(inf, st);
+    } else if (rc == TF_ETIMEOUT && lo.silence_ms > 0 && tf_kube__now_ms() - inf->last_event >= lo.silence_ms) {
+      /* what the silent stream did not bring may be lost: a consistent LIST, now */
+      TF_INF__LOG(inf, TF_LOG_WARN, "watch %.200s: %s; dropped, relisting", inf->path, tf_error_last()->message);
+      need_list = 1;
+      list_rv = NULL;
     } else {
       TF_INF__LOG(inf, TF_LOG_WARN, "watch %.200s: %s", inf->path, tf_error_last()->message);
       tf_inf__backoff(inf, st);
@@ -590,6 +605,16 @@ tf_err tf_informer_list(const tf_informer *inf, const char *ns, const char *labe
   }
   cJSON_Delete(arr);
   return rc;
+}
+
+long tf_informer_lists(const tf_informer *inf)
+{
+  if (!inf) return 0;
+  tf_informer *m = (tf_informer *)inf;
+  pthread_mutex_lock(&m->mu);
+  long n = m->lists;
+  pthread_mutex_unlock(&m->mu);
+  return n;
 }
 
 tf_err tf_informer_resource_version(const tf_informer *inf, char **out)

@@ -32,7 +32,13 @@ struct tf_kube {
   int nidle;
   char *token;     /* current bearer token (secret) */
   int64_t token_at; /* when the token file was read */
+  tf_kube_write_gate_cb gate; /* consulted before every write (under mu) */
+  void *gate_payload;
+  int64_t not_before[2]; /* Retry-After: no request of the lane before this (under mu); lane 1: the Lease */
 };
+
+#define TF_KUBE__MAX_RETRY_AFTER_S 300
+#define TF_KUBE__RETRIES_429 2
 
 static pthread_once_t tf_kube__once = PTHREAD_ONCE_INIT;
 static void tf_kube__global_init(void)
@@ -289,6 +295,16 @@ void tf_kube_free(tf_kube *k)
   free(k);
 }
 
+tf_err tf_kube_set_write_gate(tf_kube *k, tf_kube_write_gate_cb gate, void *payload)
+{
+  TF_ASSERT_ARG(k);
+  pthread_mutex_lock(&k->mu);
+  k->gate = gate;
+  k->gate_payload = payload;
+  pthread_mutex_unlock(&k->mu);
+  return TF_OK;
+}
+
 const char *tf_kube_namespace(const tf_kube *k) { return k && k->cfg.ns ? k->cfg.ns : "default"; }
 const char *tf_kube_server(const tf_kube *k) { return k ? k->cfg.server : NULL; }
 
@@ -335,7 +351,13 @@ typedef struct tf_kube__req {
   int fn_rc;          /* what stopped the stream: callback, parse error */
   int64_t last_byte;
   long stall_ms;
-  int stalled, cancelled, past_deadline;
+  int64_t last_event; /* the last event or bookmark (or the start) */
+  long silence_ms;
+  int stalled, silent, cancelled, past_deadline, refused;
+  /* write gate, asked again when the connection is up */
+  tf_kube_write_gate_cb gate;
+  void *gate_payload;
+  const char *method, *path;
   tf_kube__tick_fn tick;
   void *tick_arg;
   int64_t deadline;
@@ -375,6 +397,7 @@ static int tf_kube__on_line(char *line, size_t len, void *arg)
     return TF_EPROTO;
   }
   int rc = 0;
+  r->last_event = tf_kube__now_ms();
   if (type == TF_KUBE_EVENT_ERROR) {
     char *txt = cJSON_PrintUnformatted(obj);
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
@@ -440,7 +463,28 @@ static int tf_kube__progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t
     r->stalled = 1;
     return 1;
   }
+  if (r->silence_ms > 0 && tf_kube__now_ms() - r->last_event > r->silence_ms) {
+    r->silent = 1;
+    return 1;
+  }
   return 0;
+}
+
+/* Right before the request goes out on its connection: the write gate once more. */
+static int tf_kube__prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                           int conn_local_port)
+{
+  (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port, (void)conn_local_port;
+  tf_kube__req *r = arg;
+  if (!r->gate) return CURL_PREREQFUNC_OK;
+  long ms = r->gate(r->method, r->path, r->gate_payload);
+  if (ms <= 0) {
+    r->refused = 1;
+    return CURL_PREREQFUNC_ABORT;
+  }
+  int64_t until = tf_kube__now_ms() + ms;
+  if (r->deadline <= 0 || until < r->deadline) r->deadline = until;
+  return CURL_PREREQFUNC_OK;
 }
 
 static void tf_kube__query_add(tf_buf *q, CURL *h, const char *key, const char *value)
@@ -481,7 +525,7 @@ typedef struct tf_kube__call {
   const char *path;
   const char *content_type;
   const char *body;
-  int write;                         /* add fieldManager */
+  int write;                         /* TF_KUBE__WRITE (fieldManager), TF_KUBE__LEASE */
   const tf_kube_list_options *list;  /* list/watch query */
   const char *cont;                  /* continue token */
   int watch;
@@ -491,12 +535,74 @@ typedef struct tf_kube__call {
   int64_t deadline;    /* monotonic ms, 0 = none */
 } tf_kube__call;
 
+/* Ask for no request of @p lane before @p seconds from now (a server's Retry-After). */
+static void tf_kube__defer(tf_kube *k, int lane, long seconds, const char *method, const char *path)
+{
+  if (seconds <= 0) return;
+  if (seconds > TF_KUBE__MAX_RETRY_AFTER_S) seconds = TF_KUBE__MAX_RETRY_AFTER_S;
+  int64_t until = tf_kube__now_ms() + (int64_t)seconds * 1000;
+  pthread_mutex_lock(&k->mu);
+  if (until > k->not_before[lane]) k->not_before[lane] = until;
+  pthread_mutex_unlock(&k->mu);
+  tf_kube__log(k, TF_LOG_INFO, "%s %.200s: the server asked to wait %ld s (Retry-After): %s held until then", method,
+               path, seconds, lane ? "Lease requests are" : "every request is");
+}
+
+/* Wait out the lane's Retry-After before a request; refuse at once when the wait
+ * is longer than the request may take. */
+static tf_err tf_kube__hold(tf_kube *k, const tf_kube__call *c, int lane, tf_kube_status **status)
+{
+  for (;;) {
+    pthread_mutex_lock(&k->mu);
+    int64_t nb = k->not_before[lane];
+    pthread_mutex_unlock(&k->mu);
+    int64_t now = tf_kube__now_ms();
+    if (nb <= now) return TF_OK;
+    int64_t left = nb - now;
+    if ((c->deadline > 0 && nb > c->deadline) || (!c->watch && k->timeout_ms > 0 && left > k->timeout_ms)) {
+      tf_err rc = tf_error__set(TF_EUNAVAILABLE, "%s %.200s: not sent: the server asked to wait %lld ms more (Retry-After)",
+                                c->method, c->path, (long long)left);
+      if (status && (*status = tf_kube__status_local(429, "TooManyRequests", tf_error_last()->message)))
+        (*status)->retry_after = (long)((left + 999) / 1000);
+      return rc;
+    }
+    if (c->tick && c->tick(c->fn_arg)) return tf_error__set(TF_EUSER, "%s %.200s: cancelled", c->method, c->path);
+    struct timespec ts = {0, (long)(left < 100 ? left : 100) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, tf_kube_status **status)
 {
   if (status) *status = NULL;
   if (out) *out = NULL;
   tf_err rc = TF_OK;
-  for (int attempt = 0; attempt < 2; attempt++) {
+  int lane = (c->write & TF_KUBE__LEASE) ? 1 : 0;
+  int gated = !lane && strcmp(c->method, "GET") != 0;
+  int token_retried = 0, retries_429 = 0;
+  for (int attempt = 0;; attempt++) {
+    if ((rc = tf_kube__hold(k, c, lane, status)) < 0) return rc;
+    tf_kube_write_gate_cb gate = NULL;
+    void *gate_payload = NULL;
+    int64_t deadline = c->deadline;
+    if (gated) {
+      pthread_mutex_lock(&k->mu);
+      gate = k->gate;
+      gate_payload = k->gate_payload;
+      pthread_mutex_unlock(&k->mu);
+    }
+    if (gate) {
+      long ms = gate(c->method, c->path, gate_payload);
+      if (ms <= 0) {
+        rc = tf_error__set(TF_EREFUSED, "%s %.200s: refused by the write gate (not leading, or over budget): not sent",
+                           c->method, c->path);
+        if (status) *status = tf_kube__status_local(0, "Refused", tf_error_last()->message);
+        tf_kube__log(k, TF_LOG_DEBUG, "%s", tf_error_last()->message);
+        return rc;
+      }
+      int64_t until = tf_kube__now_ms() + ms;
+      if (deadline <= 0 || until < deadline) deadline = until;
+    }
     tf_kube__req r;
     memset(&r, 0, sizeof(r));
     r.k = k;
@@ -507,22 +613,27 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     r.fn_arg = c->fn_arg;
     r.tick = c->tick;
     r.tick_arg = c->fn_arg;
-    r.deadline = c->deadline;
-    r.last_byte = tf_kube__now_ms();
+    r.deadline = deadline;
+    r.gate = gate;
+    r.gate_payload = gate_payload;
+    r.method = c->method;
+    r.path = c->path;
+    r.last_byte = r.last_event = tf_kube__now_ms();
     if (c->watch) {
       tf_kube__lines_init(&r.lines, TF_KUBE__MAX_LINE);
       long stall = c->list && c->list->stall_seconds > 0 ? c->list->stall_seconds
                    : c->list && c->list->timeout_seconds > 0 ? c->list->timeout_seconds + 60 : 0;
       r.stall_ms = stall * 1000;
+      r.silence_ms = c->list && c->list->version >= 2 && c->list->silence_ms > 0 ? c->list->silence_ms : 0;
     }
     tf_buf q, url;
     tf_buf__init(&q);
     tf_buf__init(&url);
     tf_kube__list_query(&q, r.h, c->list, c->watch, c->cont);
-    if (c->write) tf_kube__query_add(&q, r.h, "fieldManager", k->field_manager);
+    if (c->write & TF_KUBE__WRITE) tf_kube__query_add(&q, r.h, "fieldManager", k->field_manager);
     tf_buf__printf(&url, "%s%s%s%s", k->url_base, c->path, q.len ? "?" : "", q.len ? q.ptr : "");
     char errbuf[CURL_ERROR_SIZE] = "";
-    char *auth = tf_kube__auth_header(k, attempt > 0);
+    char *auth = tf_kube__auth_header(k, token_retried && attempt > 0);
     struct curl_slist *hdr = NULL, *ct = NULL;
     hdr = curl_slist_append(hdr, "Accept: application/json");
     if (c->content_type) {
@@ -552,7 +663,11 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, tf_kube__header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    if (c->watch || c->tick || c->deadline) {
+    if (gate) {
+      curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, tf_kube__prereq);
+      curl_easy_setopt(h, CURLOPT_PREREQDATA, &r);
+    }
+    if (c->watch || c->tick || r.deadline > 0) {
       curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
       curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, tf_kube__progress);
       curl_easy_setopt(h, CURLOPT_XFERINFODATA, &r);
@@ -587,13 +702,19 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int again = 0;
     if (cc != CURLE_OK && !(c->watch && code == 200 && r.fn_rc != 0)) {
-      int timeout = cc == CURLE_OPERATION_TIMEDOUT || r.stalled || r.past_deadline;
-      if (r.cancelled) {
+      int timeout = cc == CURLE_OPERATION_TIMEDOUT || r.stalled || r.silent || r.past_deadline;
+      if (r.refused) {
+        rc = tf_error__set(TF_EREFUSED, "%s %.200s: refused by the write gate (not leading, or over budget): not sent",
+                           c->method, c->path);
+      } else if (r.cancelled) {
         rc = tf_error__set(TF_EUSER, "%s %.200s: cancelled", c->method, c->path);
       } else if (r.too_big) {
         rc = tf_error__set(TF_EPROTO, "%s %.200s: answer over %zu bytes", c->method, c->path, TF_KUBE__MAX_BODY);
       } else if (r.past_deadline) {
         rc = tf_error__set(TF_ETIMEOUT, "%s %.200s: past the caller's deadline", c->method, c->path);
+      } else if (r.silent) {
+        rc = tf_error__set(TF_ETIMEOUT, "watch %.200s: neither an event nor a bookmark for %ld ms", c->path,
+                           r.silence_ms);
       } else if (r.stalled) {
         rc = tf_error__set(TF_ETIMEOUT, "%s %.200s: no data for %ld s (watchdog)", c->method, c->path,
                            r.stall_ms / 1000);
@@ -604,7 +725,9 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
         rc = tf_error__set(timeout ? TF_ETIMEOUT : TF_ENET, "%s %.200s: %s", c->method, c->path,
                            errbuf[0] ? errbuf : curl_easy_strerror(cc));
       }
-      if (status) *status = tf_kube__status_local(0, timeout ? "Timeout" : "Transport", tf_error_last()->message);
+      if (status)
+        *status = tf_kube__status_local(0, r.refused ? "Refused" : timeout ? "Timeout" : "Transport",
+                                        tf_error_last()->message);
       tf_kube__log(k, TF_LOG_DEBUG, "%s", tf_error_last()->message);
     } else if (c->watch && code == 200) {
       if (r.fn_rc == TF_EUSER) {
@@ -640,8 +763,14 @@ static tf_err tf_kube__perform(tf_kube *k, const tf_kube__call *c, char **out, t
     } else {
       tf_kube_status *st = tf_kube__status_parse((int)code, r.body.ptr, r.body.len, r.retry_after[0] ? r.retry_after : NULL);
       rc = tf_kube__code_err((int)code);
-      if (code == 401 && attempt == 0 && k->cfg.token_file) {
+      long ra = st ? st->retry_after : 0;
+      if ((code == 429 || code == 503) && ra > 0) tf_kube__defer(k, lane, ra, c->method, c->path);
+      if (code == 401 && !token_retried && k->cfg.token_file) {
         tf_kube__log(k, TF_LOG_INFO, "%s %.200s: 401, re-reading the token file and retrying once", c->method, c->path);
+        again = token_retried = 1;
+      } else if (code == 429 && ra > 0 && !c->watch && retries_429 < TF_KUBE__RETRIES_429) {
+        tf_kube__log(k, TF_LOG_INFO, "%s %.200s: 429, sending it again after the wait", c->method, c->path);
+        retries_429++;
         again = 1;
       } else {
         tf_error__set(rc, "%s %.200s: %ld %s: %.300s", c->method, c->path, code, st ? st->reason : "",

@@ -103,8 +103,11 @@ tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *
 /* LIST returning the parsed list; @p tick may abort it. */
 tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__tick_fn tick, void *arg,
                      struct cJSON **out, tf_kube_status **status);
+/* Flags of tf_kube__request(). */
+#define TF_KUBE__WRITE 1 /* adds fieldManager */
+#define TF_KUBE__LEASE 2 /* the elector's own: never gated, its own Retry-After clock */
 /* Any request, abandoned at the monotonic @p deadline_ms (0 = the client's timeout only)
- * with TF_ETIMEOUT; @p write adds fieldManager. */
+ * with TF_ETIMEOUT; @p write is TF_KUBE__* flags. */
 tf_err tf_kube__request(tf_kube *k, const char *method, const char *path, const char *content_type, const char *body,
                         int write, int64_t deadline_ms, char **out, tf_kube_status **status);
 /* Log through the client's sink (secrets never passed here). */

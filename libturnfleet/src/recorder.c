@@ -2,7 +2,11 @@
  * (object, type, reason, message) is a POST of an Event named
  * `<object>.<hex unix nanos>`; a repeat is a merge PATCH of count and
  * lastTimestamp on that Event (a new one when it has gone). The dedupe table
- * is bounded: past TF_REC__MAX entries it starts over. */
+ * is bounded: past TF_REC__MAX entries it starts over. An Event the server
+ * could not take now (429/5xx, a timeout, the network, the write gate) waits
+ * in a bounded queue, in order, and is sent again no sooner than the server's
+ * Retry-After (else a doubling backoff); an overflow drops the oldest and
+ * counts it, never silently. */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +18,13 @@
 #include "smap.h"
 
 #define TF_REC__MAX 4096
+#define TF_REC__QUEUE 256
+#define TF_REC__BACKOFF_MS 500
+#define TF_REC__BACKOFF_MAX_MS 30000
+
+typedef struct tf_rec__pending {
+  char *involved, *type, *reason, *message;
+} tf_rec__pending;
 
 typedef struct tf_rec__seen {
   char *event; /* the Event's name */
@@ -26,7 +37,22 @@ struct tf_recorder {
   char *component;
   pthread_mutex_t mu;
   tf_smap *seen;
+  pthread_mutex_t send_mu; /* one sender at a time: the queue keeps its order */
+  tf_rec__pending q[TF_REC__QUEUE]; /* a ring, under mu */
+  size_t qhead, qn;
+  int64_t retry_at; /* monotonic ms: no retry before */
+  long backoff_ms;
+  uint64_t dropped;
 };
+
+static void tf_rec__pending_dispose(tf_rec__pending *p)
+{
+  free(p->involved);
+  free(p->type);
+  free(p->reason);
+  free(p->message);
+  memset(p, 0, sizeof(*p));
+}
 
 static void tf_rec__seen_free(void *p)
 {
@@ -47,6 +73,8 @@ tf_err tf_recorder_new(tf_recorder **out, tf_kube *kube, const char *component)
   r->component = tf_strdup__(component);
   r->seen = tf_smap__new(tf_rec__seen_free);
   pthread_mutex_init(&r->mu, NULL);
+  pthread_mutex_init(&r->send_mu, NULL);
+  r->backoff_ms = TF_REC__BACKOFF_MS;
   if (!r->component || !r->seen) {
     tf_recorder_free(r);
     return tf_error__nomem();
@@ -60,6 +88,8 @@ void tf_recorder_free(tf_recorder *r)
   if (!r) return;
   tf_smap__free(r->seen);
   free(r->component);
+  for (size_t i = 0; i < r->qn; i++) tf_rec__pending_dispose(&r->q[(r->qhead + i) % TF_REC__QUEUE]);
+  pthread_mutex_destroy(&r->send_mu);
   pthread_mutex_destroy(&r->mu);
   free(r);
 }
@@ -78,13 +108,12 @@ static const char *tf_rec__str(const cJSON *o, const char *k)
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-tf_err tf_recorder_event(tf_recorder *r, const char *involved, const char *type, const char *reason,
-                         const char *message)
+/* Send one Event now (POST, or PATCH of a repeat); @p retry_after gets the server's ask. */
+static tf_err tf_rec__send(tf_recorder *r, const char *involved, const char *type, const char *reason,
+                           const char *message, long *retry_after)
 {
-  TF_ASSERT_ARG(r && involved && type && reason && message);
-  if (strcmp(type, "Normal") != 0 && strcmp(type, "Warning") != 0)
-    return tf_error__set(TF_EINVALID, "type: must be Normal or Warning");
-  if (!*reason) return tf_error__set(TF_EINVALID, "reason: required");
+  *retry_after = 0;
+  tf_kube_status *st = NULL;
   cJSON *obj = cJSON_Parse(involved);
   if (!cJSON_IsObject(obj)) {
     cJSON_Delete(obj);
@@ -115,7 +144,7 @@ tf_err tf_recorder_event(tf_recorder *r, const char *involved, const char *type,
   if (event) {
     char *path = NULL, *patch = tf_asprintf__("{\"count\":%ld,\"lastTimestamp\":\"%s\"}", count, now);
     rc = patch ? tf_kube_path(&path, "/api/v1", "events", ns, event, NULL) : tf_error__nomem();
-    if (rc == TF_OK) rc = tf_kube_patch(r->k, path, TF_KUBE_PATCH_MERGE, patch, NULL, NULL);
+    if (rc == TF_OK) rc = tf_kube_patch(r->k, path, TF_KUBE_PATCH_MERGE, patch, NULL, &st);
     free(path);
     free(patch);
     free(event);
@@ -160,7 +189,9 @@ tf_err tf_recorder_event(tf_recorder *r, const char *involved, const char *type,
     cJSON_Delete(e);
     char *coll = NULL;
     rc = body ? tf_kube_path(&coll, "/api/v1", "events", ns, NULL, NULL) : tf_error__nomem();
-    if (rc == TF_OK) rc = tf_kube_create(r->k, coll, body, NULL, NULL);
+    tf_kube_status_free(st);
+    st = NULL;
+    if (rc == TF_OK) rc = tf_kube_create(r->k, coll, body, NULL, &st);
     free(coll);
     free(body);
     if (rc == TF_OK) {
@@ -183,7 +214,158 @@ tf_err tf_recorder_event(tf_recorder *r, const char *involved, const char *type,
     free(ev_name);
   }
 out:
+  *retry_after = tf_kube_status_retry_after(st);
+  tf_kube_status_free(st);
   free(key);
   cJSON_Delete(obj);
   return rc;
+}
+
+/* Failures worth another try: the server is busy, slow or away, or this process may not write now. */
+static int tf_rec__retriable(tf_err rc)
+{
+  return rc == TF_EUNAVAILABLE || rc == TF_ETIMEOUT || rc == TF_ENET || rc == TF_EREFUSED;
+}
+
+/* Keep an Event for later (mu held); the oldest goes when the queue is full, counted. */
+static tf_err tf_rec__enqueue(tf_recorder *r, const char *involved, const char *type, const char *reason,
+                              const char *message)
+{
+  tf_rec__pending p = {tf_strdup__(involved), tf_strdup__(type), tf_strdup__(reason), tf_strdup__(message)};
+  if (!p.involved || !p.type || !p.reason || !p.message) {
+    tf_rec__pending_dispose(&p);
+    r->dropped++;
+    return tf_error__nomem();
+  }
+  if (r->qn == TF_REC__QUEUE) {
+    tf_rec__pending_dispose(&r->q[r->qhead]);
+    r->qhead = (r->qhead + 1) % TF_REC__QUEUE;
+    r->qn--;
+    r->dropped++;
+  }
+  r->q[(r->qhead + r->qn) % TF_REC__QUEUE] = p;
+  r->qn++;
+  return TF_OK;
+}
+
+/* After a retriable failure: not again before the server's wait, else the backoff (mu held). */
+static void tf_rec__defer(tf_recorder *r, long retry_after_s)
+{
+  long wait = r->backoff_ms;
+  if (retry_after_s * 1000 > wait) wait = retry_after_s * 1000;
+  r->retry_at = tf_kube__now_ms() + wait;
+  r->backoff_ms = r->backoff_ms * 2 > TF_REC__BACKOFF_MAX_MS ? TF_REC__BACKOFF_MAX_MS : r->backoff_ms * 2;
+}
+
+/* Send what is queued, in order, while the server takes it (send_mu held). */
+static void tf_rec__drain(tf_recorder *r)
+{
+  for (;;) {
+    pthread_mutex_lock(&r->mu);
+    if (r->qn == 0 || tf_kube__now_ms() < r->retry_at) {
+      pthread_mutex_unlock(&r->mu);
+      return;
+    }
+    tf_rec__pending p = r->q[r->qhead];
+    memset(&r->q[r->qhead], 0, sizeof(r->q[r->qhead]));
+    r->qhead = (r->qhead + 1) % TF_REC__QUEUE;
+    r->qn--;
+    pthread_mutex_unlock(&r->mu);
+    long ra = 0;
+    tf_err rc = tf_rec__send(r, p.involved, p.type, p.reason, p.message, &ra);
+    pthread_mutex_lock(&r->mu);
+    if (rc < 0 && tf_rec__retriable(rc)) {
+      /* back at the front: the order stays */
+      if (r->qn == TF_REC__QUEUE) {
+        tf_rec__pending_dispose(&p);
+        r->dropped++;
+      } else {
+        r->qhead = (r->qhead + TF_REC__QUEUE - 1) % TF_REC__QUEUE;
+        r->q[r->qhead] = p;
+        r->qn++;
+      }
+      tf_rec__defer(r, ra);
+      pthread_mutex_unlock(&r->mu);
+      return;
+    }
+    if (rc < 0) r->dropped++; /* refused for good (403, 422, ...): counted */
+    else r->backoff_ms = TF_REC__BACKOFF_MS;
+    pthread_mutex_unlock(&r->mu);
+    tf_rec__pending_dispose(&p);
+  }
+}
+
+tf_err tf_recorder_event(tf_recorder *r, const char *involved, const char *type, const char *reason,
+                         const char *message)
+{
+  TF_ASSERT_ARG(r && involved && type && reason && message);
+  if (strcmp(type, "Normal") != 0 && strcmp(type, "Warning") != 0)
+    return tf_error__set(TF_EINVALID, "type: must be Normal or Warning");
+  if (!*reason) return tf_error__set(TF_EINVALID, "reason: required");
+  cJSON *obj = cJSON_Parse(involved);
+  const char *name = cJSON_IsObject(obj) ? tf_kube__meta_str(obj, "name") : NULL;
+  int ok = cJSON_IsObject(obj), named = name && *name;
+  cJSON_Delete(obj);
+  if (!ok) return tf_error__set(TF_EINVALID, "involved: not a JSON object");
+  if (!named) return tf_error__set(TF_EINVALID, "involved: metadata.name required");
+  pthread_mutex_lock(&r->send_mu);
+  tf_rec__drain(r);
+  pthread_mutex_lock(&r->mu);
+  size_t waiting = r->qn;
+  tf_err rc = TF_OK;
+  if (waiting) {
+    /* older Events wait for the server: this one queues behind them */
+    rc = tf_rec__enqueue(r, involved, type, reason, message);
+    if (rc == TF_OK) rc = tf_error__set(TF_EUNAVAILABLE, "event %s: queued behind %zu waiting for the server", reason,
+                                        waiting);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (!waiting) {
+    long ra = 0;
+    rc = tf_rec__send(r, involved, type, reason, message, &ra);
+    if (rc < 0 && tf_rec__retriable(rc)) {
+      tf_err saved = rc;
+      char msg[300];
+      snprintf(msg, sizeof(msg), "%s", tf_error_last()->message);
+      pthread_mutex_lock(&r->mu);
+      if (tf_rec__enqueue(r, involved, type, reason, message) == TF_OK) tf_rec__defer(r, ra);
+      pthread_mutex_unlock(&r->mu);
+      rc = tf_error__set(saved, "%s (queued: sent again later)", msg);
+    } else if (rc < 0) {
+      pthread_mutex_lock(&r->mu);
+      r->dropped++;
+      pthread_mutex_unlock(&r->mu);
+    }
+  }
+  pthread_mutex_unlock(&r->send_mu);
+  return rc;
+}
+
+size_t tf_recorder_flush(tf_recorder *r)
+{
+  if (!r) return 0;
+  pthread_mutex_lock(&r->send_mu);
+  tf_rec__drain(r);
+  pthread_mutex_unlock(&r->send_mu);
+  return tf_recorder_pending(r);
+}
+
+size_t tf_recorder_pending(const tf_recorder *r)
+{
+  if (!r) return 0;
+  tf_recorder *m = (tf_recorder *)r;
+  pthread_mutex_lock(&m->mu);
+  size_t n = m->qn;
+  pthread_mutex_unlock(&m->mu);
+  return n;
+}
+
+uint64_t tf_recorder_dropped(const tf_recorder *r)
+{
+  if (!r) return 0;
+  tf_recorder *m = (tf_recorder *)r;
+  pthread_mutex_lock(&m->mu);
+  uint64_t n = m->dropped;
+  pthread_mutex_unlock(&m->mu);
+  return n;
 }

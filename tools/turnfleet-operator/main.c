@@ -31,7 +31,7 @@ static const char usage[] =
   "         [--leader-elect] [--lease-name NAME] [--lease-namespace NS] [--lease-duration DUR]\n"
   "         [--renew-deadline DUR] [--retry-period DUR] [--identity ID]\n"
   "         [--cli-port PORT] [--cli-port-slots N] [--cli-ports-per-pool N] [--agent-port PORT]\n"
-  "         [--allow-loopback-peers] [--verbose]\n"
+  "         [--allow-loopback-peers] [--bookmark-interval DUR] [--write-budget N/DUR] [--verbose]\n"
   "\n"
   "Runs TURNPools (turnfleet.hzmi.dev/v1alpha1) as relay pods: see docs/operator.md.\n"
   "  --kubeconfig FILE       the cluster and credentials; default: in-cluster (service account)\n"
@@ -50,6 +50,10 @@ static const char usage[] =
   "  --cli-ports-per-pool N  ... of N ports (default 10: the most relays of one pool on one node)\n"
   "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
   "  --allow-loopback-peers  render coturn's allow-loopback-peers: test clusters on loopback only\n"
+  "  --bookmark-interval DUR the API server's watch bookmark interval (default 60s): a watch with neither\n"
+  "                          an event nor a bookmark for twice this is dropped and relisted; 0: no check\n"
+  "  --write-budget N/DUR    at most N writes per pool in any DUR (default 100/10s): stale caches never\n"
+  "                          drive a write loop\n"
   "DUR: a number with ms, s or m (`1s`, `500ms`); a bare number is seconds.\n";
 
 static atomic_int stop_now;
@@ -110,6 +114,21 @@ static long parse_uint(const char *s, long lo, long hi)
   return v;
 }
 
+/* Every write of the client goes through here: only while the Lease is held (read from the clock
+ * at each write), and within the pool's write budget. */
+typedef struct gate_ctx {
+  tf_elector *el; /* NULL without --leader-elect */
+  op_controller *ctl;
+} gate_ctx;
+
+static long write_gate(const char *method, const char *path, void *payload)
+{
+  gate_ctx *g = payload;
+  long ms = g->el ? tf_elector_write_gate(method, path, g->el) : 1L << 30;
+  if (ms <= 0) return 0;
+  return op_controller_write_gate(method, path, g->ctl) > 0 ? ms : 0;
+}
+
 typedef struct serve_ctx {
   op_controller *ctl;
 } serve_ctx;
@@ -160,7 +179,7 @@ int main(int argc, char **argv)
 {
   (void)secure_no_dumps();
   enum { O_KC = 256, O_NS, O_IMG, O_PI, O_PD, O_RS, O_MA, O_LE, O_LN, O_LNS, O_LD, O_RD, O_RP, O_ID, O_CP, O_CS,
-         O_CPP, O_AP, O_V, O_H, O_VER, O_ALP };
+         O_CPP, O_AP, O_V, O_H, O_VER, O_ALP, O_BI, O_WB };
   static const struct option longs[] = {
     {"kubeconfig", 1, 0, O_KC},      {"namespace", 1, 0, O_NS},        {"agent-image", 1, 0, O_IMG},
     {"probe-interval", 1, 0, O_PI},  {"publish-delay", 1, 0, O_PD},    {"resync", 1, 0, O_RS},
@@ -169,7 +188,8 @@ int main(int argc, char **argv)
     {"retry-period", 1, 0, O_RP},    {"identity", 1, 0, O_ID},         {"cli-port", 1, 0, O_CP},
     {"cli-port-slots", 1, 0, O_CS},  {"cli-ports-per-pool", 1, 0, O_CPP}, {"agent-port", 1, 0, O_AP},
     {"verbose", 0, 0, O_V},          {"help", 0, 0, O_H},              {"version", 0, 0, O_VER},
-    {"allow-loopback-peers", 0, 0, O_ALP}, {0, 0, 0, 0}};
+    {"allow-loopback-peers", 0, 0, O_ALP}, {"bookmark-interval", 1, 0, O_BI}, {"write-budget", 1, 0, O_WB},
+    {0, 0, 0, 0}};
   const char *kubeconfig = NULL, *lease_name = "turnfleet-operator", *lease_ns = NULL, *identity = NULL;
   const char *metrics_addr = "127.0.0.1:8080";
   op_config cfg = {0};
@@ -180,6 +200,7 @@ int main(int argc, char **argv)
   cfg.cli_slots = 10;
   cfg.cli_stride = 10;
   cfg.agent_port = 9700;
+  cfg.bookmark_interval_ms = 60000;
   cfg.log = log_line;
   long lease_ms = 15000, renew_ms = 10000, retry_ms = 2000;
   int elect = 0, opt;
@@ -225,6 +246,24 @@ int main(int argc, char **argv)
       if (opt == O_CS) cfg.cli_slots = (unsigned)v;
       else cfg.cli_stride = (unsigned)v;
       break;
+    case O_BI:
+      if ((v = parse_duration(optarg)) < 0)
+        return bad_usage("--bookmark-interval: \"%.64s\" is not a duration (e.g. 60s; 0: no check)", optarg);
+      cfg.bookmark_interval_ms = v;
+      break;
+    case O_WB: {
+      const char *slash = strchr(optarg, '/');
+      char num[16];
+      size_t n = slash ? (size_t)(slash - optarg) : 0;
+      if (n) snprintf(num, sizeof(num), "%.*s", (int)(n < sizeof(num) ? n : sizeof(num) - 1), optarg);
+      long w = n && n < sizeof(num) ? parse_uint(num, 1, 100000) : -1;
+      long d = w > 0 ? parse_duration(slash + 1) : -1;
+      if (w < 1 || d < 1)
+        return bad_usage("--write-budget: \"%.64s\" is not N/DUR (e.g. 100/10s)", optarg);
+      cfg.budget_writes = w;
+      cfg.budget_interval_ms = d;
+      break;
+    }
     case O_V: atomic_store(&verbose, 1); break;
     case O_H: fputs(usage, stdout); return 0;
     case O_VER: printf("%s %s\n", PROG, tf_version_string()); return 0;
@@ -292,6 +331,7 @@ int main(int argc, char **argv)
   }
 
   tf_elector *el = NULL;
+  gate_ctx gc = {NULL, ctl};
   if (elect) {
     tf_elector_options eo = TF_ELECTOR_OPTIONS_INIT;
     eo.lease_namespace = lease_ns;
@@ -310,9 +350,12 @@ int main(int argc, char **argv)
       tf_kube_free(kube);
       return EXIT_USAGE;
     }
+    gc.el = el;
   } else {
     atomic_store(&leading, 1);
   }
+  /* the one place writes are gated: the Lease (when elected) and the per-pool budget */
+  tf_kube_set_write_gate(kube, write_gate, &gc);
   log_line(TF_LOG_INFO, elect ? "started; waiting for the lease" : "started", NULL);
 
   int was_leading = 0, code = 0;
@@ -334,6 +377,7 @@ int main(int argc, char **argv)
     op_controller_run_once(ctl, 100);
   }
   if (!code) log_line(TF_LOG_INFO, "stopping: the relays keep running", NULL);
+  tf_kube_set_write_gate(kube, NULL, NULL);
   tf_elector_free(el); /* a leader releases the lease */
   MHD_stop_daemon(http);
   op_controller_free(ctl);

@@ -65,6 +65,9 @@ struct op_controller {
   uint64_t next_epoch;
   char *pools_path;
   char *metrics_text; /* every pool's samples (op_controller_metrics()), under mu */
+  tf_budget *budget;  /* writes per pool (op_controller_write_gate()) */
+  const char *charging; /* the pool being reconciled (loop thread only) */
+  long over_budget_ms;  /* set by the gate: the pool's budget was spent, free again in this long */
 };
 
 /* ---- small helpers ---- */
@@ -245,6 +248,7 @@ static int informer(op_controller *c, tf_informer **out, const char *path, const
   io.log_payload = c->cfg.log_payload;
   io.backoff_initial_ms = 200;
   io.backoff_max_ms = 5000;
+  io.bookmark_interval_ms = c->cfg.bookmark_interval_ms;
   if (tf_informer_new(out, c->kube, &io) < 0) {
     say(c, TF_LOG_ERROR, "informer %s: %s", path, tf_error_last()->message);
     return -1;
@@ -277,6 +281,10 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
        /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
        informer(c, &c->configmaps, configmaps, POOL_LABEL, on_configmap) == 0;
   ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
+  tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
+  if (cfg->budget_writes > 0) bo.writes = cfg->budget_writes;
+  if (cfg->budget_interval_ms > 0) bo.interval_ms = cfg->budget_interval_ms;
+  ok = ok && tf_budget_new(&c->budget, &bo) == 0;
   ok = ok && (c->work = op_work_new(4, c->queue)) != NULL;
   tf_free(pods);
   tf_free(secrets);
@@ -338,6 +346,7 @@ void op_controller_free(op_controller *c)
   tf_informer_free(c->secrets);
   op_work_free(c->work);
   tf_recorder_free(c->recorder);
+  tf_budget_free(c->budget);
   tf_workqueue_free(c->queue);
   for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
   free(c->states);
@@ -1416,10 +1425,26 @@ out:
 void op_controller_run_once(op_controller *c, long timeout_ms)
 {
   char *key = NULL;
+  (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
   if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
+  long spent = tf_budget_wait(c->budget, key, mono_ms());
+  if (spent > 0) {
+    /* its budget is spent (said when it was): nothing to do but wait for it, quietly */
+    (void)tf_workqueue_add_after(c->queue, key, spent);
+    tf_workqueue_done(c->queue, key);
+    tf_free(key);
+    return;
+  }
+  c->charging = key;
+  c->over_budget_ms = 0;
   int rc = reconcile(c, key);
+  c->charging = NULL;
   keep_metrics(c);
-  if (rc < 0) {
+  if (c->over_budget_ms > 0) {
+    /* a stale view must not drive a write loop: the pool waits for its budget */
+    say(c, TF_LOG_WARN, "%s: write budget spent; writes resume in %ld ms", key, c->over_budget_ms);
+    (void)tf_workqueue_add_after(c->queue, key, c->over_budget_ms);
+  } else if (rc < 0) {
     (void)tf_workqueue_add_rate_limited(c->queue, key);
   } else {
     tf_workqueue_forget(c->queue, key);
@@ -1428,10 +1453,33 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
   tf_free(key);
 }
 
+long op_controller_write_gate(const char *method, const char *path, void *controller)
+{
+  (void)method;
+  op_controller *c = controller;
+  if (!c->charging || strstr(path, "/events")) return 1L << 30;
+  long wait = 0;
+  if (tf_budget_take(c->budget, c->charging, mono_ms(), &wait) == 0) return 1L << 30;
+  c->over_budget_ms = wait > 0 ? wait : 1;
+  return 0;
+}
+
 char *op_controller_metrics(op_controller *c)
 {
   pthread_mutex_lock(&c->mu);
-  char *out = strdup(c->metrics_text ? c->metrics_text : "");
+  const char *pools = c->metrics_text ? c->metrics_text : "";
+  char *out = NULL;
+  if (asprintf(&out,
+               "%s# HELP turnfleet_operator_events_pending Events waiting to be sent again.\n"
+               "# TYPE turnfleet_operator_events_pending gauge\nturnfleet_operator_events_pending %zu\n"
+               "# HELP turnfleet_operator_events_dropped_total Events given up (queue full, or refused for good).\n"
+               "# TYPE turnfleet_operator_events_dropped_total counter\nturnfleet_operator_events_dropped_total %llu\n"
+               "# HELP turnfleet_operator_writes_over_budget_total Writes refused by the per-pool write budget.\n"
+               "# TYPE turnfleet_operator_writes_over_budget_total counter\n"
+               "turnfleet_operator_writes_over_budget_total %llu\n",
+               pools, tf_recorder_pending(c->recorder), (unsigned long long)tf_recorder_dropped(c->recorder),
+               (unsigned long long)tf_budget_refused(c->budget)) < 0)
+    out = NULL;
   pthread_mutex_unlock(&c->mu);
   return out;
 }

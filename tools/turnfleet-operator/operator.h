@@ -23,6 +23,9 @@ typedef struct op_config {
   unsigned cli_stride;      /* ports per slot (the most relays of one pool on one node) */
   uint16_t agent_port;      /* the agent's port on the relay address */
   int allow_loopback_peers; /* render coturn's allow-loopback-peers (test clusters on loopback only) */
+  long bookmark_interval_ms; /* the server's bookmark interval: a watch silent for two is relisted; 0: no check */
+  long budget_writes;       /* writes per pool ... (0: the library's default) */
+  long budget_interval_ms;  /* ... per window of this length */
   tf_log_cb log;
   void *log_payload;
 } op_config;
@@ -41,6 +44,11 @@ void op_controller_enqueue_all(op_controller *c);
 void op_controller_run_once(op_controller *c, long timeout_ms);
 /* The turnfleet_* metrics of every pool as Prometheus text (malloc'd; NULL on no memory). */
 char *op_controller_metrics(op_controller *c);
+/* The controller's half of the client's write gate (tf_kube_write_gate_cb, @p controller the
+ * op_controller): a write made while a pool is reconciled is charged to that pool's write budget
+ * and refused (0) when the budget is spent; Events are not charged (the recorder bounds them).
+ * > 0 otherwise. */
+long op_controller_write_gate(const char *method, const char *path, void *controller);
 /* Stop the informers and workers and release everything. Never touches the cluster. */
 void op_controller_free(op_controller *c);
 

@@ -27,6 +27,7 @@ EXPECTED = [
     (turnfleet.ConflictError, core.TF_ECONFLICT, None),
     (turnfleet.ExpiredError, core.TF_EEXPIRED, None),
     (turnfleet.UnavailableError, core.TF_EUNAVAILABLE, ConnectionError),
+    (turnfleet.RefusedError, core.TF_EREFUSED, None),
 ]
 
 

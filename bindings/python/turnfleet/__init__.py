@@ -38,6 +38,7 @@ from ._errors import (
     ResourceExhausted,
     Timeout,
     UnavailableError,
+    RefusedError,
     error_class,
 )
 from ._issuer import IssuerAnswer, IssuerPool
@@ -95,6 +96,7 @@ __all__ = [
     "IssuerAnswer",
     "IssuerPool",
     "UnavailableError",
+    "RefusedError",
     "Listener",
     "Metrics",
     "NetworkError",

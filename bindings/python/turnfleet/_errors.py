@@ -165,6 +165,12 @@ class UnavailableError(Error, ConnectionError):
     code = -15
 
 
+class RefusedError(Error):
+    """TF_EREFUSED (-16): the client refused a write itself (not leading, or over its budget): nothing was sent."""
+
+    code = -16
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -183,6 +189,7 @@ _BY_CODE = {
         ConflictError,
         ExpiredError,
         UnavailableError,
+        RefusedError,
     )
 }
 

@@ -32,7 +32,8 @@ typedef int tf_err;
   XX(ERESOURCE, -12, "local resources exhausted")                          \
   XX(ECONFLICT, -13, "conflict: changed or exists already")               \
   XX(EEXPIRED, -14, "resource version expired")                           \
-  XX(EUNAVAILABLE, -15, "server busy or unavailable: retry later")
+  XX(EUNAVAILABLE, -15, "server busy or unavailable: retry later")        \
+  XX(EREFUSED, -16, "write refused by the client: not leading, or over budget")
 
 /** Error codes. */
 enum tf_error_code {

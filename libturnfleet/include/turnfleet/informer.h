@@ -65,12 +65,17 @@ typedef struct tf_informer_options {
   tf_log_cb log;               /**< or NULL (silent) */
   void *log_payload;           /**< passed to log */
   tf_log_level log_level;      /**< default TF_LOG_INFO */
+  /* version 2 (0.2.0) */
+  long bookmark_interval_ms;   /**< how often the server sends a bookmark on a quiet watch (kube-apiserver: about
+                                    a minute); a watch that brings neither an event nor a bookmark for twice this
+                                    is dropped and the cache relisted at once. Default 60000; 0 = no such check.
+                                    A version-1 caller gets the default. */
 } tf_informer_options;
 
 /** Current version of tf_informer_options. */
-#define TF_INFORMER_OPTIONS_VERSION 1
+#define TF_INFORMER_OPTIONS_VERSION 2
 /** Defaults for tf_informer_options. */
-#define TF_INFORMER_OPTIONS_INIT {TF_INFORMER_OPTIONS_VERSION, NULL, NULL, NULL, 0, 300, 600, 0, 800, 30000, 120000, NULL, NULL, NULL, NULL, TF_LOG_INFO}
+#define TF_INFORMER_OPTIONS_INIT {TF_INFORMER_OPTIONS_VERSION, NULL, NULL, NULL, 0, 300, 600, 0, 800, 30000, 120000, NULL, NULL, NULL, NULL, TF_LOG_INFO, 60000}
 
 /**
  * Fill @p opts with the defaults.
@@ -129,6 +134,14 @@ TF_EXTERN(tf_err) tf_informer_get(const tf_informer *inf, const char *key, char 
  * @return 0, TF_EINVALID (label without '='), TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_informer_list(const tf_informer *inf, const char *ns, const char *label, char **out);
+
+/**
+ * How many times the informer listed (the first list included): a relist after a 410, after a
+ * watch silent for two bookmark intervals, after a failed list. Any thread.
+ * @param inf the informer
+ * @return the count (since 0.2.0)
+ */
+TF_EXTERN(long) tf_informer_lists(const tf_informer *inf);
 
 /**
  * The resourceVersion the informer will watch from next ("" before the first list).
@@ -286,6 +299,22 @@ TF_EXTERN(tf_err) tf_elector_start(tf_elector *e);
 /** 1 while this process holds the lease (and has renewed it within the deadline). Any thread. @param e the elector */
 TF_EXTERN(int) tf_elector_is_leader(const tf_elector *e);
 
+/**
+ * A write gate (tf_kube_write_gate_cb) for tf_kube_set_write_gate(): writes go
+ * out only while this elector holds the Lease, read from the clock at each
+ * write: the renew deadline counted from the start of the last successful
+ * renewal. A leader that could not renew, or a process that was paused past
+ * that deadline, has its writes refused at once (TF_EREFUSED), before its
+ * elector thread noticed. The elector's own Lease requests are never gated.
+ * Any thread.
+ * @param method  ignored
+ * @param path    ignored
+ * @param elector the tf_elector (borrowed; must outlive the gate's use)
+ * @return the milliseconds left of the renew deadline, or 0 when not leading
+ *         (since 0.2.0)
+ */
+TF_EXTERN(long) tf_elector_write_gate(const char *method, const char *path, void *elector);
+
 /** 1 once the elector has stopped for good (lost the lease, or stopped). Any thread. @param e the elector */
 TF_EXTERN(int) tf_elector_finished(const tf_elector *e);
 
@@ -319,7 +348,13 @@ TF_EXTERN(void) tf_recorder_free(tf_recorder *r);
 /**
  * Record an Event about @p involved. The same (object, type, reason, message)
  * again PATCHes the existing Event's count instead of creating one more.
- * Blocking (one request); a failure is returned but should never fail a reconcile.
+ * Blocking (one request, after the queued ones that are due); a failure is
+ * returned but should never fail a reconcile. Since 0.2.0 an Event the server
+ * cannot take now (TF_EUNAVAILABLE, TF_ETIMEOUT, TF_ENET) or the write gate
+ * refused (TF_EREFUSED) is not lost: it is returned with that code and queued
+ * (bounded: 256; an overflow drops the oldest, counted by tf_recorder_dropped()),
+ * in order, and sent again by tf_recorder_flush() or the next call, no sooner
+ * than the server's Retry-After (else a backoff from 0.5 s doubling to 30 s).
  * @param r        the recorder
  * @param involved the object as JSON text (apiVersion, kind, metadata.name, metadata.namespace, metadata.uid are used)
  * @param type     "Normal" or "Warning"
@@ -329,6 +364,85 @@ TF_EXTERN(void) tf_recorder_free(tf_recorder *r);
  */
 TF_EXTERN(tf_err) tf_recorder_event(tf_recorder *r, const char *involved, const char *type, const char *reason,
                                     const char *message);
+
+/**
+ * Send the queued Events that are due, in order, until one fails again or the
+ * queue is empty. Cheap when nothing is due; call it from the controller's loop.
+ * @param r the recorder (NULL: 0)
+ * @return the Events still queued (since 0.2.0)
+ */
+TF_EXTERN(size_t) tf_recorder_flush(tf_recorder *r);
+
+/** Events queued for another try. Any thread. @param r the recorder @return the count (since 0.2.0) */
+TF_EXTERN(size_t) tf_recorder_pending(const tf_recorder *r);
+
+/**
+ * Events given up: pushed out of a full queue, or refused by the server for
+ * good (403, 422, ...). Any thread.
+ * @param r the recorder
+ * @return the count since the recorder was made (since 0.2.0)
+ */
+TF_EXTERN(uint64_t) tf_recorder_dropped(const tf_recorder *r);
+
+/* ------------------------------------------------------------ write budget */
+
+/** A bound on writes per key (a pool) in a sliding window: what keeps stale caches from driving a write loop. Thread-safe. */
+typedef struct tf_budget tf_budget;
+
+/** Budget knobs. Fields are only appended. */
+typedef struct tf_budget_options {
+  unsigned int version; /**< TF_BUDGET_OPTIONS_VERSION */
+  long writes;          /**< at most this many writes per key ... ; default 100 */
+  long interval_ms;     /**< ... in any window of this length; default 10000 */
+} tf_budget_options;
+
+/** Current version of tf_budget_options. */
+#define TF_BUDGET_OPTIONS_VERSION 1
+/** Defaults for tf_budget_options. */
+#define TF_BUDGET_OPTIONS_INIT {TF_BUDGET_OPTIONS_VERSION, 100, 10000}
+
+/**
+ * Fill @p opts with the defaults.
+ * @param[out] opts    the options
+ * @param      version TF_BUDGET_OPTIONS_VERSION
+ * @return 0 or TF_EINVALID (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_budget_options_init(tf_budget_options *opts, unsigned int version);
+
+/**
+ * Make a budget.
+ * @param[out] out  the budget; release with tf_budget_free()
+ * @param      opts the options (read up to their version); NULL = defaults
+ * @return 0, TF_EINVALID (writes 1..100000, interval_ms 1..86400000; names the field), TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_budget_new(tf_budget **out, const tf_budget_options *opts);
+
+/** Release. NULL does nothing. @param b the budget (since 0.2.0) */
+TF_EXTERN(void) tf_budget_free(tf_budget *b);
+
+/**
+ * Spend one write of @p key at @p now_ms (a monotonic clock the caller keeps:
+ * the same one for every call), when the window has one left.
+ * @param      b       the budget
+ * @param      key     the key (copied)
+ * @param      now_ms  the caller's monotonic time
+ * @param[out] wait_ms when refused: the milliseconds until a write is free again; may be NULL
+ * @return 0 (spent), TF_EREFUSED (none left in the window; nothing spent), TF_EINVALID, TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_budget_take(tf_budget *b, const char *key, int64_t now_ms, long *wait_ms);
+
+/**
+ * How long until @p key may write again, spending nothing: lets a caller skip work that would
+ * only be refused.
+ * @param b      the budget (NULL: 0)
+ * @param key    the key
+ * @param now_ms the caller's monotonic time (the clock given to tf_budget_take())
+ * @return 0 when a write is free now, else the milliseconds until one is (since 0.2.0)
+ */
+TF_EXTERN(long) tf_budget_wait(tf_budget *b, const char *key, int64_t now_ms);
+
+/** Writes refused so far, all keys together. Any thread. @param b the budget @return the count (since 0.2.0) */
+TF_EXTERN(uint64_t) tf_budget_refused(const tf_budget *b);
 
 TF_END_DECL
 

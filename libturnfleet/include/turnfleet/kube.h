@@ -119,12 +119,15 @@ typedef struct tf_kube_list_options {
   long timeout_seconds;          /**< watch: `timeoutSeconds`; 0 = unset */
   int allow_bookmarks;           /**< watch: `allowWatchBookmarks=true` */
   long stall_seconds;            /**< watch: abort when no byte arrived for this long; 0 = timeout_seconds + 60 */
+  /* version 2 (0.2.0) */
+  long silence_ms;               /**< watch: abort (TF_ETIMEOUT) when neither an event nor a bookmark came for
+                                      this long, whatever bytes did; 0 = no such check */
 } tf_kube_list_options;
 
 /** Current version of tf_kube_list_options. */
-#define TF_KUBE_LIST_OPTIONS_VERSION 1
+#define TF_KUBE_LIST_OPTIONS_VERSION 2
 /** Defaults for tf_kube_list_options. */
-#define TF_KUBE_LIST_OPTIONS_INIT {TF_KUBE_LIST_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0}
+#define TF_KUBE_LIST_OPTIONS_INIT {TF_KUBE_LIST_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0}
 
 /**
  * Fill @p opts with the defaults.
@@ -144,7 +147,46 @@ TF_EXTERN(tf_err) tf_kube_list_options_init(tf_kube_list_options *opts, unsigned
  * a transport error) on failure and NULL on success; free it with
  * tf_kube_status_free(). A 401 makes the client re-read its token file and
  * retry once.
+ *
+ * Retry-After (since 0.2.0): an answer 429 or 503 that asks for a wait (the
+ * `Retry-After` header, else `details.retryAfterSeconds`; at most 300 s) holds
+ * every later request of the client until the wait has passed — writes,
+ * Events, reads, lists and watches alike, from any thread. A request that
+ * would have to wait longer than the client's timeout_ms (or past its
+ * caller's deadline) is not sent: TF_EUNAVAILABLE at once, with a Status whose
+ * tf_kube_status_retry_after() is the wait left. A 429 itself is sent again
+ * after its wait, at most twice. The elector's Lease requests keep a clock of
+ * their own, so a 429 on a write never costs the Lease.
+ *
+ * Write gate (since 0.2.0): with tf_kube_set_write_gate(), every request but
+ * GET (and the elector's own Lease requests) asks the gate right before it is
+ * sent, once more after the connection is up, and is abandoned when the
+ * permission it was given runs out; a refused write is never sent and returns
+ * TF_EREFUSED (Status reason "Refused", code 0).
  */
+
+/**
+ * Decide whether a write may be sent now; called on the requesting thread
+ * right before each write (and once more when its connection is up), never
+ * with a library lock held.
+ * @param method  "POST", "PUT", "PATCH" or "DELETE"
+ * @param path    the request path (no query)
+ * @param payload what was given to tf_kube_set_write_gate()
+ * @return how many more milliseconds the write may take (> 0: send it, abandoned at
+ *         that point with TF_ETIMEOUT); 0 or less: refuse it (TF_EREFUSED)
+ */
+typedef long (*tf_kube_write_gate_cb)(const char *method, const char *path, void *payload);
+
+/**
+ * Put every write of @p kube behind @p gate (e.g. tf_elector_write_gate() with
+ * the elector as @p payload: writes only while the Lease is held). Any thread;
+ * requests already under way keep the gate they were given.
+ * @param kube    the client
+ * @param gate    the gate, or NULL to send every write again
+ * @param payload passed to @p gate; borrowed, must outlive its use
+ * @return 0, TF_EINVALID (NULL @p kube)
+ */
+TF_EXTERN(tf_err) tf_kube_set_write_gate(tf_kube *kube, tf_kube_write_gate_cb gate, void *payload);
 
 /**
  * GET one object (any path: `.../status`, `.../scale` too).
