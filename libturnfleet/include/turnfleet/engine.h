@@ -37,6 +37,12 @@
  *    publish_delay_ms later the engine asks the driver to make coturn refuse
  *    new allocations (TF_ENGINE_DRAIN); it is stopped when a count made after
  *    that reads 0, when its process is gone, or drainTimeout after it left;
+ *  - restart: a relay whose config changed leaves the URIs at once, and its
+ *    RESTART goes publish_delay_ms later (one relay at a time, only while
+ *    every other planned relay is ready and not held back; one not serving
+ *    anyway goes first);
+ *  - secret change: every relay is probed at once with the secret all of
+ *    them take (the previous one while it is rendered);
  *  - restart backoff: a relay whose process died is started again after
  *    min(backoff_initial_ms x 2^restarts, backoff_max_ms) from its exit;
  *  - shutdown: tf_engine_shutdown() drains every relay as above and stops what
