@@ -36,6 +36,7 @@
 #define PROBE_TEXT_SMALL 64 /* a leg keeps a REALM or NONCE shorter than this in itself */
 #define PROBE_POLL_MAX_MS 1000
 #define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
+#define PROBE_PORT_COLD_MS 60000u      /* after a 437 the walk jumps to a port unused this long (or never) */
 #define PROBE_TIDS 512             /* transaction ids drawn at once */
 #define PROBE_NUMBER_MAX 20            /* decimal digits of a probe number (user_numbered) */
 

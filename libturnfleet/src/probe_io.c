@@ -111,7 +111,23 @@ void tf_probe__leg_jump_ports(leg *l)
   ploop *L = l->p->loop;
   uint16_t r = 0;
   if (!L || !L->recent || tf_probe__random(&r, sizeof(r)) < 0) return;
-  L->port_next = (uint16_t)(L->port_lo + r % ((unsigned)L->port_hi - L->port_lo + 1));
+  /* to the coldest port near a random place: the walk goes on from there for every probe of the
+   * loop, and a place the walk passed a few seconds ago is where a loaded coturn may still hold
+   * released 5-tuples (one 437 there would be followed by more) */
+  const unsigned span = (unsigned)L->port_hi - L->port_lo + 1;
+  const uint32_t stamp = port_stamp(L);
+  uint16_t best = (uint16_t)(L->port_lo + r % span);
+  uint32_t best_age = 0;
+  for (unsigned k = 0; k < PORT_SKIP_MAX && k < span; k++) {
+    uint16_t port = (uint16_t)(L->port_lo + (r + k) % span);
+    uint32_t age = L->recent[port] ? stamp - L->recent[port] : UINT32_MAX;
+    if (age > best_age) {
+      best = port;
+      best_age = age;
+    }
+    if (age >= PROBE_PORT_COLD_MS) break;
+  }
+  L->port_next = best;
 }
 
 void tf_probe__leg_close(leg *l)
