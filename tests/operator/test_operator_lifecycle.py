@@ -353,6 +353,9 @@ class Lifecycle(e2e.OperatorE2E):
                      e2e.DRAIN_S + 60, 0.1)
         self.assertGreaterEqual(time.time() - asked + 1.0, e2e.DRAIN_S, "the pool went before drainTimeout")
         self.assertEqual(e2e.relay_pods(), [], "a relay pod outlived its pool")
+        drained = [ev for ev in e2e.kget("-n", NS, "events")["items"]
+                   if ev["involvedObject"].get("uid") == o["metadata"]["uid"] and ev.get("reason") == "Drained"]
+        self.assertEqual(sum(ev.get("count") or 1 for ev in drained), 1, drained)
         for h in holders:
             e2e.stop(h)
         # made again under the same name: it works, and each RelayCreated Event is a pod that was made

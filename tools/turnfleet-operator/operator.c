@@ -1230,23 +1230,33 @@ static void keep_metrics(op_controller *c)
   tf_free(text);
 }
 
-/* PUT the pool with the drain finalizer added (@p want 1) or removed, against the resourceVersion read.
- * 0 done or nothing to do; -1 retry (a 409: the next event brings the pool as it is now). */
+/* PUT the pool with the drain finalizer added (@p want 1) or removed, against the resourceVersion read; a 409
+ * (the status was written since, say) gets one fresh read and one more PUT, never a loop.
+ * 1 written, 0 nothing to do, -1 retry. */
 static int put_finalizer(op_controller *c, const char *pool_json, const char *ns, const char *name, int want)
 {
   int err = 0;
-  char *body = op_with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL;
+  char *body = op_with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL, *fresh = NULL;
   if (!body) return err ? -1 : 0;
   tf_kube_status *st = NULL;
   tf_err rc = tf_kube_path(&path, GROUP_API, "turnpools", ns, name, NULL);
   if (rc == 0) rc = tf_kube_update(c->kube, path, body, NULL, &st);
+  if (rc == TF_ECONFLICT && tf_kube_get(c->kube, path, &fresh, NULL) == 0) {
+    free(body);
+    tf_kube_status_free(st);
+    st = NULL;
+    body = op_with_finalizer(fresh, FINALIZER, want, &err);
+    rc = body ? tf_kube_update(c->kube, path, body, NULL, &st) : err ? TF_ENOMEM : TF_OK;
+  }
   if (!want && rc == TF_ENOTFOUND) rc = 0;
-  say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER, want ? "added" : "removed",
-      rc ? ": " : "", rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : "");
+  say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
+      rc ? (want ? "not added" : "not removed") : want ? "added" : "removed", rc ? ": " : "",
+      rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : "");
   tf_kube_status_free(st);
+  tf_free(fresh);
   tf_free(path);
   free(body);
-  return rc == 0 ? 0 : -1;
+  return rc == 0 ? 1 : -1;
 }
 
 /* A pool being deleted whose inputs are refused (its Secret went first, say) and that has no engine in this
@@ -1260,7 +1270,7 @@ static int drain_unrendered(op_controller *c, const char *pool_json, const char 
   int rc = 0;
   for (size_t i = 0; i < pv.n; i++)
     if (!pv.pods[i].deleting && delete_pod(c, ns, pv.pods[i].name, pv.pods[i].uid, -1) < 0) rc = -1;
-  if (pv.n == 0) rc = put_finalizer(c, pool_json, ns, name, 0);
+  if (pv.n == 0) rc = put_finalizer(c, pool_json, ns, name, 0) < 0 ? -1 : 0;
   else (void)tf_workqueue_add_after(c->queue, key, 1000);
   pods_clear(&pv);
   return rc;
@@ -1393,11 +1403,13 @@ static int reconcile(op_controller *c, const char *key)
   if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
   else if (write_uris(c, s, ns, name, uid) < 0) rc = -1;
   else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
-  if (write_status(c, s, pool_json, ns, name) < 0) rc = -1;
   if (s->shutting && pv.n == 0 && rc == 0) {
-    /* every relay pod is gone: the pool goes, and what it owned with it */
-    event(c, pool_json, "Normal", "Drained", "every relay drained: the pool goes");
-    rc = put_finalizer(c, pool_json, ns, name, 0);
+    /* every relay pod is gone: the pool goes, and what it owned with it (no last status for it) */
+    int fin = put_finalizer(c, pool_json, ns, name, 0);
+    if (fin > 0) event(c, pool_json, "Normal", "Drained", "every relay drained: the pool goes");
+    if (fin < 0) rc = -1;
+  } else if (write_status(c, s, pool_json, ns, name) < 0) {
+    rc = -1;
   }
   int64_t next = tf_engine_next_ms(s->engine);
   for (size_t i = 0; i < s->pend_count; i++)
