@@ -65,9 +65,9 @@ POOLS = {
     "PartitionedIP": {"name": "slices", "port": 28130, "tls": 28135, "range": (28260, 28299), "role": "partitioned",
                       "where": {"n3": ("127.0.8.243", "fd00:8::243")}, "per_node": 2},
 }
-# ExternalIPPool: the pool's prefixes (.8-.15, ::8-::f) hold the first addresses of each node's annotation,
+# ExternalIPPool: the pool's prefixes (.8-.15, ::10-::1f) hold the first addresses of each node's annotation,
 # not the decoys (.31/::31), which the planner must leave alone (in address order they would come second).
-EXTERNAL_PREFIXES = {"IPv4": ["127.0.8.8/29"], "IPv6": ["fd00:8::8/125"], "DualStack": ["127.0.8.8/29", "fd00:8::8/125"]}
+EXTERNAL_PREFIXES = {"IPv4": ["127.0.8.8/29"], "IPv6": ["fd00:8::10/124"], "DualStack": ["127.0.8.8/29", "fd00:8::10/124"]}
 NODE_ROLES = {"n1": "shared", "n2": "shared", "n3": "partitioned"}
 NODE_ANNOTATIONS = {
     "n1": {"turnfleet.hzmi.dev/external-addresses": "127.0.8.11,fd00:8::11,127.0.8.31,fd00:8::31",
