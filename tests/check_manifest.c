@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
 #include "tf_test.h"
@@ -79,17 +78,7 @@ static const char dual_pool[] = POOL_HEAD("dual", "media")
 static const char dual_nodes[] =
     NODELIST(NODE("node-d", IP("ExternalIP", "2001:db8::7") "," IP("ExternalIP", "203.0.113.9"), ""));
 
-static const char tls_pool[] = POOL_HEAD("secure", "media")
-    "  replicas: 1\n"
-    "  dataplane: {coturnVersion: \"4.6.1\"}\n"
-    "  relayPortRange: {start: 49152, end: 49200}\n"
-    "  listeners:\n"
-    "    - {name: turn, protocol: udp, port: 3478}\n"
-    "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: turn-tls}}\n";
-
 /* ---- a reconcile in which every planned relay runs and passed its probe ---- */
-
-static int with_tls; /* render with the operator's certificate paths (a pool with a tls listener) */
 
 typedef struct fx {
   tf_pool *pool;
@@ -105,10 +94,6 @@ static tf_reconcile *reconcile(const fx *f, const tf_observed *obs)
   copt.secrets_count = 1;
   copt.cli_port = 47700;
   copt.cli_password = CLI_PW;
-  if (with_tls) {
-    copt.cert_file = TF_MANIFEST_TLS_CERT_PATH;
-    copt.key_file = TF_MANIFEST_TLS_KEY_PATH;
-  }
   tf_reconcile_options ropt = TF_RECONCILE_OPTIONS_INIT;
   ropt.coturn = &copt;
   tf_reconcile *rec = NULL;
@@ -284,42 +269,6 @@ START_TEST(test_manifest__pod_dualstack_annotates_both_addresses)
   char *pod = pod_of(&f, 0);
   golden("pod-dualstack", pod);
   ck_assert_ptr_nonnull(strstr(pod, "\"turnfleet.hzmi.dev/relay-address\":\t\"203.0.113.9,2001:db8::7\""));
-  tf_free(pod);
-  fx_free(&f);
-}
-END_TEST
-
-/* A mount inside another one's path comes after it: a runtime that mounts in the listed order (the
- * stand-in's kubelet) would otherwise hide the certificate under the config directory. */
-START_TEST(test_manifest__pod_tls_mount_is_not_hidden_by_the_config_mount)
-{
-  with_tls = 1;
-  fx f = fx_new(tls_pool, host_nodes, NULL);
-  with_tls = 0;
-  char *pod = pod_of(&f, 0);
-  cJSON *root = cJSON_Parse(pod);
-  ck_assert_ptr_nonnull(root);
-  const cJSON *containers = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "spec"), "containers");
-  int tls_seen = 0;
-  const cJSON *c;
-  cJSON_ArrayForEach(c, containers)
-  {
-    const cJSON *mounts = cJSON_GetObjectItem(c, "volumeMounts");
-    int n = cJSON_GetArraySize(mounts);
-    for (int i = 0; i < n; i++) {
-      const char *inner = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(mounts, i), "mountPath"));
-      ck_assert_ptr_nonnull(inner);
-      if (!strcmp(inner, "/etc/turnfleet/tls")) tls_seen++;
-      for (int j = i + 1; j < n; j++) {
-        const char *outer = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(mounts, j), "mountPath"));
-        size_t len = strlen(outer);
-        ck_assert_msg(!(strncmp(inner, outer, len) == 0 && inner[len] == '/'),
-                      "%s mounted after %s hides it", outer, inner);
-      }
-    }
-  }
-  ck_assert_int_eq(tls_seen, 1); /* the coturn container's, not the agent's */
-  cJSON_Delete(root);
   tf_free(pod);
   fx_free(&f);
 }
@@ -673,7 +622,6 @@ Suite *tf_test_manifest_suite(void)
   tcase_add_test(tc, test_manifest__pod_podip_asks_multus_for_the_address);
   tcase_add_test(tc, test_manifest__pod_partitioned_slices_get_their_own_agent_port);
   tcase_add_test(tc, test_manifest__pod_dualstack_annotates_both_addresses);
-  tcase_add_test(tc, test_manifest__pod_tls_mount_is_not_hidden_by_the_config_mount);
   tcase_add_test(tc, test_manifest__secret_configmap_status_event);
   tcase_add_test(tc, test_manifest__no_secret_outside_the_secret);
   tcase_add_test(tc, test_manifest__secret_keeps_a_leaving_relays_key);

@@ -168,22 +168,20 @@ static void tf_man__security(tf_man__b *b, cJSON *c, int bind_low)
   if (bind_low) tf_man__strs(b, caps, "add", add);
 }
 
-/* A parent directory before what is mounted inside it: a runtime that mounts in the listed order (the
- * stand-in's kubelet does) would otherwise hide /etc/turnfleet/tls under /etc/turnfleet. */
 static void tf_man__mounts(tf_man__b *b, cJSON *c, const char *run_dir, int tls)
 {
   cJSON *mounts = tf_man__arr(b, c, "volumeMounts");
-  cJSON *m = tf_man__obj(b, mounts, NULL);
-  tf_man__str(b, m, "name", "config");
-  /* the directory, not a subPath file: the key is projected as turnserver.conf in it */
-  tf_man__str(b, m, "mountPath", "/etc/turnfleet");
-  tf_man__bool(b, m, "readOnly", 1);
   if (tls) {
     cJSON *t = tf_man__obj(b, mounts, NULL);
     tf_man__str(b, t, "name", "tls");
     tf_man__str(b, t, "mountPath", "/etc/turnfleet/tls");
     tf_man__bool(b, t, "readOnly", 1);
   }
+  cJSON *m = tf_man__obj(b, mounts, NULL);
+  tf_man__str(b, m, "name", "config");
+  /* the directory, not a subPath file: the key is projected as turnserver.conf in it */
+  tf_man__str(b, m, "mountPath", "/etc/turnfleet");
+  tf_man__bool(b, m, "readOnly", 1);
   m = tf_man__obj(b, mounts, NULL);
   tf_man__str(b, m, "name", "run");
   tf_man__str(b, m, "mountPath", run_dir);

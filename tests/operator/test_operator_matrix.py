@@ -296,7 +296,10 @@ class Matrix(unittest.TestCase):
         obj = json.loads(p.stdout)
         ready = e2e.cond(obj, "Ready")
         if ready.get("status") != "True":
-            return "Ready=%s %s: %s" % (ready.get("status"), ready.get("reason"), ready.get("message"))
+            probes = sorted({"%s: %s" % (r.get("name"), (r.get("lastProbe") or {}).get("message"))
+                             for r in (obj.get("status") or {}).get("relays") or [] if not r.get("ready")})
+            return "Ready=%s %s: %s%s" % (ready.get("status"), ready.get("reason"), ready.get("message"),
+                                          (" [last probes: %s]" % "; ".join(probes)) if probes else "")
         if (obj.get("status") or {}).get("observedGeneration") != obj["metadata"]["generation"]:
             return "status of an older generation"
         pods = e2e.relay_pods(name)
