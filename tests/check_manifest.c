@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
 #include "tf_test.h"
@@ -94,6 +95,10 @@ static tf_reconcile *reconcile(const fx *f, const tf_observed *obs)
   copt.secrets_count = 1;
   copt.cli_port = 47700;
   copt.cli_password = CLI_PW;
+  if (tf_manifest_tls_secret(f->pool)) { /* as the operator renders a pool with tls listeners */
+    copt.cert_file = TF_MANIFEST_TLS_CERT_PATH;
+    copt.key_file = TF_MANIFEST_TLS_KEY_PATH;
+  }
   tf_reconcile_options ropt = TF_RECONCILE_OPTIONS_INIT;
   ropt.coturn = &copt;
   tf_reconcile *rec = NULL;
@@ -269,6 +274,62 @@ START_TEST(test_manifest__pod_dualstack_annotates_both_addresses)
   char *pod = pod_of(&f, 0);
   golden("pod-dualstack", pod);
   ck_assert_ptr_nonnull(strstr(pod, "\"turnfleet.hzmi.dev/relay-address\":\t\"203.0.113.9,2001:db8::7\""));
+  tf_free(pod);
+  fx_free(&f);
+}
+END_TEST
+
+/* A tls listener's Secret is mounted read-only in the coturn container, at the rendered paths, in a directory
+ * of its own: never inside another volume's mount (a mount nested in the config volume would be hidden by it
+ * or need a mount point inside a read-only volume). */
+START_TEST(test_manifest__pod_mounts_the_tls_secret_beside_the_config)
+{
+  static const char tls_pool[] = POOL_HEAD("edge", "media")
+    "  replicas: 1\n"
+    "  relayPortRange: {start: 49152, end: 49200}\n"
+    "  listeners:\n"
+    "    - {name: turn, protocol: udp, port: 3478}\n"
+    "    - {name: turns, protocol: tls, port: 5349, tlsSecretRef: {name: edge-tls}}\n"
+    "  drainTimeout: 600s\n";
+  fx f = fx_new(tls_pool, host_nodes, NULL);
+  char *pod = pod_of(&f, 0);
+  cJSON *doc = cJSON_Parse(pod);
+  const cJSON *c, *m, *v;
+  int mounted = 0, volume = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "spec"), "containers"))
+  {
+    const cJSON *mounts = cJSON_GetObjectItem(c, "volumeMounts");
+    cJSON_ArrayForEach(m, mounts)
+    {
+      const char *path = cJSON_GetStringValue(cJSON_GetObjectItem(m, "mountPath"));
+      const cJSON *o;
+      cJSON_ArrayForEach(o, mounts)
+      {
+        const char *other = cJSON_GetStringValue(cJSON_GetObjectItem(o, "mountPath"));
+        size_t n = strlen(other);
+        ck_assert_msg(o == m || !(strncmp(path, other, n) == 0 && path[n] == '/'), "%s is inside %s", path, other);
+      }
+      if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(m, "name")), "tls") != 0) continue;
+      ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")), "coturn");
+      ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(m, "readOnly")));
+      char want[64];
+      snprintf(want, sizeof(want), "%s/tls.crt", path);
+      ck_assert_str_eq(want, TF_MANIFEST_TLS_CERT_PATH);
+      mounted++;
+    }
+  }
+  cJSON_ArrayForEach(v, cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "spec"), "volumes"))
+  {
+    const cJSON *sv = cJSON_GetObjectItem(v, "secret");
+    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(v, "name")), "tls") != 0) continue;
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(sv, "secretName")), "edge-tls");
+    ck_assert_int_eq(cJSON_GetObjectItem(sv, "defaultMode")->valueint, 0440);
+    volume++;
+  }
+  ck_assert_int_eq(mounted, 1);
+  ck_assert_int_eq(volume, 1);
+  ck_assert_ptr_nonnull(strstr(tf_reconcile_relay_config(f.rec, planned(f.rec, 0)), TF_MANIFEST_TLS_KEY_PATH));
+  cJSON_Delete(doc);
   tf_free(pod);
   fx_free(&f);
 }
@@ -620,6 +681,7 @@ Suite *tf_test_manifest_suite(void)
   tcase_add_test(tc, test_manifest__pod_hostnetwork_with_a_port_below_1024);
   tcase_add_test(tc, test_manifest__pod_external_ip_pool_has_no_extra_capability);
   tcase_add_test(tc, test_manifest__pod_podip_asks_multus_for_the_address);
+  tcase_add_test(tc, test_manifest__pod_mounts_the_tls_secret_beside_the_config);
   tcase_add_test(tc, test_manifest__pod_partitioned_slices_get_their_own_agent_port);
   tcase_add_test(tc, test_manifest__pod_dualstack_annotates_both_addresses);
   tcase_add_test(tc, test_manifest__secret_configmap_status_event);

@@ -174,7 +174,7 @@ static void tf_man__mounts(tf_man__b *b, cJSON *c, const char *run_dir, int tls)
   if (tls) {
     cJSON *t = tf_man__obj(b, mounts, NULL);
     tf_man__str(b, t, "name", "tls");
-    tf_man__str(b, t, "mountPath", "/etc/turnfleet/tls");
+    tf_man__str(b, t, "mountPath", "/etc/turnfleet-tls");
     tf_man__bool(b, t, "readOnly", 1);
   }
   cJSON *m = tf_man__obj(b, mounts, NULL);

@@ -400,20 +400,32 @@ class LifecycleTLS(Lifecycle):
         # a Secret whose key is not the certificate's: named too
         crt, key = make_cert("one")
         _, other = make_cert("other")
-        e2e.kubectl("create", "secret", "tls", "-n", NS, "edge-tls", "--cert", crt, "--key", other)
+        # (kubectl's `create secret tls` refuses a mismatched pair itself: the Secret is made as a generic one)
+        e2e.kubectl("create", "secret", "generic", "-n", NS, "edge-tls", "--type", "kubernetes.io/tls",
+                    "--from-file", "tls.crt=" + crt, "--from-file", "tls.key=" + other)
         e2e.wait_for("tls.key named", lambda: "tls.key: not the key of tls.crt" in
                      e2e.cond(e2e.pool_obj(), "Ready").get("message", ""), 30)
         e2e.kubectl("delete", "secret", "-n", NS, "edge-tls")
         e2e.kubectl("create", "secret", "tls", "-n", NS, "edge-tls", "--cert", crt, "--key", key)
 
+        last = {}
+
         def ready():
             obj = e2e.pool_obj()
             pods = e2e.live(e2e.relay_pods())
             u = e2e.uris() or []
+            last.update(ready=e2e.cond(obj, "Ready"), pods=len(pods), uris=u)
             if e2e.cond(obj, "Ready").get("status") != "True" or len(pods) != 3 or len(u) != 6:
                 return None
             return pods, u
-        pods, u = e2e.wait_for("a TLS pool Ready", ready, 90)
+        try:
+            pods, u = e2e.wait_for("a TLS pool Ready", ready, 90)
+        except AssertionError as err:
+            probes = {n: r.get("lastProbe") for n, r in self.status_relays().items()}
+            logs = [e2e.kubectl("logs", "-n", NS, p["metadata"]["name"], "-c", "coturn", "--tail", "400",
+                                check=False).stdout for p in e2e.live(e2e.relay_pods())[:1]]
+            logs = ["\n".join(l for l in t.splitlines() if "CLI authentication" not in l)[:3000] for t in logs]
+            raise AssertionError("%s; last seen %s; probes %s; coturn said %s" % (err, last, probes, logs))
         tls = [x for x in u if x.startswith("turns:")]
         self.assertEqual(len(tls), 3, u)
         for uri in tls:

@@ -45,8 +45,8 @@ TF_BEGIN_DECL
 /** Where the coturn container reads the certificate and key of a pool's tls/dtls listeners: the keys
  *  `tls.crt` and `tls.key` of the listener's tlsSecretRef (a kubernetes.io/tls Secret), read-only, mode
  *  0440 for the pod's group. Render with these as tf_coturn_options.cert_file and key_file. */
-#define TF_MANIFEST_TLS_CERT_PATH "/etc/turnfleet/tls/tls.crt"
-#define TF_MANIFEST_TLS_KEY_PATH "/etc/turnfleet/tls/tls.key"
+#define TF_MANIFEST_TLS_CERT_PATH "/etc/turnfleet-tls/tls.crt"
+#define TF_MANIFEST_TLS_KEY_PATH "/etc/turnfleet-tls/tls.key"
 
 /** Knobs for the builders. Fields are only appended; read up to the caller's version. */
 typedef struct tf_manifest_options {
