@@ -84,6 +84,7 @@ V6 = sorted({a for node, addrs in e2e.NODES for a in addrs.split(",")[1:]} |
 NOT_HOSTED = {}
 
 ADDED = []       # IPv6 addresses this run put on lo
+SECRET_FILE = [None]   # written once: the probes run in parallel (e2e.write_secret_file rewrites its file)
 RESULTS = {}     # (mode, family, listener) -> "ok (n URIs)" or the failure, printed at the end
 
 
@@ -118,6 +119,7 @@ def setUpModule():
                        check=True, capture_output=True)
         e2e.kubectl("create", "secret", "tls", "-n", NS, "matrix-tls", "--cert", crt, "--key", key)
         e2e.kubectl("create", "secret", "generic", "-n", NS, "matrix-secret", "--from-literal=secret=" + SECRET)
+        SECRET_FILE[0] = e2e.write_secret_file(SECRET)
         e2e.start_operator("a", *OPERATOR_FLAGS)
         e2e.wait_for("the operator's /readyz", lambda: e2e.operator_get(0, "/readyz")[0] == 200, 30)
     except BaseException:
@@ -197,7 +199,7 @@ def expected_uris(mode, family):
 
 
 def probe(uri, addr, rng, tls):
-    cmd = [e2e.PROBE, "--uri", uri, "--secret-file", e2e.write_secret_file(SECRET), "--json", "--timeout-ms", "3000",
+    cmd = [e2e.PROBE, "--uri", uri, "--secret-file", SECRET_FILE[0], "--json", "--timeout-ms", "3000",
            "--family", "ipv6" if ":" in addr else "ipv4", "--expect-address", addr,
            "--expect-port-range", "%d-%d" % rng] + (["--insecure"] if tls else [])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
