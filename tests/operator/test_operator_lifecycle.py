@@ -289,16 +289,24 @@ class Lifecycle(e2e.OperatorE2E):
         text = e2e.pool_yaml(POOL, 3, 25000, 25019).replace("family: IPv4", "family: " + family)
         e2e.kubectl("apply", "-f", "-", input=text)
 
+        want = {"DualStack": 12, "IPv6": 6}[family]
+        last = {}
+
+        # Ready, every pod Ready, and every relay listed (a relay whose pod just went Ready is listed by the
+        # operator's next pass: the pool counts it ready a moment before turn-uris lists it)
         def ready():
             obj = e2e.pool_obj()
             pods = e2e.live(e2e.relay_pods())
-            if e2e.cond(obj, "Ready").get("status") != "True" or len(pods) != 3 or not all(map(e2e.pod_ready, pods)):
+            u = e2e.uris() or []
+            last.update(ready=e2e.cond(obj, "Ready"), pods=len(pods), uris=u)
+            if e2e.cond(obj, "Ready").get("status") != "True" or len(pods) != 3 or \
+                    not all(map(e2e.pod_ready, pods)) or len(u) != want:
                 return None
-            return obj, pods
-        obj, pods = e2e.wait_for("a %s pool Ready" % family, ready, 90)
-        u = e2e.uris() or []
-        want = {"DualStack": 12, "IPv6": 6}[family]
-        self.assertEqual(len(u), want, u)
+            return obj, pods, u
+        try:
+            obj, pods, u = e2e.wait_for("a %s pool Ready" % family, ready, 90)
+        except AssertionError as err:
+            raise AssertionError("%s; last seen %s" % (err, last))
         for uri in u:   # each half in its own family, as the operator probes them
             v6 = "[" in uri
             r = subprocess.run([e2e.PROBE, "--uri", uri, "--secret-file", e2e.write_secret_file(SECRET), "--json",
