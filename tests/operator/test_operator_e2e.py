@@ -655,10 +655,20 @@ class OperatorE2E(unittest.TestCase):
         self.assertIsNone(lease_holder() or None, "the lease was not released")
 
 
-def main():
+def tests_of(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from tests_of(t)
+        else:
+            yield t
+
+
+def run(script, suite, failfast=True):
+    """The main() of this suite and of the suites that reuse its helpers: BUILD_DIR COTURN_VERSION from
+    argv, TF_E2E_ONLY=id1,id2 for the tests whose ids contain one of them, exit 0 only when all passed."""
     global BUILD, VERSION, OPERATOR, PROBE
     if len(sys.argv) < 3:
-        sys.exit("usage: test_operator_e2e.py BUILD_DIR COTURN_VERSION")
+        sys.exit("usage: %s BUILD_DIR COTURN_VERSION" % script)
     BUILD, VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
     # TF_E2E_OPERATOR: the operator of another build (a sanitizer build's, say) against this build's relays
     OPERATOR = os.environ.get("TF_E2E_OPERATOR") or os.path.join(BUILD, "tools", "turnfleet-operator", "turnfleet-operator")
@@ -666,12 +676,15 @@ def main():
     for f in (OPERATOR, PROBE):
         if not os.access(f, os.X_OK):
             sys.exit("missing %s" % f)
-    suite = unittest.TestLoader().loadTestsFromTestCase(OperatorE2E)
     only = os.environ.get("TF_E2E_ONLY")
     if only:
-        suite = unittest.TestSuite([t for t in suite if any(k in t.id() for k in only.split(","))])
-    r = unittest.TextTestRunner(verbosity=2, failfast=True).run(suite)
+        suite = unittest.TestSuite([t for t in tests_of(suite) if any(k in t.id() for k in only.split(","))])
+    r = unittest.TextTestRunner(verbosity=2, failfast=failfast).run(suite)
     sys.exit(0 if r.wasSuccessful() else 1)
+
+
+def main():
+    run("test_operator_e2e.py", unittest.TestLoader().loadTestsFromTestCase(OperatorE2E))
 
 
 if __name__ == "__main__":

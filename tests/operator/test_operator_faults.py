@@ -210,21 +210,7 @@ class OperatorFaults(unittest.TestCase):
 
 
 def main():
-    if len(sys.argv) < 3:
-        sys.exit("usage: test_operator_faults.py BUILD_DIR COTURN_VERSION")
-    e2e.BUILD, e2e.VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
-    e2e.OPERATOR = os.environ.get("TF_E2E_OPERATOR") or os.path.join(e2e.BUILD, "tools", "turnfleet-operator",
-                                                                     "turnfleet-operator")
-    e2e.PROBE = os.path.join(e2e.BUILD, "tools", "turnfleet-probe", "turnfleet-probe")
-    for f in (e2e.OPERATOR, e2e.PROBE):
-        if not os.access(f, os.X_OK):
-            sys.exit("missing %s" % f)
-    suite = unittest.TestLoader().loadTestsFromModule(sys.modules[__name__])
-    only = os.environ.get("TF_E2E_ONLY")
-    if only:
-        suite = unittest.TestSuite([t for s in suite for t in s if any(k in t.id() for k in only.split(","))])
-    r = unittest.TextTestRunner(verbosity=2, failfast=True).run(suite)
-    sys.exit(0 if r.wasSuccessful() else 1)
+    e2e.run("test_operator_faults.py", unittest.TestLoader().loadTestsFromModule(sys.modules[__name__]))
 
 
 if __name__ == "__main__":

@@ -378,23 +378,11 @@ class Matrix(unittest.TestCase):
 
 
 def main():
-    if len(sys.argv) < 3:
-        sys.exit("usage: test_operator_matrix.py BUILD_DIR COTURN_VERSION")
-    e2e.BUILD, e2e.VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
-    e2e.OPERATOR = os.environ.get("TF_E2E_OPERATOR") or os.path.join(e2e.BUILD, "tools", "turnfleet-operator",
-                                                                      "turnfleet-operator")
-    e2e.PROBE = os.path.join(e2e.BUILD, "tools", "turnfleet-probe", "turnfleet-probe")
-    for f in (e2e.OPERATOR, e2e.PROBE):
-        if not os.access(f, os.X_OK):
-            sys.exit("missing %s" % f)
-    suite = unittest.TestLoader().loadTestsFromTestCase(Matrix)
-    only = os.environ.get("TF_E2E_ONLY")
-    if only:
-        suite = unittest.TestSuite([t for t in suite if any(k in t.id() for k in only.split(","))])
     started = time.monotonic()
-    r = unittest.TextTestRunner(verbosity=2).run(suite)
-    print("matrix: %.0f s" % (time.monotonic() - started), file=sys.stderr)
-    sys.exit(0 if r.wasSuccessful() else 1)
+    try:
+        e2e.run("test_operator_matrix.py", unittest.TestLoader().loadTestsFromTestCase(Matrix), failfast=False)
+    finally:
+        print("matrix: %.0f s" % (time.monotonic() - started), file=sys.stderr)
 
 
 if __name__ == "__main__":
