@@ -169,7 +169,7 @@ def main():
             e2e.stop(h)
         show("get", "-n", e2e.NS, "turnpools")
         issuer, page = browser_call(issuer_bin)
-        say("kubectl delete turnpool %s: everything it owned goes with it" % e2e.POOL)
+        say("kubectl delete turnpool %s: its relays drain first (its finalizer keeps it until they did), then everything it owned goes with it" % e2e.POOL)
         e2e.kubectl("delete", "-n", e2e.NS, "turnpool", e2e.POOL)
         e2e.wait_for("its pods", lambda: not e2e.relay_pods(), 90)
         show("get", "-n", e2e.NS, "pods,configmaps,secrets")
