@@ -380,6 +380,53 @@ class Lifecycle(e2e.OperatorE2E):
         self.assert_monitor_clean()
 
 
+    def test_09_a_container_restart_neither_drains_nor_replaces_its_relay(self):
+        _, pods, _ = self.converged(3)
+        holders = {p["metadata"]["name"]: e2e.hold(self.uri_of(p), SECRET, 1) for p in pods}
+        e2e.wait_for("every hold counted", lambda: all((r.get("allocations") or 0) >= 1
+                                                       for r in self.status_relays().values()), 30)
+        seq = e2e.last_seq()
+        victim = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
+        name, addr = victim["metadata"]["name"], victim["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+        path = "/api/v1/namespaces/%s/pods/%s" % (NS, name)
+        for container in ("agent", "coturn"):
+            before = restarts(api(path), container)
+            os.kill(container_pid(api(path), container), signal.SIGKILL)
+
+            def back():
+                pod = api(path)
+                return (pod["metadata"]["uid"] == victim["metadata"]["uid"] and restarts(pod, container) > before and
+                        e2e.pod_ready(pod) and addr in {uri_host(u) for u in e2e.uris() or []})
+            e2e.wait_for("%s's %s restarted, its relay Ready and listed again" % (name, container), back, 90)
+            self.assertIsNone(api(path)["metadata"].get("deletionTimestamp"), "a restarted container's pod is deleted")
+        # the relay was neither drained nor replaced, and the other relays' allocations were never cut
+        gone = [r for r in e2e.requests_since(seq) if r["method"] in ("DELETE", "POST") and "/pods" in r["path"]
+                and not r["path"].endswith("/eviction")]
+        self.assertEqual(gone, [], "a pod was deleted or made for a container restart")
+        for n, h in holders.items():
+            if n != name:
+                self.assertIsNone(h.poll(), "the allocation held on %s was cut" % n)
+        e2e.wait_for("%s counted again" % name, lambda: (self.status_relays().get(name) or {}).get("allocations")
+                     is not None, 30)
+        for h in holders.values():
+            e2e.stop(h)
+        self.assert_monitor_clean()
+
+def container_pid(pod, container):
+    """The host PID of @p container's current process in @p pod (the stand-in kubelet's pidfile)."""
+    d = os.path.join(e2e.TMP, "cluster", "kubelet", pod["spec"]["nodeName"], "pods", pod["metadata"]["uid"], "c")
+    runs = sorted((int(n.rsplit("-", 1)[1]), n) for n in os.listdir(d) if n.startswith(container + "-"))
+    with open(os.path.join(d, runs[-1][1], "pid")) as f:
+        return int(f.read().split()[0])
+
+
+def restarts(pod, container):
+    for st in (pod.get("status") or {}).get("containerStatuses") or []:
+        if st["name"] == container:
+            return st.get("restartCount", 0)
+    return 0
+
+
 def pool_gone():
     """The pool deleted and gone (its finalizer lets it go once its relays drained)."""
     e2e.kubectl("delete", "-n", NS, "turnpool", POOL, "--wait=false", "--ignore-not-found")
