@@ -108,3 +108,16 @@ int tool_stop_signalfd(void)
   if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0) return -1;
   return signalfd(-1, &stop, SFD_CLOEXEC);
 }
+
+int tool_number(const char *prog, const char *flag, const char *text, long long min, long long max, long long *out)
+{
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || end == text || *end || v < min || v > max) {
+    tool_say(prog, flag, "\"%s\" is not a whole number from %lld to %lld", text, min, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}

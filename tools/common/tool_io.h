@@ -9,6 +9,10 @@
 /* `<prog>: [<what>: ]<message>` on stderr, the one error format of the tools. */
 __attribute__((format(printf, 3, 4))) void tool_say(const char *prog, const char *what, const char *fmt, ...);
 
+/* @p text as a whole number from @p min to @p max into *out: 0; -1 with `<prog>: <flag>: "x" is not a whole
+ * number from MIN to MAX` said. */
+int tool_number(const char *prog, const char *flag, const char *text, long long min, long long max, long long *out);
+
 /* The contents of @p path, NUL-terminated, at most @p max + 1 bytes (so the
  * caller can tell a file over its limit and name the limit); *len gets the
  * byte count (len may be NULL). Release with free(). NULL with errno on

@@ -48,19 +48,6 @@ static const char usage[] =
     "  --threads, --max-connections, --timeout   HTTPS request threads (2), connections (256), idle seconds (10)\n"
     "  --quiet           no line per answer\n";
 
-static int number(const char *flag, const char *text, long long min, long long max, long long *out)
-{
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || end == text || *end || v < min || v > max) {
-    tool_say(PROG, flag, "\"%s\" is not a whole number from %lld to %lld", text, min, max);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 /* "90", "90s", "15m", "2h" → seconds, 1 s to 7 days. */
 static int duration(const char *flag, const char *text, long long *out)
 {
@@ -149,17 +136,17 @@ int main(int argc, char **argv)
     case 'A': no_auth = 1; break;
     case 't': if (duration("--ttl", optarg, &ttl) < 0) return EXIT_BAD_INPUT; ttl_given = 1; break;
     case 'x': if (duration("--ttl-max", optarg, &ttl_max) < 0) return EXIT_BAD_INPUT; break;
-    case 'm': if (number("--max-relays", optarg, 1, 64, &max_relays) < 0) return EXIT_BAD_INPUT; break;
+    case 'm': if (tool_number(PROG, "--max-relays", optarg, 1, 64, &max_relays) < 0) return EXIT_BAD_INPUT; break;
     case 'o':
       if (!origin_ok(optarg)) return bad("--cors-origin", "must be scheme://host[:port], as a browser sends Origin");
       if (origin_count == MAX_ORIGINS) return bad("--cors-origin", "more than 64 origins");
       origins[origin_count++] = optarg;
       break;
-    case 'r': if (number("--rate", optarg, 0, 1000000, &rate) < 0) return EXIT_BAD_INPUT; break;
-    case 'b': if (number("--burst", optarg, 1, 1000000, &burst) < 0) return EXIT_BAD_INPUT; break;
-    case 'h' + 256: if (number("--threads", optarg, 1, 256, &threads) < 0) return EXIT_BAD_INPUT; break;
-    case 'C': if (number("--max-connections", optarg, 1, 65536, &conns) < 0) return EXIT_BAD_INPUT; break;
-    case 'W': if (number("--timeout", optarg, 1, 3600, &timeout) < 0) return EXIT_BAD_INPUT; break;
+    case 'r': if (tool_number(PROG, "--rate", optarg, 0, 1000000, &rate) < 0) return EXIT_BAD_INPUT; break;
+    case 'b': if (tool_number(PROG, "--burst", optarg, 1, 1000000, &burst) < 0) return EXIT_BAD_INPUT; break;
+    case 'h' + 256: if (tool_number(PROG, "--threads", optarg, 1, 256, &threads) < 0) return EXIT_BAD_INPUT; break;
+    case 'C': if (tool_number(PROG, "--max-connections", optarg, 1, 65536, &conns) < 0) return EXIT_BAD_INPUT; break;
+    case 'W': if (tool_number(PROG, "--timeout", optarg, 1, 3600, &timeout) < 0) return EXIT_BAD_INPUT; break;
     case 'K': kubeconfig = optarg; break;
     case 'q': quiet = 1; break;
     case 'h': fputs(usage, stdout); return 0;

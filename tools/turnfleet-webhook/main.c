@@ -42,19 +42,6 @@ static int bad(const char *what, const char *msg)
   return EXIT_BAD_INPUT;
 }
 
-static int number(const char *flag, const char *text, long long min, long long max, long long *out)
-{
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || end == text || *end || v < min || v > max) {
-    tool_say(PROG, flag, "\"%s\" is not a whole number from %lld to %lld", text, min, max);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 static void log_line(tf_log_level level, const char *message, void *payload)
 {
   (void)level, (void)payload;
@@ -83,11 +70,11 @@ int main(int argc, char **argv)
     case 'c': cert = optarg; break;
     case 'k': key = optarg; break;
     case 'K': kubeconfig = optarg; break;
-    case 'r': if (number("--max-replicas", optarg, 0, 2147483647LL, &max_replicas) < 0) return EXIT_BAD_INPUT; break;
-    case 'b': if (number("--max-body", optarg, 1024, 64LL << 20, &max_body) < 0) return EXIT_BAD_INPUT; break;
-    case 'n': if (number("--max-connections", optarg, 1, 65536, &conns) < 0) return EXIT_BAD_INPUT; break;
-    case 't': if (number("--timeout", optarg, 1, 3600, &timeout) < 0) return EXIT_BAD_INPUT; break;
-    case 'T': if (number("--threads", optarg, 1, 256, &threads) < 0) return EXIT_BAD_INPUT; break;
+    case 'r': if (tool_number(PROG, "--max-replicas", optarg, 0, 2147483647LL, &max_replicas) < 0) return EXIT_BAD_INPUT; break;
+    case 'b': if (tool_number(PROG, "--max-body", optarg, 1024, 64LL << 20, &max_body) < 0) return EXIT_BAD_INPUT; break;
+    case 'n': if (tool_number(PROG, "--max-connections", optarg, 1, 65536, &conns) < 0) return EXIT_BAD_INPUT; break;
+    case 't': if (tool_number(PROG, "--timeout", optarg, 1, 3600, &timeout) < 0) return EXIT_BAD_INPUT; break;
+    case 'T': if (tool_number(PROG, "--threads", optarg, 1, 256, &threads) < 0) return EXIT_BAD_INPUT; break;
     case 'N': no_cluster = 1; break;
     case 'q': quiet = 1; break;
     case 'h': fputs(usage, stdout); return 0;
