@@ -790,11 +790,12 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
   }
   if (code == 437 && l->req == REQ_ALLOCATE) {
     if (l->sockets >= PROBE_MAX_SOCKETS) {
-      tf_probe__fail(p, TF_ERROR, code, reason, "%sAllocate failed: 437 (allocation mismatch) on %d sockets", l->who,
-                 l->sockets);
+      tf_probe__fail(p, TF_ERROR, code, reason, "%sAllocate failed: 437 (allocation mismatch) on %d sockets (the last: \"%s\")",
+                 l->who, l->sockets, reason);
       return;
     }
-    tf_probe__log(p, TF_LOG_DEBUG, "%sAllocate: 437, starting again on a new socket", l->who);
+    tf_probe__log(p, TF_LOG_DEBUG, "%sAllocate: 437 (\"%s\") on port %u, starting again on a new socket", l->who,
+                  reason, l->port);
     /* from scratch: the nonce belongs to the old 5-tuple */
     leg_text_free(&l->nonce, l->nonce_small);
     leg_forget_key(l);
