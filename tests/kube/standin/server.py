@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import api
 import controllers
+import k8sproto
 import tables
 from util import (ApiError, bad_request, field_match, invalid, json_patch, JsonPatchTestFailed, label_match, merge_patch,
                   not_found, parse_bool, parse_field_selector, parse_label_selector, strategic_merge)
@@ -109,132 +110,7 @@ class Faults:
             self.log.append(entry)
 
 
-# ---- protobuf (kubectl 1.32 create bodies) --------------------------------
-
-def _varint(b, i):
-    v, shift = 0, 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        if not c & 0x80:
-            return v, i
-        shift += 7
-
-
-def _fields(b):
-    i, out = 0, []
-    while i < len(b):
-        key, i = _varint(b, i)
-        f, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-        elif wt == 2:
-            n, i = _varint(b, i)
-            v = b[i:i + n]
-            i += n
-        elif wt == 1:
-            v = b[i:i + 8]
-            i += 8
-        elif wt == 5:
-            v = b[i:i + 4]
-            i += 4
-        else:
-            raise ValueError("wire type %d" % wt)
-        out.append((f, v))
-    return out
-
-
-def _pmap(entries):
-    out = {}
-    for e in entries:
-        d = dict(_fields(e))
-        out[d.get(1, b"").decode()] = d.get(2, b"")
-    return out
-
-
-def _pmeta(b):
-    md = {}
-    labels, annotations = [], []
-    for f, v in _fields(b):
-        if f == 1:
-            md["name"] = v.decode()
-        elif f == 2:
-            md["generateName"] = v.decode()
-        elif f == 3:
-            md["namespace"] = v.decode()
-        elif f == 11:
-            labels.append(v)
-        elif f == 12:
-            annotations.append(v)
-    md = {k: v for k, v in md.items() if v != ""}   # proto2 sends empty strings; JSON omits them
-    if labels:
-        md["labels"] = {k: v.decode() for k, v in _pmap(labels).items()}
-    if annotations:
-        md["annotations"] = {k: v.decode() for k, v in _pmap(annotations).items()}
-    return md
-
-
-def decode_protobuf(body):
-    if body[:4] != b"k8s\x00":
-        raise ValueError("missing protobuf magic")
-    unk = dict((f, v) for f, v in _fields(body[4:]) if f in (1, 2))
-    tm = dict(_fields(unk.get(1, b"")))
-    api_version, kind = tm.get(1, b"").decode(), tm.get(2, b"").decode()
-    raw = unk.get(2, b"")
-    obj = {"apiVersion": api_version, "kind": kind, "metadata": {}}
-    data, sdata, bdata = [], [], []
-    for f, v in _fields(raw):
-        if f == 1:
-            obj["metadata"] = _pmeta(v)
-        elif kind in ("Secret", "ConfigMap") and f == 2:
-            data.append(v)
-        elif kind == "Secret" and f == 3 and v:
-            obj["type"] = v.decode()
-        elif kind == "Secret" and f == 4:
-            sdata.append(v)
-        elif kind == "ConfigMap" and f == 3:
-            bdata.append(v)
-        elif kind == "Secret" and f == 5:
-            obj["immutable"] = bool(v)
-        elif kind == "ConfigMap" and f == 4:
-            obj["immutable"] = bool(v)
-        elif kind == "TokenRequest" and f == 2:
-            spec = {}
-            for sf, sv in _fields(v):
-                if sf == 1:
-                    spec.setdefault("audiences", []).append(sv.decode())
-                elif sf == 4:
-                    spec["expirationSeconds"] = sv
-                elif sf == 3:
-                    ref = {({1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}).get(rf): rv.decode() for rf, rv in _fields(sv)}
-                    spec["boundObjectRef"] = {k: x for k, x in ref.items() if k and x}
-            obj["spec"] = spec
-    if kind == "Secret":
-        if data:
-            obj["data"] = {k: base64.b64encode(v).decode() for k, v in _pmap(data).items()}
-        if sdata:
-            obj["stringData"] = {k: v.decode() for k, v in _pmap(sdata).items()}
-    elif kind == "ConfigMap":
-        if data:
-            obj["data"] = {k: v.decode() for k, v in _pmap(data).items()}
-        if bdata:
-            obj["binaryData"] = {k: base64.b64encode(v).decode() for k, v in _pmap(bdata).items()}
-    elif kind == "SelfSubjectAccessReview":
-        spec = {}
-        for f, v in _fields(raw):
-            if f == 2:
-                for sf, sv in _fields(v):
-                    names = {1: {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"},
-                             2: {1: "path", 2: "verb"}}.get(sf)
-                    if names:
-                        attrs = {names[af]: av.decode() for af, av in _fields(sv) if af in names and av}
-                        spec["resourceAttributes" if sf == 1 else "nonResourceAttributes"] = attrs
-        obj["spec"] = spec
-    elif kind not in ("Namespace", "ServiceAccount", "TokenRequest"):
-        raise ValueError("protobuf body for %s is not supported by the stand-in" % kind)
-    return obj
-
+# ---- protobuf (the minimal OpenAPI v2 document) ------------------------------
 
 def _pb_str(field, s):
     b = s.encode()
@@ -497,9 +373,11 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype == "application/vnd.kubernetes.protobuf" and allow_pb:
             try:
-                return decode_protobuf(raw)
-            except (ValueError, IndexError) as e:
+                return k8sproto.decode(raw)
+            except k8sproto.UnsupportedKind as e:
                 raise ApiError(415, "UnsupportedMediaType", str(e))
+            except k8sproto.DecodeError as e:
+                raise bad_request("error decoding body: %s" % e)
         if ctype not in ("application/json", "*/*", "application/yaml") and not ctype.endswith("+json"):
             raise ApiError(415, "UnsupportedMediaType",
                            'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf')
