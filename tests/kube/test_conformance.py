@@ -674,11 +674,12 @@ class KubectlCase(unittest.TestCase):
                    {"name": "main", "image": "debian:bookworm", "workingDir": "/tmp", "command": ["/bin/sh", "-c"],
                     "args": ["trap 'echo \"SIGTERM after $(cat /shared/prestop 2>/dev/null || echo nothing)\" > /shared/term; exit 0' TERM\n"
                              "echo \"started as pid $$ in $(pwd) with MODE=$MODE POD=$POD\"\ncat /etc/cfg/greeting; echo\n"
-                             "ls /var/run/secrets/kubernetes.io/serviceaccount\n"
+                             "ls /var/run/secrets/kubernetes.io/serviceaccount\necho to-stderr >&2\n"
                              "touch /shared/up\nwhile true; do sleep 0.2; done"],
                     "env": [{"name": "MODE", "value": "demo"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                     "readinessProbe": {"exec": {"command": ["/bin/sh", "-c", "test -e /shared/up && test -e /scratch/from-side"]}, "periodSeconds": 1},
-                    "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "echo prestop-ran > /shared/prestop"]}}},
+                    "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "echo prestop-ran > /shared/prestop; "
+                                                                   "echo prestop-out > /proc/1/fd/1; echo prestop-err > /proc/1/fd/2"]}}},
                     "volumeMounts": [{"name": "shared", "mountPath": "/shared"}, {"name": "cfg", "mountPath": "/etc/cfg"},
                                      {"name": "scratch", "mountPath": "/scratch"}]},
                    {"name": "side", "image": "debian:bookworm", "command": ["/bin/sh", "-c",
@@ -712,7 +713,19 @@ class KubectlCase(unittest.TestCase):
         self.assertRegex(d, r"Normal\s+Started\s+\S+\s+kubelet\s+Started container main")
         if self.CLIENT != "kubectl-1.20":       # `kubectl events` came with 1.26
             self.assertRegex(self.k("events", ns=ns).stdout, r"Normal\s+Started\s+Pod/probe\s+Started container side")
-        self.k("delete", "pod", "probe", ns=ns, timeout=60)
+        self.assertIn("to-stderr\n", logs)                               # stderr is in the log too
+        # stdout and stderr are pipes: the preStop's writes to /proc/1/fd/1 and /2 append, a follow sees them
+        f = self.kpopen("logs", "-f", "probe", "-c", "main", ns=ns)
+        try:
+            self.assertIn("started as pid 1", f.stdout.readline())
+            self.k("delete", "pod", "probe", ns=ns, timeout=60)
+            followed, _ = f.communicate(timeout=30)           # the stream ends with the container
+        finally:
+            if f.poll() is None:
+                f.kill()
+                f.communicate()
+        self.assertTrue(followed.endswith("prestop-out\nprestop-err\n"), followed)
+        self.assertEqual(f.returncode, 0)
         self.assertEqual(open(os.path.join(shared, "term")).read().strip(), "SIGTERM after prestop-ran")
         self.assertIn("NotFound", self.k("get", "pod", "probe", ns=ns, check=False).stderr)
 

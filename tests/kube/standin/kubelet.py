@@ -62,6 +62,7 @@ class Container:
         self.next_ready = 0
         self.next_live = 0
         self.logfile = None
+        self.copiers = ()        # the threads copying stdout and stderr into the log
         self.cid = None
         self.uid = self.gid = 0
         self.startup_ok = False
@@ -305,10 +306,12 @@ class PodWorker(threading.Thread):
                 pass
         os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
         c.logfile = os.path.join(self.dir, "logs", c.name + ".log")
-        logf = open(c.logfile, "wb")
+        open(c.logfile, "wb").close()
+        # stdout and stderr are pipes, as a container runtime gives them: a
+        # write to /proc/1/fd/1 (a preStop's) appends, never truncates
         c.proc = subprocess.Popen([sys.executable, CONTAINER, os.path.join(cdir, "spec.json")], stdin=subprocess.DEVNULL,
-                                  stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
-        logf.close()
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        c.copiers = _log_copiers(c.logfile, (c.proc.stdout, c.proc.stderr))
         c.cdir = cdir
         # the helper writes the pidfile once the command has exec'd in its root;
         # before that nothing may enter the container (nsenter would see the host)
@@ -431,6 +434,8 @@ class PodWorker(threading.Thread):
         return code, sig
 
     def _record_exit(self, c, code, sig):
+        for t in c.copiers:       # the log holds all the container wrote before it is seen terminated
+            t.join(5)
         fin = now_time()
         t = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": c.started_at,
              "finishedAt": fin, "containerID": c.cid}
@@ -749,6 +754,7 @@ class PodWorker(threading.Thread):
             data = open(path, "rb").read()
         except OSError:
             return [b""]
+        size = len(data)
         if q.get("tailLines"):
             n = int(q["tailLines"])
             lines = data.splitlines(True)
@@ -758,9 +764,12 @@ class PodWorker(threading.Thread):
 
         def follow():
             yield data
-            pos = os.path.getsize(path) if os.path.exists(path) else 0
-            while not self.done.is_set() and c.proc is not None:
-                time.sleep(0.2)
+            pos = size
+            live = True
+            while live:
+                live = not self.done.is_set() and c.proc is not None    # one last read after the end
+                if live:
+                    time.sleep(0.2)
                 try:
                     with open(path, "rb") as f:
                         f.seek(pos)
@@ -771,6 +780,34 @@ class PodWorker(threading.Thread):
                 if more:
                     yield more
         return follow()
+
+
+def _log_copiers(path, pipes):
+    """Threads appending what each pipe carries to the log at path, each ending with its pipe."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    left = [len(pipes)]
+    lock = threading.Lock()
+
+    def copy(pipe):
+        try:
+            while True:
+                try:
+                    b = os.read(pipe.fileno(), 65536)
+                except OSError:
+                    break
+                if not b:
+                    break
+                os.write(fd, b)
+        finally:
+            pipe.close()
+            with lock:
+                left[0] -= 1
+                if not left[0]:
+                    os.close(fd)
+    ts = [threading.Thread(target=copy, args=(p,), daemon=True) for p in pipes]
+    for t in ts:
+        t.start()
+    return ts
 
 
 class _Gone(Exception):
