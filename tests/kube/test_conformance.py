@@ -1058,6 +1058,46 @@ class PythonClient(unittest.TestCase):
             c2.list_namespaced_config_map(ns)
         self.assertEqual((e.exception.status, json.loads(e.exception.body)["reason"]), (401, "Unauthorized"))
 
+    def test_restart_ends_stalled_handlers(self):
+        """A restart of the control endpoint ends every request a fault holds (a stalled watch, slow
+        headers): their connections die with the old server, as a real apiserver's restart cuts them."""
+        import urllib3
+        ns = "restart-stall"
+        self.v1.create_namespace({"metadata": {"name": ns}})
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps$" % ns, "query": "watch", "stall": True, "stallSeconds": 600})
+        control("POST", "/faults", {"method": "GET", "path": "/namespaces/%s/configmaps/x$" % ns, "slowHeaders": 600})
+        seq = last_seq()
+        ended = {}
+
+        def watch():
+            try:
+                raw = self.v1.list_namespaced_config_map(ns, watch=True, _preload_content=False)
+                ended["watch"] = b"".join(raw.read_chunked())
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                ended["watch"] = e
+
+        def get():
+            try:
+                self.v1.read_namespaced_config_map("x", ns)
+            except (self.c.ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+                ended["get"] = e
+        ts = [threading.Thread(target=watch), threading.Thread(target=get)]
+        for t in ts:
+            t.start()
+        try:
+            wait_for("both requests held", lambda: len([r for r in requests_since(seq) if r["path"].startswith("/api/v1/namespaces/%s/" % ns)]) == 0
+                     and len(control("GET", "/faults")["rules"]) == 2 and all(r["hits"] == 1 for r in control("GET", "/faults")["rules"]))
+            self.assertEqual(ended, {})                   # held, not answered
+            control("POST", "/restart")
+            for t in ts:
+                t.join(30)
+            self.assertFalse(any(t.is_alive() for t in ts), "a held request outlived the restart")
+        finally:
+            control("DELETE", "/faults")
+        self.assertIsInstance(ended["watch"], (urllib3.exceptions.HTTPError, OSError))   # cut, not a clean end
+        self.assertIsInstance(ended["get"], (urllib3.exceptions.HTTPError, OSError))
+        self.v1.list_namespaced_config_map(ns)            # the restarted server answers
+
     def test_events_k8s_io_and_core_agree(self):
         ns = self.ns("events")
         ev = self.c.EventsV1Api(self.api)

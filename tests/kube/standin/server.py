@@ -323,8 +323,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(body, str):
             body = body.encode()
         fault = getattr(self, "fault", None)
-        if fault and fault.get("slowHeaders"):
-            time.sleep(float(fault["slowHeaders"]))
+        if fault and fault.get("slowHeaders") and not self._hold(float(fault["slowHeaders"])):
+            raise _Abort()
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -347,9 +347,20 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(0, len(body), n):
                 self.wfile.write(body[i:i + n])
                 self.wfile.flush()
-                time.sleep(float(fault["slowBody"]) / 10)
+                if not self._hold(float(fault["slowBody"]) / 10):
+                    raise _Abort()
             return
         self.wfile.write(body)
+
+    def _hold(self, seconds):
+        """Wait as a stalled or slow server does: False when a restart (or the end) came first."""
+        si = self.server.standin
+        st = si.store
+        end = time.time() + seconds
+        with st.cond:
+            while time.time() < end and st.epoch == self.epoch and not si.stopping.is_set():
+                st.cond.wait(end - time.time())
+            return st.epoch == self.epoch and not si.stopping.is_set()
 
     def _error(self, e):
         self._send(e.code, e.status(), headers=e.headers)
@@ -394,6 +405,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.warnings = []
         self.status_code = 0
         self.fault = None
+        self.epoch = si.store.epoch     # a restart after this ends the request
         raw = b""
         user = "-"
         try:
@@ -854,9 +866,8 @@ class _Handler(BaseHTTPRequestHandler):
                 expired()
                 return
             if fault.get("stall"):
-                end = time.time() + float(fault.get("stallSeconds", timeout))
-                while time.time() < end and not si.stopping.is_set():
-                    time.sleep(0.2)
+                if not self._hold(float(fault.get("stallSeconds", timeout))):
+                    raise _Abort()           # a restart: the connection dies with the old server
                 self.close_connection = True
                 return
             for o in snapshot:
