@@ -125,6 +125,20 @@ def tearDownModule():
         shutil.rmtree(TMP, ignore_errors=True)
 
 
+def holds(tc, have, want, where):
+    """have carries every field of want (lists element by element); it may have more (defaults)."""
+    if isinstance(want, dict):
+        tc.assertIsInstance(have, dict, where)
+        for k, v in want.items():
+            holds(tc, have.get(k), v, where + "." + k)
+    elif isinstance(want, list):
+        tc.assertEqual(len(have or []), len(want), where)
+        for i, (h, w) in enumerate(zip(have, want)):
+            holds(tc, h, w, "%s[%d]" % (where, i))
+    else:
+        tc.assertEqual(have, want, where)
+
+
 # ---- python3-kubernetes ----------------------------------------------------
 
 def py_client(token=None):
@@ -548,7 +562,7 @@ class KubectlCase(unittest.TestCase):
                 ["clusterrolebinding", cr, "--clusterrole=" + cr, "--group=g"],
                 ["deployment", "d", "--image=debian:bookworm", "--replicas=0", "--port=80", "--", "sleep", "1"],
                 ["job", "j", "--image=debian:bookworm", "--", "true"],
-                ["service", "nodeport", "s", "--tcp=80:8080"],
+                ["service", "nodeport", "s", "--tcp=80:8080,443:8443"],
                 ["secret", "generic", "sec", "--from-literal=a=b", "--type=x/y"],
                 ["configmap", "cm", "--from-literal=a=b"],
                 ["serviceaccount", "sa"]]
@@ -559,30 +573,22 @@ class KubectlCase(unittest.TestCase):
             i = c.index("--") if "--" in c else len(c)
             return ["create"] + c[:i] + f + c[i:]
 
-        def holds(have, want, where):
-            if isinstance(want, dict):
-                self.assertIsInstance(have, dict, where)
-                for k, v in want.items():
-                    holds(have.get(k), v, where + "." + k)
-            elif isinstance(want, list):
-                self.assertEqual(len(have or []), len(want), where)
-                for i, (h, w) in enumerate(zip(have, want)):
-                    holds(h, w, "%s[%d]" % (where, i))
-            else:
-                self.assertEqual(have, want, where)
         seq = last_seq()
         for c in cmds:
             want = json.loads(self.k(*flags(c, ["--dry-run=client", "-o", "json"]), ns=ns).stdout)
             want["metadata"].pop("creationTimestamp", None)
             want.pop("status", None)
             if self.CLIENT != "kubectl-1.20":      # 1.20 finds no dry-run support in the minimal OpenAPI v2
-                holds(json.loads(self.k(*flags(c, ["--dry-run=server", "-o", "json"]), ns=ns).stdout), want, c[0] + " (dry run)")
-            holds(json.loads(self.k(*flags(c, ["-o", "json"]), ns=ns).stdout), want, c[0])   # not stored by the dry run
+                holds(self, json.loads(self.k(*flags(c, ["--dry-run=server", "-o", "json"]), ns=ns).stdout), want, c[0] + " (dry run)")
+            holds(self, json.loads(self.k(*flags(c, ["-o", "json"]), ns=ns).stdout), want, c[0])   # not stored by the dry run
         posts = [r for r in requests_since(seq) if r["method"] == "POST" and r["userAgent"].startswith("kubectl/")]
         self.assertEqual(len(posts), (1 if self.CLIENT == "kubectl-1.20" else 2) * len(cmds))
         self.assertTrue(all(r["code"] == 201 for r in posts), posts)
         pb = {r["contentType"] == "application/vnd.kubernetes.protobuf" for r in posts}
         self.assertEqual(pb, {self.CLIENT != "kubectl-1.20"})
+        # strategic merge: a Service's ports merge by port
+        self.k("patch", "service", "s", "-p", '{"spec":{"ports":[{"port":443,"targetPort":9443}]}}', ns=ns)
+        self.assertEqual(self.jp(ns, "service/s", "{.spec.ports[*].name} {.spec.ports[*].targetPort}"), "80-8080 443-8443 8080 9443")
         tok = py_token(ns, "default")           # bound by the RoleBinding to the ClusterRole's `get pods`
         self.assertEqual(self.k("auth", "can-i", "get", "pods", token=tok, ns=ns, check=False).stdout.strip(), "yes")
         self.assertEqual(self.k("auth", "can-i", "list", "pods", token=tok, ns=ns, check=False).stdout.strip(), "no")
@@ -660,6 +666,22 @@ class KubectlCase(unittest.TestCase):
             self.assertEqual({r["operation"] for _p, r in srv.seen}, {"CREATE", "DELETE"})
             self.assertEqual([r["oldObject"]["metadata"]["name"] for p_, r in srv.seen if r["operation"] == "DELETE"], ["ok"])
             self.assertTrue(all(r["userInfo"]["username"] == "kubernetes-admin" for _p, r in srv.seen))
+            # `kubectl apply` updates the configurations: strategic merge of `webhooks` by name
+            m, v = cfgs["items"]
+            m["webhooks"][0]["timeoutSeconds"] = 3
+            v["webhooks"][0]["rules"] = [dict(rules[0], operations=["CREATE"])]
+            del v["webhooks"][3]                                   # slow.turnfleet.test
+            out = self.k("apply", "-f", "-", input=json.dumps(cfgs)).stdout
+            self.assertIn("mutatingwebhookconfiguration.admissionregistration.k8s.io/%s-m configured" % ns, out)
+            self.assertIn("validatingwebhookconfiguration.admissionregistration.k8s.io/%s-v configured" % ns, out)
+            for want in (m, v):
+                got = json.loads(self.k("get", want["kind"].lower(), want["metadata"]["name"], "-o", "json").stdout)
+                holds(self, got["webhooks"], want["webhooks"], want["metadata"]["name"])   # + the defaults
+                self.assertEqual(got["metadata"]["generation"], 2)
+            p = self.k("create", "configmap", "after", "--from-literal=a=1", ns=ns)
+            self.assertIn("Warning: validated by the test webhook", p.stderr)
+            self.assertEqual(self.jp(ns, "cm/after", "{.metadata.labels.mutated}"), "yes")
+            self.k("delete", "configmap", "after", ns=ns)          # no slow webhook any more
         finally:
             self.k("delete", "mutatingwebhookconfiguration", ns + "-m", check=False)
             self.k("delete", "validatingwebhookconfiguration", ns + "-v", check=False)

@@ -347,13 +347,16 @@ def json_patch(doc, ops):
     return doc
 
 
-# merge keys of the built-in types' lists (patchStrategy "merge")
+# merge keys of the built-in types' lists (patchStrategy "merge"), by field
+# name; a tuple: the first of them the element has (a container's ports
+# merge by containerPort, a Service's by port)
 SMP_KEYS = {
     "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
     "env": "name", "volumes": "name", "volumeMounts": "mountPath", "volumeDevices": "devicePath",
-    "ports": "containerPort", "imagePullSecrets": "name", "conditions": "type",
+    "ports": ("containerPort", "port"), "imagePullSecrets": "name", "conditions": "type",
     "ownerReferences": "uid", "hostAliases": "ip", "addresses": "type",
     "topologySpreadConstraints": "topologyKey", "finalizers": None,
+    "webhooks": "name",     # Validating/MutatingWebhookConfiguration
 }
 
 
@@ -407,8 +410,9 @@ def _smp_list(cur, patch, key):
             return copy.deepcopy(patch)
         if item.get("$patch") == "replace":
             return [copy.deepcopy({k: v for k, v in i.items() if k != "$patch"}) for i in patch]
-        kv = item.get(key)
-        idx = next((i for i, x in enumerate(out) if isinstance(x, dict) and x.get(key) == kv), None)
+        k = next((k for k in key if k in item), key[0]) if isinstance(key, tuple) else key
+        kv = item.get(k)
+        idx = next((i for i, x in enumerate(out) if isinstance(x, dict) and x.get(k) == kv), None)
         if item.get("$patch") == "delete":
             if idx is not None:
                 out.pop(idx)
