@@ -14,6 +14,7 @@ import base64
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -599,6 +600,47 @@ class KubectlCase(unittest.TestCase):
             self.k("wait", "--for=condition=complete", "--timeout=40s", "job/m", ns=ns)
             self.assertEqual(self.k("logs", "job/m", ns=ns).stdout, "from-cron\n")
         self.k("delete", "clusterrole,clusterrolebinding", cr)
+
+    def test_explain_autoscale_and_hpa_sample(self):
+        """`kubectl explain` from the CRD's OpenAPI v3 schema (kubectl 1.32+); `kubectl autoscale turnpool` and
+        deploy/samples/hpa.yaml stored as autoscaling/v2, served as v1 too."""
+        self.apply_crd()
+        ns = self.ns("hpa")
+        self.pool(ns, "edge")
+        crd = json.loads(self.k("get", "crd", "turnpools.turnfleet.hzmi.dev", "-o", "json").stdout)
+        spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        if self.CLIENT != "kubectl-1.20":          # 1.20 explains from OpenAPI v2, which has no schemas here
+            out = self.k("explain", "turnpool.spec").stdout
+            self.assertRegex(out, r"KIND:\s+TURNPool\n")
+            self.assertRegex(out, r"FIELD: spec <Object>")
+            fields = dict(re.findall(r"^  (\w+)\t<([^>]+)>", out, re.M))
+            self.assertEqual(sorted(fields), sorted(spec_schema["properties"]))
+            for n, t in fields.items():      # explain's names of the schema's types
+                typ = spec_schema["properties"][n]["type"]
+                self.assertTrue(t.startswith("[]") if typ == "array" else t == {"object": "Object"}.get(typ, typ), (n, t, typ))
+            out = self.k("explain", "turnpool.spec.replicas").stdout
+            self.assertRegex(out, r"FIELD: replicas <integer>")
+        # kubectl autoscale: through the TURNPool's scale subresource in discovery
+        self.assertIn("horizontalpodautoscaler.autoscaling/edge-cpu autoscaled",
+                      self.k("autoscale", "turnpool", "edge", "--name=edge-cpu", "--min=1", "--max=4", "--cpu-percent=70", ns=ns).stdout)
+        base = "/apis/autoscaling/%s/namespaces/" + ns + "/horizontalpodautoscalers/edge-cpu"
+        v1 = json.loads(self.k("get", "--raw", base % "v1").stdout)
+        v2 = json.loads(self.k("get", "--raw", base % "v2").stdout)
+        self.assertEqual((v1["apiVersion"], v1["spec"]["targetCPUUtilizationPercentage"], v1["spec"]["maxReplicas"]), ("autoscaling/v1", 70, 4))
+        self.assertEqual(v2["spec"]["metrics"], [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}])
+        self.assertEqual(v2["spec"]["scaleTargetRef"], {"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool", "name": "edge"})
+        # the HPA sample as shipped (in this test's namespace)
+        sample = open(os.path.join(SOURCE, "deploy", "samples", "hpa.yaml")).read()
+        self.assertIn("\n  namespace: turn\n", sample)
+        sample = sample.replace("\n  namespace: turn\n", "\n  namespace: %s\n" % ns)
+        self.assertIn("horizontalpodautoscaler.autoscaling/edge created", self.k("apply", "-f", "-", input=sample).stdout)
+        want = json.loads(self.k("create", "--dry-run=client", "-o", "json", "-f", "-", input=sample).stdout)
+        got = json.loads(self.k("get", "--raw", "/apis/autoscaling/v2/namespaces/%s/horizontalpodautoscalers/edge" % ns).stdout)
+        holds(self, got["spec"], want["spec"], "spec")
+        self.assertIn("unchanged", self.k("apply", "-f", "-", input=sample).stdout)
+        rows = {l.split()[0]: l.split()[1:6] for l in self.k("get", "hpa", ns=ns).stdout.splitlines()[1:]}
+        self.assertEqual(rows, {"edge": ["TURNPool/edge", "<unknown>/11500", "2", "12", "0"],
+                                "edge-cpu": ["TURNPool/edge", "cpu:", "<unknown>/70%", "1", "4"]})
 
     def test_rbac_forbidden(self):
         ns = self.ns("rbac")

@@ -85,6 +85,10 @@ def builtin_types():
         T("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, generation=True, categories=("all",)),
         T("batch", "v1", "jobs", "Job", True, status=True, generation=True, categories=("all",)),
         T("batch", "v1", "cronjobs", "CronJob", True, ("cj",), status=True, generation=True, categories=("all",)),
+        T("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ("hpa",), status=True,
+          generation=True, categories=("all",)),
+        T("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ("hpa",), status=True,
+          generation=True, categories=("all",), storage=("autoscaling", "horizontalpodautoscalers")),
         T("events.k8s.io", "v1", "events", "Event", True, ("ev",), storage=("", "events"), fields=ev_fields),
         T("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
           ("crd", "crds"), status=True, generation=True),
@@ -263,12 +267,54 @@ def event_from_core(o):
     return o
 
 
+# ---- autoscaling/v1 <-> v2 (stored) ---------------------------------------
+
+def _cpu_metric(m):
+    r = m.get("resource") or {}
+    return m.get("type") == "Resource" and r.get("name") == "cpu" and (r.get("target") or {}).get("type") == "Utilization"
+
+
+def hpa_to_v1(o):
+    """The v1 view carries the CPU utilization target only."""
+    o = copy.deepcopy(o)
+    spec = o.get("spec") or {}
+    cpu = [m for m in spec.pop("metrics", None) or [] if _cpu_metric(m)]
+    spec.pop("behavior", None)
+    if cpu:
+        spec["targetCPUUtilizationPercentage"] = cpu[0]["resource"]["target"].get("averageUtilization")
+    st = o.get("status") or {}
+    cur = [m for m in st.pop("currentMetrics", None) or [] if m.get("type") == "Resource" and (m.get("resource") or {}).get("name") == "cpu"]
+    st.pop("conditions", None)
+    if cur and (cur[0]["resource"].get("current") or {}).get("averageUtilization") is not None:
+        st["currentCPUUtilizationPercentage"] = cur[0]["resource"]["current"]["averageUtilization"]
+    return o
+
+
+def hpa_from_v1(o):
+    o = copy.deepcopy(o)
+    spec = o.get("spec") or {}
+    pct = spec.pop("targetCPUUtilizationPercentage", None)
+    if pct is not None:
+        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": pct}}}]
+    st = o.get("status") or {}
+    cur = st.pop("currentCPUUtilizationPercentage", None)
+    if cur is not None:
+        st["currentMetrics"] = [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": cur}}}]
+    return o
+
+
+def _hpa_v1(rt):
+    return rt.group == "autoscaling" and rt.version == "v1" and rt.kind == "HorizontalPodAutoscaler"
+
+
 def to_view(rt, o):
     """Stored object -> what the client of rt sees."""
     if o is None:
         return None
     if rt.group == "events.k8s.io":
         o = event_from_core(o)
+    elif _hpa_v1(rt):
+        o = hpa_to_v1(o)
     o["apiVersion"] = rt.api_version
     o["kind"] = rt.kind
     return o
@@ -277,6 +323,9 @@ def to_view(rt, o):
 def from_view(rt, o):
     if rt.group == "events.k8s.io":
         return event_to_core(o)
+    if _hpa_v1(rt):
+        o = hpa_from_v1(o)
+        o["apiVersion"] = "autoscaling/v2"
     return o
 
 

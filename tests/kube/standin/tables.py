@@ -138,7 +138,7 @@ def openapi_v3_doc(si, path):
     x-kubernetes-group-version-kind that kubectl keys them by."""
     parts = path.split("/")
     g, v = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2] if len(parts) > 2 else "")
-    schemas = {}
+    schemas, paths = {}, {}
     for t in si.store.types.values():
         if t.group != g or t.version != v or t.crd is None:
             continue
@@ -147,9 +147,17 @@ def openapi_v3_doc(si, path):
         props.setdefault("apiVersion", {"type": "string"})
         props.setdefault("kind", {"type": "string"})
         props["metadata"] = {"type": "object"}
-        s["x-kubernetes-group-version-kind"] = [{"group": g, "version": v, "kind": t.kind}]
-        schemas["%s.%s.%s" % (".".join(reversed(g.split("."))), v, t.kind)] = s
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {},
+        gvk = {"group": g, "version": v, "kind": t.kind}
+        s["x-kubernetes-group-version-kind"] = [gvk]
+        ref = "%s.%s.%s" % (".".join(reversed(g.split("."))), v, t.kind)
+        schemas[ref] = s
+        # the resource's paths, whose operations name the kind (kubectl explain finds the GVR's kind there)
+        base = "/apis/%s/%s/%s%s" % (g, v, "namespaces/{namespace}/" if t.namespaced else "", t.plural)
+        body = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/" + ref}}}}}
+        paths[base + "/{name}"] = {verb: {"operationId": "%s%s" % (verb, t.kind), "responses": body,
+                                          "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
+                                   for verb, action in (("get", "get"), ("put", "put"), ("patch", "patch"))}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths,
             "components": {"schemas": schemas}}
 
 
@@ -211,7 +219,27 @@ def _event_row(o):
             "%s/%s" % ((io.get("kind") or "").lower(), io.get("name", "")), o.get("message") or o.get("note") or ""]
 
 
+def _hpa_targets(o):
+    """What kube-apiserver's printer shows before any metric is read (no HPA controller here)."""
+    spec = o.get("spec") or {}
+    out = ["cpu: <unknown>/%s%%" % spec["targetCPUUtilizationPercentage"]] if "targetCPUUtilizationPercentage" in spec else []
+    for m in spec.get("metrics") or []:
+        src = m.get(m.get("type", "")[:1].lower() + m.get("type", "")[1:]) or {}
+        t = src.get("target") or {}
+        want = ("%s%%" % t["averageUtilization"]) if t.get("type") == "Utilization" else (t.get("averageValue") or t.get("value") or "")
+        out.append(("%s: " % src["name"] if m.get("type") in ("Resource", "ContainerResource") else "") + "<unknown>/%s" % want)
+    return ", ".join(out) or "<none>"
+
+
+def _hpa_row(o):
+    spec, ref = o.get("spec") or {}, (o.get("spec") or {}).get("scaleTargetRef") or {}
+    return ["%s/%s" % (ref.get("kind", ""), ref.get("name", "")), _hpa_targets(o), spec.get("minReplicas", 1),
+            spec.get("maxReplicas"), (o.get("status") or {}).get("currentReplicas", 0), human_age(o["metadata"].get("creationTimestamp"))]
+
+
 BUILTIN_COLUMNS = {
+    "horizontalpodautoscalers": ([_col("Name", fmt="name"), _col("Reference"), _col("Targets"), _col("MinPods", "string"),
+                                  _col("MaxPods", "string"), _col("Replicas", "string"), _col("Age")], lambda o: _hpa_row(o)),
     "pods": ([_col("Name", fmt="name"), _col("Ready"), _col("Status"), _col("Restarts", "string"), _col("Age"),
               _col("IP", prio=1), _col("Node", prio=1), _col("Nominated Node", prio=1), _col("Readiness Gates", prio=1)], _pod_row),
     "nodes": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version"),
