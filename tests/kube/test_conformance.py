@@ -11,6 +11,7 @@ with relays 62100-62119; a second, SIGKILLed launcher on 127.0.0.206:16446-16447
 Every process is stopped by its PID; the last test stops the cluster and checks
 that it left no process behind. A client that is missing fails the run."""
 import base64
+import copy
 import http.server
 import json
 import os
@@ -344,10 +345,16 @@ class KubectlCase(unittest.TestCase):
         else:                                    # fieldValidation=Strict
             self.assertNotEqual(p.returncode, 0)
             self.assertIn('TURNPool in version "v1alpha1" cannot be handled as a TURNPool: strict decoding error: unknown field "spec.bogus"', p.stderr)
-        p = self.k("apply", "--server-side", "-f", os.path.join(DATA, "pool.yaml"), ns=ns, check=False)
-        self.assertNotEqual(p.returncode, 0)     # refused as by a server without server-side apply
-        self.assertIn("the body of the request was in an unknown format - accepted media types include: "
-                      "application/json-patch+json, application/merge-patch+json", p.stderr)
+        # server-side apply over the client-side applied object, same values: no conflict
+        self.assertIn("turnpool.turnfleet.hzmi.dev/demo serverside-applied",
+                      self.k("apply", "--server-side", "-f", os.path.join(DATA, "pool.yaml"), ns=ns).stdout)
+        mf = json.loads(self.k("get", "tp", "demo", "-o", "json", "--show-managed-fields", ns=ns, check=False).stdout or
+                        self.k("get", "tp", "demo", "-o", "json", ns=ns).stdout)["metadata"]["managedFields"]
+        if self.CLIENT == "kubectl-1.20":
+            self.assertEqual({(e["manager"], e["operation"]) for e in mf}, {("kubectl-client-side-apply", "Update"), ("kubectl", "Apply")})
+        else:       # 1.26+ move the client-side apply's fields to their Apply managers (a JSON patch of managedFields)
+            self.assertEqual({(e["manager"], e["operation"]) for e in mf}, {("kubectl-last-applied", "Apply"), ("kubectl", "Apply")})
+        self.assertEqual(sorted([e for e in mf if e["operation"] == "Apply"][0]["fieldsV1"]["f:spec"]), ["f:minReplicas", "f:replicas"])
         p = self.k("patch", "tp", "demo", "-p", '{"spec":{"replicas":1}}', ns=ns, check=False)   # strategic
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("the body of the request was in an unknown format - accepted media types include: "
@@ -902,8 +909,10 @@ class PythonClient(unittest.TestCase):
             self.api.call_api("/apis/turnfleet.hzmi.dev/v1alpha1/namespaces/%s/turnpools/p" % ns, "PATCH",
                               header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
                               body=json.dumps({"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool", "metadata": {"name": "p"}}),
-                              query_params=[("fieldManager", "t")], auth_settings=["BearerToken"], response_type="object")
-        self.assertEqual(e.exception.status, 415)
+                              query_params=[], auth_settings=["BearerToken"], response_type="object")
+        self.assertEqual(e.exception.status, 422)       # server-side apply needs a field manager
+        self.assertIn('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                      json.loads(e.exception.body)["message"])
 
     def test_cel_subset_and_list_types(self):
         ext = self.c.ApiextensionsV1Api(self.api)
@@ -1375,6 +1384,101 @@ class PythonClient(unittest.TestCase):
         wait_for("the namespace gone", gone, 300)
 
 
+# ---- server-side apply of deploy/ and the samples, as a GitOps tool does ------
+
+class ServerSideApply(unittest.TestCase):
+    """`kubectl apply --server-side` (kubectl 1.36: deploy/default; 1.32: the sample pools): created with
+    managedFields owned by the Apply manager, a re-apply changes nothing, a field another manager
+    changed is a conflict in kube-apiserver's words until forced, a field no longer applied goes.
+    The kubelets are stopped meanwhile: the operator's pods are made but never bound, never run."""
+
+    def k(self, client, *args, check=True, input=None):
+        client = client if client in CLIENTS else "kubectl-rootfs"     # the machine's kubectl, when it has one
+        p = subprocess.run([CLIENTS[client], "--kubeconfig", kubeconfig(), "--cache-dir", os.path.join(self.home, client)] + list(args),
+                           input=input, capture_output=True, text=True, timeout=120)
+        if check and p.returncode != 0:
+            self.fail("%s %s failed: %s%s" % (client, " ".join(args), p.stdout, p.stderr))
+        return p
+
+    def objects(self, client, target):
+        out = json.loads(self.k(client, "get", "--show-managed-fields", "-o", "json", "-f", "-",
+                                input=self.k(client, "kustomize", target).stdout).stdout)
+        return out.get("items", [out])
+
+    def setUp(self):
+        self.home = tempfile.mkdtemp(prefix="ssa-", dir=TMP)
+        for name, _addr in NODES:
+            control("POST", "/kubelets/%s/stop" % name)
+        k = ["get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"]
+        wait_for("every node NotReady", lambda: self.k("kubectl-rootfs", *k).stdout.split() == ["Unknown"] * 3, 100, 0.2)
+        # the suite's own CRD came by client-side apply: this test starts from deploy's
+        self.k("kubectl-rootfs", "delete", "crd", "turnpools.turnfleet.hzmi.dev", "--ignore-not-found", "--timeout=60s")
+
+    def tearDown(self):
+        for name, _addr in NODES:
+            control("POST", "/kubelets/%s/start" % name)
+        k = ["get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"]
+        wait_for("every node Ready", lambda: self.k("kubectl-rootfs", *k).stdout.split() == ["True"] * 3, 100, 0.2)
+
+    def test_deploy_and_samples_server_side(self):
+        default = os.path.join(SOURCE, "deploy", "default")
+        out = self.k("kubectl-rootfs", "apply", "--server-side", "-k", default).stdout
+        objs = self.objects("kubectl-rootfs", default)
+        self.assertEqual(out.count("serverside-applied"), len(objs), out)
+        for o in objs:
+            mf = [e for e in o["metadata"]["managedFields"] if e["operation"] == "Apply"]
+            self.assertEqual([(e["manager"], e["apiVersion"], e["fieldsType"]) for e in mf], [("kubectl", o["apiVersion"], "FieldsV1")],
+                             o["metadata"]["name"])
+        rvs = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in objs}
+        self.k("kubectl-rootfs", "apply", "--server-side", "-k", default)          # as a GitOps loop does, again and again
+        self.assertEqual({(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in self.objects("kubectl-rootfs", default)}, rvs)
+        dep = [o for o in objs if o["kind"] == "Deployment"][0]
+        pods = json.loads(self.k("kubectl-rootfs", "get", "pods", "-n", dep["metadata"]["namespace"], "-o", "json").stdout)["items"]
+        self.assertTrue(pods and all(not p["spec"].get("nodeName") for p in pods), pods)   # no Ready node: never bound
+        # the samples, with kubectl 1.32
+        self.k("kubectl-host", "apply", "--server-side", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "turn"}}))
+        samples = sorted(f for f in os.listdir(os.path.join(SOURCE, "deploy", "samples")) if f.startswith("pool-"))
+        self.assertGreaterEqual(len(samples), 5)
+        for f in samples:
+            path = os.path.join(SOURCE, "deploy", "samples", f)
+            self.assertIn("serverside-applied", self.k("kubectl-host", "apply", "--server-side", "-f", path).stdout)
+            want = json.loads(self.k("kubectl-host", "create", "--dry-run=client", "-o", "json", "-f", path).stdout)
+            got = json.loads(self.k("kubectl-host", "get", "--show-managed-fields", "-o", "json", "-f", path).stdout)
+            holds(self, got["spec"], want["spec"], f)
+            self.assertEqual([(e["manager"], e["operation"]) for e in got["metadata"]["managedFields"]], [("kubectl", "Apply")], f)
+            owned = got["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
+            self.assertEqual(sorted(owned), sorted("f:" + k for k in want["spec"]), f)     # what was applied, not the defaults
+        # another manager's change: a conflict, in kube-apiserver's words, until forced
+        f = os.path.join(SOURCE, "deploy", "samples", samples[0])
+        name = json.loads(self.k("kubectl-host", "get", "-o", "json", "-f", f).stdout)["metadata"]["name"]
+        applied = json.loads(self.k("kubectl-host", "create", "--dry-run=client", "-o", "json", "-f", f).stdout)
+        self.k("kubectl-host", "scale", "-n", "turn", "tp", name, "--replicas=%d" % (applied["spec"]["replicas"] + 1))
+        self.k("kubectl-host", "label", "-n", "turn", "tp", name, "team=edge")
+        p = self.k("kubectl-host", "apply", "--server-side", "-f", f, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertRegex(p.stderr, r'error: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" '
+                                   r'using turnfleet\.hzmi\.dev/v1alpha1 at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: \.spec\.replicas\n')
+        self.assertIn("--force-conflicts", p.stderr)
+        self.assertIn("serverside-applied", self.k("kubectl-host", "apply", "--server-side", "--force-conflicts", "-f", f).stdout)
+        got = json.loads(self.k("kubectl-host", "get", "--show-managed-fields", "-o", "json", "-f", f).stdout)
+        self.assertEqual(got["spec"]["replicas"], applied["spec"]["replicas"])
+        self.assertEqual(sorted((e["manager"], e["operation"], e.get("subresource", "")) for e in got["metadata"]["managedFields"]),
+                         [("kubectl", "Apply", ""), ("kubectl-label", "Update", "")])    # the scale entry owned nothing more
+        # a field the manager no longer applies goes; one another manager owns stays
+        cfg = copy.deepcopy(applied)
+        cfg["metadata"].setdefault("labels", {})["gitops"] = "yes"
+        self.k("kubectl-host", "apply", "--server-side", "-f", "-", input=json.dumps(cfg))
+        self.assertEqual(json.loads(self.k("kubectl-host", "get", "-o", "json", "-f", f).stdout)["metadata"]["labels"],
+                         dict(applied["metadata"].get("labels") or {}, gitops="yes", team="edge"))
+        self.k("kubectl-host", "apply", "--server-side", "-f", f)
+        self.assertEqual(json.loads(self.k("kubectl-host", "get", "-o", "json", "-f", f).stdout)["metadata"]["labels"],
+                         dict(applied["metadata"].get("labels") or {}, team="edge"))
+        # everything goes (pods never bound finish at once)
+        for f in samples:
+            self.k("kubectl-host", "delete", "--wait", "-f", os.path.join(SOURCE, "deploy", "samples", f))
+        self.k("kubectl-rootfs", "delete", "--wait", "--timeout=60s", "--ignore-not-found", "-k", default)   # the namespace takes its contents
+
+
 # ---- the acceptance story: coturn 4.18 from a Secret ------------------------
 
 class CoturnAcceptance(unittest.TestCase):
@@ -1547,7 +1651,7 @@ def main():
         TURNFLEET, TURNFLEET_PROBE = os.path.abspath(args[0]), os.path.abspath(args[1])
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (PythonClient, Kubectl120, KubectlRootfs, KubectlHost, CoturnAcceptance, ZLauncherLeavesNothing):
+    for cls in (PythonClient, Kubectl120, KubectlRootfs, KubectlHost, ServerSideApply, CoturnAcceptance, ZLauncherLeavesNothing):
         if cls is KubectlHost and not os.path.exists("/usr/bin/kubectl"):
             continue      # "the machine's own kubectl when present"
         suite.addTests(loader.loadTestsFromTestCase(cls))

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import schema
+import ssa
 from util import (ApiError, canonical, conflict_modified, field_match, gen_suffix, invalid,
                   label_match, not_found, now_time)
 
@@ -237,7 +238,6 @@ def _strip_rv(o):
     o = dict(o)
     m = dict(o.get("metadata") or {})
     m.pop("resourceVersion", None)
-    m.pop("managedFields", None)
     o["metadata"] = m
     return o
 
@@ -342,6 +342,9 @@ class Context:
         self.field_manager = field_manager
         self.subresource = ""
         self.warnings = []
+        self.user_agent = ""         # the default field manager of an HTTP request
+        self.apply = None            # managed fields a server-side apply decided (ssa.apply)
+        self.managed_base = None     # managedFields an update's body set, instead of the stored ones
 
 
 class Registry:
@@ -605,6 +608,14 @@ class Registry:
                 for u in unknown:
                     ctx.warnings.append('unknown field "%s"' % u)
 
+    @staticmethod
+    def _managed(rt, old, new, ctx, sub):
+        mf = ssa.track(rt, old, new, ctx, sub)
+        if mf:
+            new["metadata"]["managedFields"] = mf
+        else:
+            new["metadata"].pop("managedFields", None)
+
     def _admit(self, rt, op, obj, old, ctx, phase, sub=""):
         """phase "mutate" returns the (maybe patched) object; "validate" may raise."""
         if self.admission:
@@ -620,6 +631,7 @@ class Registry:
         self._schema_pass(rt, obj, ctx)
         self._validate(rt, obj, None, ctx)
         self._admit(rt, "CREATE", obj, None, ctx, "validate", ctx.subresource)
+        self._managed(rt, None, obj, ctx, "")
         if ctx.dry_run:
             return to_view(rt, obj)
         with self.store.cond:
@@ -667,7 +679,10 @@ class Registry:
             md["name"] = name
             if rt.namespaced:
                 md["namespace"] = ns
-            md.pop("managedFields", None)
+            sent = md.pop("managedFields", None)      # a client may rewrite them (kubectl's client-side apply upgrade does)
+            ctx.managed_base = None
+            if sent is not None and sent != cur["metadata"].get("managedFields"):
+                ctx.managed_base = [e for e in sent if e]    # [{}] clears them
             if not md.get("labels"):
                 md.pop("labels", None)
             if not md.get("annotations"):
@@ -692,6 +707,7 @@ class Registry:
             self._generation(rt, new, cur)
             self._validate(rt, new, cur, ctx)
             self._admit(rt, "UPDATE", new, cur, ctx, "validate", sub)
+            self._managed(rt, cur, new, ctx, sub)
             if ctx.dry_run:
                 return to_view(rt, new)
             md = new["metadata"]

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import api
 import controllers
 import k8sproto
+import ssa
 import tables
 from util import (ApiError, bad_request, field_match, invalid, json_patch, JsonPatchTestFailed, label_match, merge_patch,
                   not_found, parse_bool, parse_field_selector, parse_label_selector, strategic_merge)
@@ -547,6 +548,7 @@ class _Handler(BaseHTTPRequestHandler):
                           field_validation=self.q.get("fieldValidation", "Warn"),
                           field_manager=self.q.get("fieldManager", ""))
         ctx.subresource = sub
+        ctx.user_agent = self.headers.get("User-Agent") or ""
         self.warnings = ctx.warnings
         if method == "GET" and not name:
             return self._list_or_watch(rt, ns, watch)
@@ -586,6 +588,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "PATCH":
             if not name:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            if (self.headers.get("Content-Type") or "").split(";")[0].strip() == "application/apply-patch+yaml" and sub != "scale":
+                return self._apply(rt, ns, name, sub, raw, ctx)
             patcher = self._patcher(rt, raw)
             if sub == "scale":
                 return self._scale_write(rt, ns, name, patcher, ctx)
@@ -617,12 +621,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _patcher(self, rt, raw):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         accepted = PATCH_TYPES_BUILTIN if rt.builtin else PATCH_TYPES_CR
-        if ctype == "application/apply-patch+yaml":
-            # what a server without server-side apply answers
-            raise ApiError(415, "UnsupportedMediaType",
-                           "the body of the request was in an unknown format - accepted media types include: " +
-                           ", ".join(t for t in accepted if t != "application/apply-patch+yaml"))
-        if ctype not in accepted:
+        if ctype not in accepted or ctype == "application/apply-patch+yaml":    # apply: on /scale only here
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted))
         try:
@@ -651,6 +650,39 @@ class _Handler(BaseHTTPRequestHandler):
         if ctype == "application/merge-patch+json":
             return lambda cur: merge_patch(cur, patch)
         return lambda cur: strategic_merge(cur, patch)
+
+    def _apply(self, rt, ns, name, sub, raw, ctx):
+        """Server-side apply: a patch of the object, or its create (201)."""
+        si = self.server.standin
+        if not ctx.field_manager:
+            raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                           {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+                               {"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]})
+        try:
+            cfg = json.loads(raw or b"null")
+        except ValueError:
+            import yaml     # python3-yaml: apply bodies may be YAML (kubectl sends JSON)
+            try:
+                cfg = yaml.safe_load(raw)
+            except yaml.YAMLError as e:
+                raise bad_request("error decoding YAML: %s" % e)
+        if not isinstance(cfg, dict):
+            raise bad_request("the apply configuration must be an object")
+        self._check_body_kind(rt, cfg)
+        if not cfg.get("apiVersion") or not cfg.get("kind"):
+            raise bad_request("invalid object type: %s, Kind=%s" % (cfg.get("apiVersion", ""), cfg.get("kind", "")))
+        if (cfg.get("metadata") or {}).get("name", name) != name:
+            raise bad_request("the name of the object (%s) does not match the name on the URL (%s)" % (cfg["metadata"]["name"], name))
+        force = parse_bool(self.q.get("force", ""))
+        try:
+            out = si.registry.update(rt, ns, name, None, ctx, sub, patcher=lambda cur: ssa.apply(rt, cur, cfg, ctx, force, sub))
+            return self._send(200, out)
+        except ApiError as e:
+            if e.code != 404 or sub or e.details is None or e.details.get("kind") != rt.plural:
+                raise
+        obj = ssa.apply(rt, None, cfg, ctx, force)
+        obj.setdefault("metadata", {})["name"] = name
+        return self._send(201, si.registry.create(rt, ns, obj, ctx))
 
     def _scale_write(self, rt, ns, name, scale_patcher, ctx):
         si = self.server.standin
