@@ -109,6 +109,8 @@ int tf_time__parse(const char *s, int64_t *ms);
  * refusal (-1), sets it to @p quota; *undone says whether it did. See tf_relayctl_config_unrefuse(). */
 struct tf_relayctl_request;
 tf_err tf_relayctl__unrefuse(int *undone, const struct tf_relayctl_request *req, int64_t quota);
+/* relayctl: the coturn version the CLI's banner names (`Coturn-4.18.0 'Gorst'`), no password sent. */
+tf_err tf_relayctl__version(uint32_t *version, const struct tf_relayctl_request *req);
 
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);

@@ -233,6 +233,29 @@ tf_err tf_relayctl__unrefuse(int *undone, const tf_relayctl_request *req, int64_
   return rc;
 }
 
+tf_err tf_relayctl__version(uint32_t *version, const tf_relayctl_request *req)
+{
+  *version = 0;
+  tf_rctl__conn *c = calloc(1, sizeof(*c));
+  if (!c) return tf_error__nomem();
+  c->fd = -1;
+  c->deadline = tf_rctl__now_ms() + req->timeout_ms;
+  /* the banner before the password prompt: nothing is sent, so any listener may hear it */
+  tf_err rc = tf_rctl__connect(c, req->port);
+  if (rc == TF_OK) rc = tf_rctl__read_until(c, 0, tf_rctl__has_password_prompt);
+  if (rc == TF_OK) {
+    c->buf[c->len] = '\0';
+    const char *at = strstr(c->buf, "Coturn-");
+    char text[32] = "";
+    if (at) sscanf(at + 7, "%31[0-9.]", text);
+    if (!text[0] || tf_coturn_version_parse(version, text) < 0)
+      rc = tf_error__set(TF_EPROTO, "the relay's CLI banner names no coturn version (`Coturn-X.Y.Z`)");
+  }
+  if (c->fd >= 0) close(c->fd);
+  free(c);
+  return rc;
+}
+
 static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_request *req)
 {
   tf_rctl__conn *c = NULL;

@@ -194,6 +194,15 @@ tf_err tf_relayctl_config_unrefuse(int *undone, const tf_relayctl_config *config
   return rc < 0 ? rc : tf_relayctl__unrefuse(undone, &req, config->total_quota);
 }
 
+tf_err tf_relayctl_config_running_version(uint32_t *version, const tf_relayctl_config *config, int timeout_ms)
+{
+  TF_ASSERT_ARG(version);
+  TF_ASSERT_ARG(config);
+  tf_relayctl_request req;
+  tf_err rc = tf_relayctl_config_request(&req, config, TF_RELAYCTL_COUNT, timeout_ms);
+  return rc < 0 ? rc : tf_relayctl__version(version, &req);
+}
+
 tf_relayctl_op tf_relayctl_drain_op(uint32_t version)
 {
   return (tf_coturn_features(version) & TF_COTURN_DRAIN) ? TF_RELAYCTL_DRAIN : TF_RELAYCTL_REFUSE;

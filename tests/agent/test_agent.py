@@ -119,10 +119,11 @@ class TestAgent(unittest.TestCase):
     def agent(self, *extra):
         return [TURNFLEET, "agent", "--config", self.conf, "--coturn-version", VERSION, *extra]
 
-    def start_agent(self):
+    def start_agent(self, version=None):
         err = open(os.path.join(self.dir, "agent.err"), "a")
-        a = self.spawn(self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay,
-                                  "--interval", "0.2"), stdout=subprocess.DEVNULL, stderr=err)
+        a = self.spawn([TURNFLEET, "agent", "--config", self.conf, "--coturn-version", version or VERSION, "--listen",
+                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
+                       stdout=subprocess.DEVNULL, stderr=err)
         err.close()
         return a
 
@@ -189,11 +190,14 @@ class TestAgent(unittest.TestCase):
             s.close()
         return out.decode(errors="replace")
 
-    def undone(self):
+    def gauge(self, name):
         code, text = get("/metrics")
-        m = re.search(r'(?m)^turnfleet_agent_drains_undone_total\{namespace="media",pool="agent",relay="%s"\} (\d+)$'
-                      % self.relay, text)
+        m = re.search(r'(?m)^turnfleet_agent_%s\{namespace="media",pool="agent",relay="%s"\} (\d+)$'
+                      % (name, self.relay), text)
         return int(m.group(1)) if code == 200 and m else None
+
+    def undone(self):
+        return self.gauge("drains_undone_total")
 
     def prestop(self, conf, deadline):
         """`agent prestop` to the end (bounded by the test's timeout, not asserted on time)."""
@@ -245,6 +249,7 @@ class TestAgent(unittest.TestCase):
         self.assertRegex(text, r'(?m)^turnfleet_agent_count_failures_total\{namespace="media",pool="agent",relay="%s"\} \d+$'
                          % self.relay)
         self.assertEqual(self.in_use(), 0)
+        self.assertEqual(self.gauge("coturn_version_mismatch"), 0)
         holder = self.hold(2)
         wait_for("2 allocations counted", lambda: self.in_use() == 2, 30)
 
@@ -414,6 +419,18 @@ class TestAgent(unittest.TestCase):
         wait_for("the refusal in force", lambda: (c := self.refused_code()) != 0 and c or time.sleep(0.5), 30)
         self.assertRegex(self.cli("pc"), r"Default total-quota: 18446744073709551615|Default total-quota: -1")
         self.assertEqual(self.undone(), 1)
+        self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
+
+    def test_8_a_running_version_other_than_the_rendered_one_is_reported(self):
+        ts = self.start_turnserver()
+        other = "4.6.1" if not VERSION.startswith("4.6.") else "4.18.0"
+        agent = self.start_agent(other)
+        wait_for("the mismatch reported", lambda: self.gauge("coturn_version_mismatch") == 1, 30)
+        with open(os.path.join(self.dir, "agent.err")) as f:
+            said = f.read()
+        self.assertIn("coturn %s runs (PID %d), but its config was rendered for %s" % (VERSION, ts.pid, other), said)
+        self.assertNotIn(CLI_PASSWORD, said)
         self.stop(ts)
         self.assertEqual(self.stop(agent), 0)
 

@@ -175,10 +175,11 @@ typedef struct agent {
   int64_t counted_ms;   /* monotonic time of the last good count; 0: never */
   int64_t failures;     /* counts that failed, since the start */
   int64_t undone;       /* refusals found and undone while the pod was not being deleted */
+  int mismatch;         /* 1: the running coturn is not the version its config was rendered for */
   char why[256];        /* the last failure, for /healthz (never holds the password) */
 } agent;
 
-static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t undone)
+static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t undone, int mismatch)
 {
   tf_metrics *m = NULL;
   char *text = NULL;
@@ -194,12 +195,16 @@ static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t un
                          "Relay ports the relay owns: addresses x ports in its range") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_COUNT_FAILURES, TF_METRIC_COUNTER,
                          "Counts through the coturn CLI that failed") == 0 &&
+      tf_metrics_declare(m, TF_METRIC_AGENT_VERSION_MISMATCH, TF_METRIC_GAUGE,
+                         "1 when the running coturn (its CLI banner) is not the version its config was rendered "
+                         "for (--coturn-version)") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_DRAINS_UNDONE, TF_METRIC_COUNTER,
                          "Refusals of new Allocates found while the pod was not being deleted, and undone") == 0 &&
       (count < 0 || tf_metrics_add(m, TF_METRIC_AGENT_PORTS_IN_USE, names, values, 3, (double)count) == 0) &&
       tf_metrics_add(m, TF_METRIC_AGENT_PORTS_TOTAL, names, values, 3, total) == 0 &&
       tf_metrics_add(m, TF_METRIC_AGENT_COUNT_FAILURES, names, values, 3, (double)failures) == 0 &&
-      tf_metrics_add(m, TF_METRIC_AGENT_DRAINS_UNDONE, names, values, 3, (double)undone) == 0)
+      tf_metrics_add(m, TF_METRIC_AGENT_DRAINS_UNDONE, names, values, 3, (double)undone) == 0 &&
+      tf_metrics_add(m, TF_METRIC_AGENT_VERSION_MISMATCH, names, values, 3, (double)mismatch) == 0)
     (void)tf_metrics_to_text(&text, m);
   tf_metrics_free(m);
   return text;
@@ -214,11 +219,12 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
     return tool_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
   pthread_mutex_lock(&a->lock);
   int64_t count = a->count, counted = a->counted_ms, failures = a->failures, undone = a->undone;
+  int mismatch = a->mismatch;
   char why[sizeof(a->why)];
   memcpy(why, a->why, sizeof(why));
   pthread_mutex_unlock(&a->lock);
   if (!strcmp(url, "/metrics")) {
-    char *text = agent_metrics(a, counted ? count : -1, failures, undone);
+    char *text = agent_metrics(a, counted ? count : -1, failures, undone, mismatch);
     if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
     enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
     tf_free(text);
@@ -303,6 +309,21 @@ static void undo_refusal(agent *a, int owner, const char *request)
   pthread_mutex_unlock(&a->lock);
 }
 
+/* Compare the coturn that runs (a new process: @p owner) with the version its config was rendered for. */
+static void check_version(agent *a, int owner, uint32_t rendered)
+{
+  uint32_t running = 0;
+  if (tf_relayctl_config_running_version(&running, a->config, AGENT_CLI_TIMEOUT_MS) < 0) return;
+  int mismatch = running != rendered;
+  if (mismatch)
+    complain("--coturn-version", "coturn %u.%u.%u runs (PID %d), but its config was rendered for %s: the pool's "
+             "spec.dataplane.coturnVersion does not match its image", running >> 16, (running >> 8) & 0xff,
+             running & 0xff, owner, a->args->coturn_version);
+  pthread_mutex_lock(&a->lock);
+  a->mismatch = mismatch;
+  pthread_mutex_unlock(&a->lock);
+}
+
 static int agent_serve(const agent_args *args)
 {
   if (!args->config || !args->coturn_version || !args->listen || !args->namespace_ || !args->pool || !args->relay)
@@ -333,7 +354,7 @@ static int agent_serve(const agent_args *args)
     complain("--listen", "cannot serve on %s: %s", args->listen, strerror(errno));
     st = EXIT_FAILED;
   }
-  int was_ok = -1;
+  int was_ok = -1, checked = 0; /* checked: the coturn PID whose version was compared */
   while (!st) {
     int64_t n = -1;
     int owner;
@@ -343,6 +364,7 @@ static int agent_serve(const agent_args *args)
       rc = relay_count(a.config, owner, args->probe_user ? args->probe_user : "turnfleet-operator", &n);
       if (rc < 0) snprintf(why, sizeof(why), "the relay's CLI: %s", tf_error_last()->message);
       if (rc == 0 && request) undo_refusal(&a, owner, request);
+      if (rc == 0 && owner != checked) check_version(&a, owner, version), checked = owner;
     }
     pthread_mutex_lock(&a.lock);
     if (rc == 0) {

@@ -180,6 +180,16 @@ TF_EXTERN(tf_err) tf_relayctl_config_unrefuse(int *undone, const tf_relayctl_con
                                               int timeout_ms);
 
 /**
+ * The version of the coturn that runs, from its CLI's banner (`Coturn-4.18.0
+ * 'Gorst'`, printed before the password prompt): the password is never sent.
+ * @param[out] version tf_coturn_version_parse() form (0 on failure)
+ * @param timeout_ms the exchange's deadline (> 0)
+ * @return 0; TF_EPROTO when the banner names no version; as tf_relayctl_run() otherwise
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_running_version(uint32_t *version, const tf_relayctl_config *config,
+                                                     int timeout_ms);
+
+/**
  * The drain of a coturn version: TF_RELAYCTL_DRAIN on coturn >= 4.6.3 (new
  * Allocates get 403 and the process exits by itself at zero allocations),
  * TF_RELAYCTL_REFUSE below (`cc total-quota -1`: 486; the process must be
