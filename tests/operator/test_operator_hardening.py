@@ -10,7 +10,9 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
 - a liveness kill of the agent runs only the agent's preStop: the relay is not drained, keeps its
   allocations and serves new ones, and no marker is written;
 - a stale marker, then a real `kubectl delete pod` with an allocation held: the relay drains, and the
-  pod stays until the allocation is released (drainTimeout is far longer).
+  pod stays until the allocation is released (drainTimeout is far longer);
+- the seed's pool form (`dataplane.image` with a version tag, no `coturnVersion`) renders for the
+  coturn that runs: every relay counted exactly.
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
 import os
@@ -33,14 +35,15 @@ NS, POOL, SECRET = e2e.NS, e2e.POOL, e2e.SECRET1
 EXTRA = ["--agent-port", "30700", "--cli-port", "30800"]
 
 
-def pool_yaml(replicas):
+def pool_yaml(replicas, dataplane=None):
+    dataplane = dataplane or '{image: "coturn/coturn:%s", coturnVersion: "%s"}' % (e2e.VERSION, e2e.VERSION)
     return ("apiVersion: turnfleet.hzmi.dev/v1alpha1\nkind: TURNPool\nmetadata: {name: %s, namespace: %s}\n"
-            "spec:\n  replicas: %d\n  dataplane: {image: \"coturn/coturn:%s\", coturnVersion: \"%s\"}\n"
+            "spec:\n  replicas: %d\n  dataplane: %s\n"
             "  addressing: {mode: HostNetwork, family: IPv4}\n"
             "  relayPortRange: {start: 30100, end: 30119}\n"
             "  listeners:\n  - {name: turn, protocol: udp, port: 30478}\n"
             "  auth:\n    realm: %s.turnfleet.test\n    secretRef: {name: %s-secret, key: secret}\n"
-            "  drainTimeout: %ds\n" % (POOL, NS, replicas, e2e.VERSION, e2e.VERSION, POOL, POOL, e2e.DRAIN_S))
+            "  drainTimeout: %ds\n" % (POOL, NS, replicas, dataplane, POOL, POOL, e2e.DRAIN_S))
 
 
 def run_dir(pod):
@@ -144,6 +147,26 @@ class Hardening(e2e.OperatorE2E):
                 return "404" in str(e)
         e2e.wait_for("the pod gone after the release", gone, 90)
         self.converged(2)
+
+    def test_03_the_seeds_pool_form_is_counted_exactly(self):
+        # the stand-in maps *coturn*:4.6.1 to the host's 4.6.1 and any other 4.x tag to 4.18
+        image = "coturn/coturn:4.6.1" if e2e.VERSION.startswith("4.6.") else "coturn/coturn:%s-r0" % e2e.VERSION
+        e2e.kubectl("apply", "-f", "-", input=pool_yaml(2, '{image: "%s"}' % image))
+
+        def rolled():
+            pods = self.converged(2)
+            return pods if all(p["spec"]["containers"][0]["image"] == image for p in pods) else None
+        pods = e2e.wait_for("every relay on %s" % image, rolled, 240)
+        for p in pods:
+            self.assertIn("--coturn-version", p["spec"]["containers"][1]["command"])
+            cmd = p["spec"]["containers"][1]["command"]
+            self.assertEqual(cmd[cmd.index("--coturn-version") + 1], e2e.VERSION)
+        name = pods[0]["metadata"]["name"]
+        holder = e2e.hold(uri_of(pods[0]), SECRET, 2)
+        e2e.wait_for("2 allocations counted", lambda: (self.status_relays().get(name) or {}).get("allocations") == 2, 60)
+        relays = self.status_relays()
+        self.assertEqual(sorted(r["portsInUse"] is not None for r in relays.values()), [True, True], relays)
+        e2e.stop(holder)
 
 
 def main():
