@@ -259,6 +259,43 @@ START_TEST(test_pool__coturn_version_from_the_image_tag)
 }
 END_TEST
 
+START_TEST(test_pool__secret_messages_name_the_secret_and_the_key)
+{
+  tf_pool *p = pool_valid("metadata: {name: d, namespace: media}\nspec:\n  auth: {realm: r.test, secretRef: {name: s, "
+                          "key: k}, previousSecretRef: {name: old}}\n");
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, "a-good-secret", 13), 0);
+  size_t big = 10u << 20;
+  char *value = malloc(big + 1);
+  ck_assert_ptr_nonnull(value);
+  memset(value, 'a', big);
+  value[big] = '\0';
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, value, TF_POOL_SECRET_MAX), 0);
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, value, big), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "spec.auth.secretRef: Secret media/s, key k: 10485760 bytes, more than the cap of 512 bytes");
+  free(value);
+  static const struct {
+    const char *value;
+    size_t len;
+    const char *why;
+  } bad[] = {{"two\nlines", 9, "must not contain a line break"},
+             {"", 0, "must not be empty"},
+             {"a\"quote", 7, "must not contain a double quote"},
+             {"tab\there", 8, "must not contain a control character or NUL"},
+             {"nul\0inside", 10, "must not contain a control character or NUL"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ck_assert_int_eq(tf_pool_check_secret(p, 1, bad[i].value, bad[i].len), TF_EINVALID);
+    char want[256];
+    snprintf(want, sizeof(want), "spec.auth.previousSecretRef: Secret media/old, key secret: %s", bad[i].why);
+    ck_assert_str_eq(tf_error_last()->message, want);
+    ck_assert_ptr_null(strstr(tf_error_last()->message, "two"));
+  }
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, NULL, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "spec.auth.secretRef: Secret media/s, key k: no such key");
+  tf_pool_free(p);
+}
+END_TEST
+
 START_TEST(test_pool__every_mode_and_family)
 {
   static const char *const sections[4] = {
@@ -856,6 +893,7 @@ Suite *tf_test_pool_suite(void)
   tcase_add_test(tc, test_pool__parse_spec_only_json_then_set_name);
   tcase_add_test(tc, test_pool__defaults_applied);
   tcase_add_test(tc, test_pool__coturn_version_from_the_image_tag);
+  tcase_add_test(tc, test_pool__secret_messages_name_the_secret_and_the_key);
   tcase_add_test(tc, test_pool__every_mode_and_family);
   tcase_add_test(tc, test_pool__example_pools_round_trip);
   tcase_add_test(tc, test_pool__invalid_corpus);

@@ -1527,6 +1527,27 @@ tf_err tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, 
   return TF_OK;
 }
 
+tf_err tf_pool_check_secret(const tf_pool *pool, int previous, const char *value, size_t len)
+{
+  const char *name, *key;
+  tf_err rc = tf_pool_secret_ref(pool, previous, &name, &key);
+  if (rc < 0) return rc;
+  const char *ref = previous ? "previousSecretRef" : "secretRef", *why = NULL;
+  size_t ctl = 0;
+  while (value && ctl < len && ((unsigned char)value[ctl] >= 0x20 && value[ctl] != 0x7f)) ctl++;
+  if (!value) why = "no such key";
+  else if (len == 0) why = "must not be empty";
+  else if (len > TF_POOL_SECRET_MAX)
+    return tf_error__set(TF_EINVALID, "spec.auth.%s: Secret %s/%s, key %s: %zu bytes, more than the cap of %d bytes",
+                         ref, tf_pool_namespace(pool), name, key, len, TF_POOL_SECRET_MAX);
+  else if (memchr(value, '\n', len) || memchr(value, '\r', len)) why = "must not contain a line break";
+  else if (memchr(value, '"', len)) why = "must not contain a double quote";
+  else if (ctl < len) why = "must not contain a control character or NUL";
+  if (!why) return TF_OK;
+  return tf_error__set(TF_EINVALID, "spec.auth.%s: Secret %s/%s, key %s: %s", ref, tf_pool_namespace(pool), name, key,
+                       why);
+}
+
 const char *tf_pool_listener_tls_secret(const tf_pool *pool, size_t i)
 {
   return pool && i < pool->listener_count ? pool->listeners[i].tls_secret : NULL;

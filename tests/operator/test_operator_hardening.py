@@ -12,7 +12,9 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
 - a stale marker, then a real `kubectl delete pod` with an allocation held: the relay drains, and the
   pod stays until the allocation is released (drainTimeout is far longer);
 - the seed's pool form (`dataplane.image` with a version tag, no `coturnVersion`) renders for the
-  coturn that runs: every relay counted exactly.
+  coturn that runs: every relay counted exactly;
+- a shared secret past the cap (1 MiB) is refused with the Secret, its key and the cap named, in the
+  condition and an Event.
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
 import os
@@ -167,6 +169,22 @@ class Hardening(e2e.OperatorE2E):
         relays = self.status_relays()
         self.assertEqual(sorted(r["portsInUse"] is not None for r in relays.values()), [True, True], relays)
         e2e.stop(holder)
+
+    def test_04_a_secret_past_the_cap_is_refused_naming_the_secret_and_key(self):
+        path = os.path.join(e2e.TMP, "big-secret")
+        with open(path, "w") as f:
+            f.write("b" * (1 << 20))
+        e2e.kubectl("create", "secret", "generic", "-n", NS, "big-secret", "--from-file=token=" + path)
+        text = pool_yaml(1).replace("name: %s, namespace" % POOL, "name: big, namespace").replace(
+            "secretRef: {name: %s-secret, key: secret}" % POOL, "secretRef: {name: big-secret, key: token}")
+        e2e.kubectl("apply", "-f", "-", input=text)
+        want = "spec.auth.secretRef: Secret %s/big-secret, key token: 1048576 bytes, more than the cap of 512 bytes" % NS
+        e2e.wait_for("SecretInvalid", lambda: e2e.cond(e2e.pool_obj("big"), "Ready").get("reason") == "SecretInvalid", 60)
+        self.assertEqual(e2e.cond(e2e.pool_obj("big"), "Ready")["message"], want)
+        e2e.wait_for("the Event", lambda: [ev for ev in e2e.kget("-n", NS, "events")["items"]
+                                           if ev.get("reason") == "SecretInvalid" and ev["message"] == want], 60)
+        self.assertEqual(e2e.relay_pods("big"), [])
+        e2e.kubectl("delete", "-n", NS, "turnpool", "big")
 
 
 def main():
