@@ -286,6 +286,34 @@ START_TEST(test_admission__patch_adds_inside_given_mappings)
 }
 END_TEST
 
+START_TEST(test_admission__patch_takes_coturn_version_from_the_image_tag)
+{
+  const char *body =
+      "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u1\","
+      "\"operation\":\"CREATE\",\"resource\":{\"group\":\"turnfleet.hzmi.dev\",\"resource\":\"turnpools\"},"
+      "\"namespace\":\"ns\",\"object\":{\"apiVersion\":\"turnfleet.hzmi.dev/v1alpha1\",\"kind\":\"TURNPool\","
+      "\"metadata\":{\"name\":\"p\"},\"spec\":{\"auth\":{\"realm\":\"r.test\",\"secretRef\":{\"name\":\"s\"}},"
+      "\"dataplane\":{\"image\":\"coturn/coturn:4.18.0-r0\"}}}}}";
+  tf_admission *r = NULL;
+  TF_OK_OR_FAIL(tf_admission_decode(&r, body, strlen(body), NULL));
+  int allowed = 0;
+  cJSON *root = respond(r, TF_ADMISSION_MUTATE, NULL, NULL, 0, NULL, &allowed);
+  ck_assert_int_eq(allowed, 1);
+  cJSON *patch = patch_of(root);
+  ck_assert_ptr_nonnull(patch);
+  int saw = 0;
+  for (const cJSON *op = patch->child; op; op = op->next)
+    if (!strcmp(cJSON_GetObjectItem(op, "path")->valuestring, "/spec/dataplane/coturnVersion")) {
+      ck_assert_str_eq(cJSON_GetObjectItem(op, "value")->valuestring, "4.18.0");
+      saw = 1;
+    }
+  ck_assert_int_eq(saw, 1);
+  cJSON_Delete(patch);
+  cJSON_Delete(root);
+  tf_admission_free(r);
+}
+END_TEST
+
 START_TEST(test_admission__warnings_partitioned_and_low_port)
 {
   tf_admission *r = review_of("05-create-partitioned-low-port");
@@ -436,6 +464,7 @@ Suite *tf_test_admission_suite(void)
   tcase_add_test(tc, test_admission__bad_pool_denied_with_field_paths);
   tcase_add_test(tc, test_admission__mutate_adds_defaults_only);
   tcase_add_test(tc, test_admission__patch_adds_inside_given_mappings);
+  tcase_add_test(tc, test_admission__patch_takes_coturn_version_from_the_image_tag);
   tcase_add_test(tc, test_admission__warnings_partitioned_and_low_port);
   tcase_add_test(tc, test_admission__unplaceable_replicas_warned_with_why);
   tcase_add_test(tc, test_admission__cross_pool_conflict_denied);

@@ -219,6 +219,19 @@ START_TEST(test_manifest__pod_hostnetwork_with_a_port_below_1024)
   ck_assert_ptr_nonnull(strstr(pod, "\"terminationGracePeriodSeconds\":\t630"));
   ck_assert_ptr_nonnull(strstr(pod, "\"automountServiceAccountToken\":\tfalse"));
   ck_assert_ptr_nonnull(strstr(pod, "\"conditionType\":\t\"turnfleet.hzmi.dev/allocate-ready\""));
+  /* the drain handshake's ground (docs/operator.md): the coturn container has no probe the kubelet
+   * could kill it for, so its preStop, which writes the stop request, runs only for a pod being
+   * deleted; the one probe of the pod is the agent's liveness, after the coturn container */
+  const char *agent = strstr(pod, "\"name\":\t\"agent\"");
+  ck_assert_ptr_nonnull(agent);
+  ck_assert_ptr_null(strstr(pod, "startupProbe"));
+  ck_assert_ptr_null(strstr(pod, "readinessProbe"));
+  const char *live = strstr(pod, "livenessProbe");
+  ck_assert_ptr_nonnull(live);
+  ck_assert(live > agent);
+  ck_assert_ptr_null(strstr(live + 1, "livenessProbe"));
+  ck_assert_ptr_nonnull(strstr(pod, "> '/var/lib/turnfleet/"));
+  ck_assert_ptr_nonnull(strstr(pod, "until grep -qx \\\"request=$id\\\""));
   tf_free(pod);
   fx_free(&f);
 }

@@ -212,6 +212,90 @@ START_TEST(test_pool__defaults_applied)
 }
 END_TEST
 
+START_TEST(test_pool__coturn_version_from_the_image_tag)
+{
+  /* the seed's own form: no coturnVersion, the image's tag says it */
+  static const struct {
+    const char *image, *version;
+  } ok[] = {{"coturn/coturn:4.18.0-r0", "4.18.0"},
+            {"registry.test:5000/media/coturn:4.6.3-alpine", "4.6.3"},
+            {"coturn/coturn:4.17.1@sha256:0123456789abcdef", "4.17.1"}};
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    char text[512];
+    snprintf(text, sizeof(text), "metadata: {name: d}\nspec:\n  dataplane: {image: \"%s\"}\n  " TF_POOL_TEST_AUTH,
+             ok[i].image);
+    tf_pool *p = pool_valid(text);
+    ck_assert_str_eq(tf_pool_coturn_version(p), ok[i].version);
+    ck_assert_str_eq(tf_pool_image(p), ok[i].image);
+    tf_pool_free(p);
+  }
+  /* a given coturnVersion wins over the tag */
+  tf_pool *p = pool_valid("metadata: {name: d}\nspec:\n  dataplane: {image: \"coturn/coturn:4.18.0\", coturnVersion: "
+                          "\"4.17.1\"}\n  " TF_POOL_TEST_AUTH);
+  ck_assert_str_eq(tf_pool_coturn_version(p), "4.17.1");
+  tf_pool_free(p);
+  static const struct {
+    const char *image, *why;
+  } bad[] = {{"coturn/coturn@sha256:0123456789abcdef", "only a digest, no tag"},
+             {"registry.test:5000/coturn", "no tag"},
+             {"coturn/coturn:latest", "a tag that is not a version MAJOR.MINOR.PATCH[-suffix]"},
+             {"coturn/coturn:4.18", "a tag that is not a version MAJOR.MINOR.PATCH[-suffix]"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[512], want[512];
+    snprintf(text, sizeof(text), "metadata: {name: d}\nspec:\n  dataplane: {image: \"%s\"}\n  " TF_POOL_TEST_AUTH,
+             bad[i].image);
+    snprintf(want, sizeof(want),
+             "spec.dataplane.coturnVersion: required: spec.dataplane.image \"%s\" has %s, so the coturn version "
+             "cannot be taken from it (set coturnVersion, e.g. \"4.18.0\")\n",
+             bad[i].image, bad[i].why);
+    char *got = pool_invalid(text);
+    ck_assert_str_eq(got, want);
+    free(got);
+  }
+  char *got = pool_invalid("metadata: {name: d}\nspec:\n  dataplane: {image: \"coturn/coturn:4.5.2\"}\n  " TF_POOL_TEST_AUTH);
+  ck_assert_str_eq(got, "spec.dataplane.coturnVersion: \"4.5.2\" (the tag of spec.dataplane.image) is older than 4.6.1, "
+                        "the oldest coturn Turnfleet supports\n");
+  free(got);
+}
+END_TEST
+
+START_TEST(test_pool__secret_messages_name_the_secret_and_the_key)
+{
+  tf_pool *p = pool_valid("metadata: {name: d, namespace: media}\nspec:\n  auth: {realm: r.test, secretRef: {name: s, "
+                          "key: k}, previousSecretRef: {name: old}}\n");
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, "a-good-secret", 13), 0);
+  size_t big = 10u << 20;
+  char *value = malloc(big + 1);
+  ck_assert_ptr_nonnull(value);
+  memset(value, 'a', big);
+  value[big] = '\0';
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, value, TF_POOL_SECRET_MAX), 0);
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, value, big), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message,
+                   "spec.auth.secretRef: Secret media/s, key k: 10485760 bytes, more than the cap of 512 bytes");
+  free(value);
+  static const struct {
+    const char *value;
+    size_t len;
+    const char *why;
+  } bad[] = {{"two\nlines", 9, "must not contain a line break"},
+             {"", 0, "must not be empty"},
+             {"a\"quote", 7, "must not contain a double quote"},
+             {"tab\there", 8, "must not contain a control character or NUL"},
+             {"nul\0inside", 10, "must not contain a control character or NUL"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ck_assert_int_eq(tf_pool_check_secret(p, 1, bad[i].value, bad[i].len), TF_EINVALID);
+    char want[256];
+    snprintf(want, sizeof(want), "spec.auth.previousSecretRef: Secret media/old, key secret: %s", bad[i].why);
+    ck_assert_str_eq(tf_error_last()->message, want);
+    ck_assert_ptr_null(strstr(tf_error_last()->message, "two"));
+  }
+  ck_assert_int_eq(tf_pool_check_secret(p, 0, NULL, 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "spec.auth.secretRef: Secret media/s, key k: no such key");
+  tf_pool_free(p);
+}
+END_TEST
+
 START_TEST(test_pool__every_mode_and_family)
 {
   static const char *const sections[4] = {
@@ -808,6 +892,8 @@ Suite *tf_test_pool_suite(void)
   tcase_add_test(tc, test_pool__parse_whole_object_yaml);
   tcase_add_test(tc, test_pool__parse_spec_only_json_then_set_name);
   tcase_add_test(tc, test_pool__defaults_applied);
+  tcase_add_test(tc, test_pool__coturn_version_from_the_image_tag);
+  tcase_add_test(tc, test_pool__secret_messages_name_the_secret_and_the_key);
   tcase_add_test(tc, test_pool__every_mode_and_family);
   tcase_add_test(tc, test_pool__example_pools_round_trip);
   tcase_add_test(tc, test_pool__invalid_corpus);

@@ -105,6 +105,13 @@ void tf_time__format(char buf[48], int64_t ms);
  * (@p ms may be NULL: a check only). 0, or -1 when malformed or out of range (no error set). */
 int tf_time__parse(const char *s, int64_t *ms);
 
+/* relayctl: one CLI session that reads the default total-quota (`pc`) and, when it is the
+ * refusal (-1), sets it to @p quota; *undone says whether it did. See tf_relayctl_config_unrefuse(). */
+struct tf_relayctl_request;
+tf_err tf_relayctl__unrefuse(int *undone, const struct tf_relayctl_request *req, int64_t quota);
+/* relayctl: the coturn version the CLI's banner names (`Coturn-4.18.0 'Gorst'`), no password sent. */
+tf_err tf_relayctl__version(uint32_t *version, const struct tf_relayctl_request *req);
+
 /* FNV-1a 32-bit. */
 uint32_t tf_fnv1a32__(const char *s, size_t n);
 

@@ -266,7 +266,14 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   char *marker = run_dir ? tf_asprintf__("%s/drained", run_dir) : NULL;
   char *conf_key = tf_asprintf__("%s.conf", name);
   char *secret_name = tf_asprintf__("%s-relay-config", tf_pool_name(pool));
-  char *wait_cmd = marker ? tf_asprintf__("while [ ! -e '%s' ]; do sleep 1; done", marker) : NULL;
+  /* The coturn container's preStop runs only for a pod being deleted (it has no probe the kubelet could kill it
+   * for): it asks for the drain with a fresh id in `stopping` and waits for the marker that answers that id.
+   * The agent's preStop, which a liveness kill also runs, drains only when that request is there. */
+  char *wait_cmd = marker ? tf_asprintf__("id=$(cat /proc/sys/kernel/random/uuid 2>/dev/null || echo \"$$-$(date +%%s)\"); "
+                                          "echo \"$id\" > '%s/stopping.new' && mv -f '%s/stopping.new' '%s/stopping'; "
+                                          "until grep -qx \"request=$id\" '%s' 2>/dev/null; do sleep 1; done",
+                                          run_dir, run_dir, run_dir, marker)
+                          : NULL;
   char *networks = NULL;
   int pod_ip = tf_pool_mode(pool) == TF_MODE_POD_IP;
   tf_man__b b = {0};

@@ -963,11 +963,42 @@ void tf_pool_free(tf_pool *pool)
   free(pool);
 }
 
+/* spec.dataplane.coturnVersion from an image's tag: "coturn/coturn:4.18.0-r0" -> "4.18.0" (the tag's
+ * MAJOR.MINOR.PATCH, any -suffix dropped). A digest (`@sha256:...`) is ignored; no tag, a tag that
+ * is not a version (`latest`, `4.18`) or one older than 4.6.1: a problem that says the field is needed. */
+static void tf_pool__version_of_image(tf_pool__ctx *c)
+{
+  tf_pool *p = c->pool;
+  const char *image = p->image, *slash = strrchr(image, '/');
+  size_t name_len = strcspn(image, "@");
+  const char *colon = memchr(slash ? slash : image, ':', name_len - (size_t)((slash ? slash : image) - image));
+  char tag[64] = "";
+  if (colon && (size_t)(image + name_len - colon - 1) < sizeof(tag))
+    memcpy(tag, colon + 1, (size_t)(image + name_len - colon - 1)), tag[image + name_len - colon - 1] = '\0';
+  uint32_t ver;
+  size_t old = tf_pool__push(c, "spec.dataplane.coturnVersion");
+  if (!tag[0] || tf_version__parse(tag, &ver) < 0) {
+    tf_pool__problem(c,
+                     "required: spec.dataplane.image \"%.96s\" has %s, so the coturn version cannot be taken from "
+                     "it (set coturnVersion, e.g. \"4.18.0\")",
+                     image, tag[0] ? "a tag that is not a version MAJOR.MINOR.PATCH[-suffix]"
+                                   : (name_len < strlen(image) ? "only a digest, no tag" : "no tag"));
+  } else if (ver < ((4u << 16) | (6u << 8) | 1u)) {
+    tf_pool__problem(c, "\"%u.%u.%u\" (the tag of spec.dataplane.image) is older than 4.6.1, the oldest coturn "
+                        "Turnfleet supports", ver >> 16, (ver >> 8) & 0xff, ver & 0xff);
+  } else {
+    p->coturn_version = tf_asprintf__("%u.%u.%u", ver >> 16, (ver >> 8) & 0xff, ver & 0xff);
+    if (!p->coturn_version) c->rc = tf_error__nomem();
+  }
+  tf_pool__pop(c, old);
+}
+
 static tf_err tf_pool__defaults(tf_pool__ctx *c)
 {
   tf_pool *p = c->pool;
   if (!p->name) p->name = tf_pool__dup(c, "");
   if (!p->ns) p->ns = tf_pool__dup(c, "default");
+  if (!p->coturn_version && p->image) tf_pool__version_of_image(c);
   if (!p->coturn_version) p->coturn_version = tf_pool__dup(c, "4.6.1");
   if (!p->image && p->coturn_version) {
     p->image = tf_asprintf__("coturn/coturn:%s", p->coturn_version);
@@ -1494,6 +1525,27 @@ tf_err tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, 
   if (name) *name = r->name;
   if (key) *key = r->key ? r->key : "secret";
   return TF_OK;
+}
+
+tf_err tf_pool_check_secret(const tf_pool *pool, int previous, const char *value, size_t len)
+{
+  const char *name, *key;
+  tf_err rc = tf_pool_secret_ref(pool, previous, &name, &key);
+  if (rc < 0) return rc;
+  const char *ref = previous ? "previousSecretRef" : "secretRef", *why = NULL;
+  size_t ctl = 0;
+  while (value && ctl < len && ((unsigned char)value[ctl] >= 0x20 && value[ctl] != 0x7f)) ctl++;
+  if (!value) why = "no such key";
+  else if (len == 0) why = "must not be empty";
+  else if (len > TF_POOL_SECRET_MAX)
+    return tf_error__set(TF_EINVALID, "spec.auth.%s: Secret %s/%s, key %s: %zu bytes, more than the cap of %d bytes",
+                         ref, tf_pool_namespace(pool), name, key, len, TF_POOL_SECRET_MAX);
+  else if (memchr(value, '\n', len) || memchr(value, '\r', len)) why = "must not contain a line break";
+  else if (memchr(value, '"', len)) why = "must not contain a double quote";
+  else if (ctl < len) why = "must not contain a control character or NUL";
+  if (!why) return TF_OK;
+  return tf_error__set(TF_EINVALID, "spec.auth.%s: Secret %s/%s, key %s: %s", ref, tf_pool_namespace(pool), name, key,
+                       why);
 }
 
 const char *tf_pool_listener_tls_secret(const tf_pool *pool, size_t i)

@@ -119,10 +119,10 @@ static tf_err tf_rctl__login(tf_rctl__conn *c, uint16_t port, const char *passwo
 }
 
 /* One command after the login; its answer is c->buf[*from, len) up to the prompt. */
-static tf_err tf_rctl__command(tf_rctl__conn *c, tf_coturn_cli_op op, size_t *from)
+static tf_err tf_rctl__command(tf_rctl__conn *c, tf_coturn_cli_op op, int64_t quota, size_t *from)
 {
   char *line = NULL;
-  tf_err rc = tf_coturn_cli_command(&line, op, NULL, 0);
+  tf_err rc = tf_coturn_cli_command(&line, op, NULL, quota);
   if (rc < 0) return rc;
   *from = c->len;
   rc = tf_rctl__send(c, line, strlen(line));
@@ -168,8 +168,10 @@ static int tf_rctl__listener_owned_by(uint16_t port, int pid)
   return found;
 }
 
-static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_request *req)
+/* A logged-in CLI session (*out, released with tf_rctl__close), the password only to @p req->owner_pid's listener. */
+static tf_err tf_rctl__open(tf_rctl__conn **out, const tf_relayctl_request *req)
 {
+  *out = NULL;
   if (req->owner_pid > 0 && !tf_rctl__listener_owned_by(req->port, req->owner_pid))
     return tf_error__set(TF_EAUTH, "127.0.0.1:%u: the listener is not process %d's: the password is not sent",
                          req->port, req->owner_pid);
@@ -177,14 +179,95 @@ static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_reques
   if (!c) return tf_error__nomem();
   c->fd = -1;
   c->deadline = tf_rctl__now_ms() + req->timeout_ms;
+  *out = c;
+  return tf_rctl__login(c, req->port, req->password);
+}
+
+static void tf_rctl__close(tf_rctl__conn *c, tf_err rc)
+{
+  if (c->fd >= 0 && rc == TF_OK) {
+    c->deadline = tf_rctl__now_ms() + 100; /* a polite quit, not waited for */
+    (void)tf_rctl__send(c, "quit\r\n", 6);
+  }
+  if (c->fd >= 0) close(c->fd);
+  tf_crypto__wipe(c, sizeof(*c));
+  free(c);
+}
+
+/* The `Default total-quota: N` of a `pc` answer (coturn prints the int -1 as 2^64-1): 0 with *quota, -1 when absent. */
+static int tf_rctl__default_total_quota(const char *answer, size_t alen, int64_t *quota)
+{
+  static const char key[] = "Default total-quota:";
+  const char *at = memmem(answer, alen, key, sizeof(key) - 1);
+  if (!at) return -1;
+  at += sizeof(key) - 1;
+  char num[32];
+  size_t n = 0;
+  while (at < answer + alen && *at == ' ') at++;
+  while (at < answer + alen && n + 1 < sizeof(num) && ((*at >= '0' && *at <= '9') || *at == '-')) num[n++] = *at++;
+  num[n] = '\0';
+  char *end;
+  errno = 0;
+  if (num[0] == '-') *quota = strtoll(num, &end, 10);
+  else *quota = (int64_t)strtoull(num, &end, 10); /* 18446744073709551615 -> -1 */
+  return n && !*end && !errno ? 0 : -1;
+}
+
+tf_err tf_relayctl__unrefuse(int *undone, const tf_relayctl_request *req, int64_t quota)
+{
+  *undone = 0;
+  tf_rctl__conn *c = NULL;
   size_t from = 0;
-  tf_err rc = tf_rctl__login(c, req->port, req->password);
+  int64_t have = 0;
+  tf_err rc = tf_rctl__open(&c, req);
+  if (rc == TF_OK) rc = tf_rctl__command(c, TF_COTURN_CLI_PRINT_CONFIG, 0, &from);
+  if (rc == TF_OK && tf_rctl__default_total_quota(c->buf + from, c->len - from, &have) < 0)
+    rc = tf_error__set(TF_EPROTO, "the relay's CLI printed no `Default total-quota:` line");
+  if (rc == TF_OK && have < 0) {
+    rc = tf_rctl__command(c, TF_COTURN_CLI_SET_TOTAL_QUOTA, quota, &from);
+    if (rc == TF_OK && !memmem(c->buf + from, c->len - from, "total-quota", 11))
+      rc = tf_error__set(TF_EPROTO, "the relay's CLI did not confirm `cc total-quota %lld`", (long long)quota);
+    if (rc == TF_OK) *undone = 1;
+  }
+  if (c) tf_rctl__close(c, rc);
+  return rc;
+}
+
+tf_err tf_relayctl__version(uint32_t *version, const tf_relayctl_request *req)
+{
+  *version = 0;
+  tf_rctl__conn *c = calloc(1, sizeof(*c));
+  if (!c) return tf_error__nomem();
+  c->fd = -1;
+  c->deadline = tf_rctl__now_ms() + req->timeout_ms;
+  /* the banner before the password prompt: nothing is sent, so any listener may hear it */
+  tf_err rc = tf_rctl__connect(c, req->port);
+  if (rc == TF_OK) rc = tf_rctl__read_until(c, 0, tf_rctl__has_password_prompt);
+  if (rc == TF_OK) {
+    c->buf[c->len] = '\0';
+    const char *at = strstr(c->buf, "Coturn-");
+    char text[32] = "";
+    if (at) sscanf(at + 7, "%31[0-9.]", text);
+    if (!text[0] || tf_coturn_version_parse(version, text) < 0)
+      rc = tf_error__set(TF_EPROTO, "the relay's CLI banner names no coturn version (`Coturn-X.Y.Z`)");
+  }
+  if (c->fd >= 0) close(c->fd);
+  free(c);
+  return rc;
+}
+
+static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_request *req)
+{
+  tf_rctl__conn *c = NULL;
+  size_t from = 0;
+  tf_err rc = tf_rctl__open(&c, req);
+  if (!c) return rc;
   /* `pu`, not `pc`: 4.6.1's total-current-allocs also counts every Allocate refused with 508 */
   tf_coturn_cli_op op = req->op == TF_RELAYCTL_COUNT      ? TF_COTURN_CLI_PRINT_USERS
                         : req->op == TF_RELAYCTL_SESSIONS ? TF_COTURN_CLI_PRINT_SESSIONS
                         : req->op == TF_RELAYCTL_DRAIN    ? TF_COTURN_CLI_DRAIN
                                                           : TF_COTURN_CLI_REFUSE_ALLOCATIONS;
-  if (rc == TF_OK) rc = tf_rctl__command(c, op, &from);
+  if (rc == TF_OK) rc = tf_rctl__command(c, op, 0, &from);
   const char *answer = c->buf + from;
   size_t alen = c->len - from;
   if (rc == TF_OK && (req->op == TF_RELAYCTL_COUNT || req->op == TF_RELAYCTL_SESSIONS)) {
@@ -196,13 +279,7 @@ static tf_err tf_rctl__cli(int64_t *count, char **text, const tf_relayctl_reques
   } else if (rc == TF_OK && req->op == TF_RELAYCTL_REFUSE && !memmem(answer, alen, "total-quota", 11)) {
     rc = tf_error__set(TF_EPROTO, "the relay's CLI did not confirm `cc total-quota -1`");
   }
-  if (c->fd >= 0 && rc == TF_OK) {
-    c->deadline = tf_rctl__now_ms() + 100; /* a polite quit, not waited for */
-    (void)tf_rctl__send(c, "quit\r\n", 6);
-  }
-  if (c->fd >= 0) close(c->fd);
-  tf_crypto__wipe(c, sizeof(*c));
-  free(c);
+  tf_rctl__close(c, rc);
   return rc;
 }
 

@@ -16,6 +16,7 @@ struct tf_relayctl_config {
   size_t addr_count;
   tf_port_range range;
   char *pidfile;
+  int64_t total_quota; /* `total-quota` (0: unlimited), what an undone refusal sets back */
 };
 
 /* The value of @p line (its name already split off), trimmed and unquoted, into @p buf. */
@@ -70,7 +71,7 @@ tf_err tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size
     name[name_len] = '\0';
     int wanted = !strcmp(name, "cli-port") || !strcmp(name, "cli-password") || !strcmp(name, "cli-ip") ||
                  !strcmp(name, "listening-ip") || !strcmp(name, "min-port") || !strcmp(name, "max-port") ||
-                 !strcmp(name, "pidfile");
+                 !strcmp(name, "pidfile") || !strcmp(name, "total-quota");
     if (!strcmp(name, "no-cli")) no_cli = 1;
     if (!wanted) continue;
     size_t vlen = tf_rcfg__value(value, sizeof(value), line + name_len, n - name_len);
@@ -89,6 +90,13 @@ tf_err tf_relayctl_config_parse(tf_relayctl_config **out, const char *text, size
         rc = tf_error__set(TF_EINVALID, "line %zu: pidfile: must be an absolute path", line_no);
       else if (!(c->pidfile = tf_strdup__(value)))
         rc = tf_error__nomem();
+    } else if (!strcmp(name, "total-quota")) {
+      char *end;
+      long long q = strtoll(value, &end, 10);
+      if (!*value || *end || q < 0 || q > 2147483647)
+        rc = tf_error__set(TF_EINVALID, "line %zu: total-quota: \"%.16s\" is not 0-2147483647", line_no, value);
+      else
+        c->total_quota = q;
     } else if (!strcmp(name, "cli-ip")) {
       if (strcmp(value, "127.0.0.1") != 0)
         rc = tf_error__set(TF_EINVALID, "line %zu: cli-ip: must be 127.0.0.1 (the agent talks to the CLI on loopback)",
@@ -173,6 +181,26 @@ tf_err tf_relayctl_config_request(tf_relayctl_request *req, const tf_relayctl_co
   r.timeout_ms = timeout_ms;
   *req = r;
   return TF_OK;
+}
+
+tf_err tf_relayctl_config_unrefuse(int *undone, const tf_relayctl_config *config, int owner_pid, int timeout_ms)
+{
+  TF_ASSERT_ARG(undone);
+  TF_ASSERT_ARG(config);
+  *undone = 0;
+  tf_relayctl_request req;
+  tf_err rc = tf_relayctl_config_request(&req, config, TF_RELAYCTL_REFUSE, timeout_ms);
+  req.owner_pid = owner_pid;
+  return rc < 0 ? rc : tf_relayctl__unrefuse(undone, &req, config->total_quota);
+}
+
+tf_err tf_relayctl_config_running_version(uint32_t *version, const tf_relayctl_config *config, int timeout_ms)
+{
+  TF_ASSERT_ARG(version);
+  TF_ASSERT_ARG(config);
+  tf_relayctl_request req;
+  tf_err rc = tf_relayctl_config_request(&req, config, TF_RELAYCTL_COUNT, timeout_ms);
+  return rc < 0 ? rc : tf_relayctl__version(version, &req);
 }
 
 tf_relayctl_op tf_relayctl_drain_op(uint32_t version)

@@ -2,7 +2,9 @@
 
 One relay on 127.0.0.231 (listener 3901/udp, relays 63000-63199, CLI 15710), the agent on
 127.0.0.231:3950. The config comes from `turnfleet render --cli-port --cli-password-file`, the
-allocations from `turnfleet-probe --hold`. Run once per coturn version (ctest registers the
+allocations from `turnfleet-probe --hold`. The
+coturn container's preStop (which runs only for a pod being deleted) is played by writing its stop
+request `stopping` in the relay's run directory; the agent's preStop drains only for such a request. Run once per coturn version (ctest registers the
 host's 4.6.1 and 4.18 through tools/dev/turnserver-rootfs, one at a time). Every process is
 stopped by its PID; nothing is left running.
 usage: python3 test_agent.py TURNFLEET TURNFLEET_PROBE TURNSERVER COTURN_VERSION
@@ -64,7 +66,7 @@ class TestAgent(unittest.TestCase):
         ver = subprocess.run([TURNSERVER, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
         assert ver.split(".")[:2] == VERSION.split(".")[:2], "%s is coturn %r, not %s" % (TURNSERVER, ver, VERSION)
         p = lambda name: os.path.join(cls.dir, name)
-        cls.secret, cls.cli_pw, cls.conf, cls.marker = p("secret"), p("cli-password"), p("turnserver.conf"), p("run/drained")
+        cls.secret, cls.cli_pw, cls.conf = p("secret"), p("cli-password"), p("turnserver.conf")
         for path, text in ((cls.secret, SECRET), (cls.cli_pw, CLI_PASSWORD)):
             with open(path, "w") as f:
                 f.write(text + "\n")
@@ -77,8 +79,10 @@ class TestAgent(unittest.TestCase):
                                          check=True, capture_output=True, text=True).stdout)
         cls.relay = plan["relays"][0]["name"]
         state = p("state")
-        os.makedirs(os.path.join(state, cls.relay))
-        os.makedirs(p("run"))
+        # the pod's run directory: coturn's pidfile, the stop request and the marker
+        cls.rundir = os.path.join(state, cls.relay)
+        cls.marker, cls.request = os.path.join(cls.rundir, "drained"), os.path.join(cls.rundir, "stopping")
+        os.makedirs(cls.rundir)
         subprocess.run([TURNFLEET, "render", "-f", p("pool.yaml"), "--nodes", p("nodes.json"), "--relay", cls.relay,
                         "--secret-file", cls.secret, "--state-dir", state, "--log-file", p("turnserver.log"),
                         "--cli-port", "15710", "--cli-password-file", cls.cli_pw, "--out", cls.conf], check=True)
@@ -115,10 +119,11 @@ class TestAgent(unittest.TestCase):
     def agent(self, *extra):
         return [TURNFLEET, "agent", "--config", self.conf, "--coturn-version", VERSION, *extra]
 
-    def start_agent(self):
+    def start_agent(self, version=None):
         err = open(os.path.join(self.dir, "agent.err"), "a")
-        a = self.spawn(self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay,
-                                  "--interval", "0.2"), stdout=subprocess.DEVNULL, stderr=err)
+        a = self.spawn([TURNFLEET, "agent", "--config", self.conf, "--coturn-version", version or VERSION, "--listen",
+                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
+                       stdout=subprocess.DEVNULL, stderr=err)
         err.close()
         return a
 
@@ -147,6 +152,52 @@ class TestAgent(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         line = (r.stdout.strip().splitlines() or ["{}"])[0]
         return 0 if r.returncode == 0 else json.loads(line).get("errorCode")
+
+    def ask_drain(self, rid):
+        """What the coturn container's preStop does first: the stop request with its id."""
+        with open(self.request + ".new", "w") as f:
+            f.write(rid + "\n")
+        os.rename(self.request + ".new", self.request)
+        self.addCleanup(lambda: os.path.exists(self.request) and os.unlink(self.request))
+        self.addCleanup(lambda: os.path.exists(self.marker) and os.unlink(self.marker))
+
+    def marker_text(self):
+        with open(self.marker) as f:
+            return f.read()
+
+    def cli(self, *commands):
+        """coturn's CLI by hand (as an older agent or an operator would), the answers joined."""
+        s = socket.create_connection(("127.0.0.1", 15710), timeout=5)
+        out = b""
+
+        def until(*ends):
+            nonlocal out
+            buf = b""
+            while not any(buf.endswith(e) for e in ends):
+                d = s.recv(65536)
+                if not d:
+                    break
+                buf += d
+            out += buf
+        try:
+            until(b"password: \r\n", b"password: ")
+            s.sendall(CLI_PASSWORD.encode() + b"\r\n")
+            until(b"> ")
+            for c in commands:
+                s.sendall(c.encode() + b"\r\n")
+                until(b"> ")
+        finally:
+            s.close()
+        return out.decode(errors="replace")
+
+    def gauge(self, name):
+        code, text = get("/metrics")
+        m = re.search(r'(?m)^turnfleet_agent_%s\{namespace="media",pool="agent",relay="%s"\} (\d+)$'
+                      % (name, self.relay), text)
+        return int(m.group(1)) if code == 200 and m else None
+
+    def undone(self):
+        return self.gauge("drains_undone_total")
 
     def prestop(self, conf, deadline):
         """`agent prestop` to the end (bounded by the test's timeout, not asserted on time)."""
@@ -198,9 +249,11 @@ class TestAgent(unittest.TestCase):
         self.assertRegex(text, r'(?m)^turnfleet_agent_count_failures_total\{namespace="media",pool="agent",relay="%s"\} \d+$'
                          % self.relay)
         self.assertEqual(self.in_use(), 0)
+        self.assertEqual(self.gauge("coturn_version_mismatch"), 0)
         holder = self.hold(2)
         wait_for("2 allocations counted", lambda: self.in_use() == 2, 30)
 
+        self.ask_drain("2e1d")
         out = open(os.path.join(self.dir, "prestop.out"), "w+")
         prestop = self.spawn([TURNFLEET, "agent", "prestop", "--config", self.conf, "--coturn-version", VERSION,
                               "--marker", self.marker, "--deadline", "120"], stdout=out, stderr=subprocess.STDOUT)
@@ -217,8 +270,9 @@ class TestAgent(unittest.TestCase):
 
         self.stop(holder)  # releases both allocations
         self.assertEqual(prestop.wait(timeout=60), 0)
-        with open(self.marker) as f:
-            self.assertEqual(f.read(), "drained allocations=0\n")
+        # the marker answers this request: the agent never undid the drain it asked for
+        self.assertEqual(self.marker_text(), "request=2e1d\ndrained allocations=0\n")
+        self.assertEqual(self.undone(), 0)
         out.seek(0)
         said = out.read()
         out.close()
@@ -234,7 +288,6 @@ class TestAgent(unittest.TestCase):
             self.assertIsNone(ts.poll())  # 4.6.1 stays up: the kubelet stops it after the marker
             self.stop(ts)
         self.assertEqual(self.stop(agent), 0)
-        os.unlink(self.marker)
 
     def test_3_the_deadline_ends_the_wait(self):
         ts = self.start_turnserver()
@@ -242,22 +295,22 @@ class TestAgent(unittest.TestCase):
         wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
         holder = self.hold(1)
         wait_for("1 allocation counted", lambda: self.in_use() == 1, 30)
+        self.ask_drain("3")
         r = self.prestop(self.conf, "1.5")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("the deadline (1.5 s) passed first", r.stderr)
-        with open(self.marker) as f:
-            self.assertEqual(f.read(), "deadline allocations=1\n")
+        self.assertEqual(self.marker_text(), "request=3\ndeadline allocations=1\n")
         self.assertIsNone(ts.poll())  # still serving its allocation
         self.stop(holder)
         self.stop(ts)
         self.assertEqual(self.stop(agent), 0)
 
     def test_4_prestop_without_coturn_marks_at_once(self):
+        self.ask_drain("4")
         r = self.prestop(self.conf, "60")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("nothing to drain", r.stdout)
-        with open(self.marker) as f:
-            self.assertEqual(f.read(), "drained allocations=0\n")
+        self.assertEqual(self.marker_text(), "request=4\ndrained allocations=0\n")
 
     def test_5_the_password_goes_only_to_coturns_own_listener(self):
         # a decoy on a CLI port, and a config whose pidfile names a process that does not own it
@@ -287,7 +340,7 @@ class TestAgent(unittest.TestCase):
         t.start()
         try:
             other = self.spawn(["sleep", "60"])
-            pidfile = os.path.join(self.dir, "other.pid")
+            pidfile = os.path.join(self.rundir, "other.pid")  # the stop request stays beside it
             with open(pidfile, "w") as f:
                 f.write("%d\n" % other.pid)
             with open(self.conf) as f:
@@ -314,10 +367,10 @@ class TestAgent(unittest.TestCase):
                           % self.relay, text)
             self.assertTrue(m and int(m.group(1)) >= 1, text)
             self.assertNotIn("turnfleet_agent_ports_in_use{", text)
+            self.ask_drain("5")
             r = self.prestop(conf, "1")
             self.assertEqual(r.returncode, 1, r.stderr)
-            with open(self.marker) as f:
-                self.assertEqual(f.read(), "deadline allocations=unknown\n")
+            self.assertEqual(self.marker_text(), "request=5\ndeadline allocations=unknown\n")
             self.assertEqual(self.stop(agent), 0)
             err.close()
         finally:
@@ -325,6 +378,61 @@ class TestAgent(unittest.TestCase):
             t.join()
             decoy.close()
         self.assertEqual(got, [], "the decoy listener was contacted")
+
+    def test_6_a_prestop_without_a_stop_request_drains_nothing(self):
+        """A liveness kill runs only the agent's preStop: the relay keeps serving and is not marked."""
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
+        holder = self.hold(1)
+        wait_for("1 allocation counted", lambda: self.in_use() == 1, 30)
+        with open(self.marker, "w") as f:  # a stale marker of an earlier drain answers no new request
+            f.write("request=0ld\ndrained allocations=0\n")
+        self.addCleanup(lambda: os.path.exists(self.marker) and os.unlink(self.marker))
+        r = self.prestop(self.conf, "60")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("the pod is not being deleted", r.stdout)
+        self.assertIn("nothing drained", r.stdout)
+        self.assertEqual(self.marker_text(), "request=0ld\ndrained allocations=0\n")
+        self.assertEqual(self.refused_code(), 0)  # new Allocates are served
+        self.assertIsNone(ts.poll())
+        self.stop(holder)
+        wait_for("the allocation's release counted", lambda: self.in_use() == 0, 30)
+        self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
+
+    def test_7_a_refusal_found_while_not_being_deleted_is_undone(self):
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("/healthz 200", lambda: get("/healthz")[0] == 200, 30)
+        self.assertEqual(self.undone(), 0)
+        # what an older agent's preStop left after a liveness kill
+        self.assertIn("total-quota", self.cli("cc total-quota -1"))
+        wait_for("the refusal undone", lambda: self.undone() == 1, 30)
+        self.assertRegex(self.cli("pc"), r"Default total-quota: 0\b")
+        with open(os.path.join(self.dir, "agent.err")) as f:
+            self.assertIn("while its pod is not being deleted: undone", f.read())
+        self.assertEqual(self.refused_code(), 0)
+        # with the stop request there, a refusal is the drain it asked for: kept
+        self.ask_drain("7")
+        self.cli("cc total-quota -1")
+        wait_for("the refusal in force", lambda: (c := self.refused_code()) != 0 and c or time.sleep(0.5), 30)
+        self.assertRegex(self.cli("pc"), r"Default total-quota: 18446744073709551615|Default total-quota: -1")
+        self.assertEqual(self.undone(), 1)
+        self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
+
+    def test_8_a_running_version_other_than_the_rendered_one_is_reported(self):
+        ts = self.start_turnserver()
+        other = "4.6.1" if not VERSION.startswith("4.6.") else "4.18.0"
+        agent = self.start_agent(other)
+        wait_for("the mismatch reported", lambda: self.gauge("coturn_version_mismatch") == 1, 30)
+        with open(os.path.join(self.dir, "agent.err")) as f:
+            said = f.read()
+        self.assertIn("coturn %s runs (PID %d), but its config was rendered for %s" % (VERSION, ts.pid, other), said)
+        self.assertNotIn(CLI_PASSWORD, said)
+        self.stop(ts)
+        self.assertEqual(self.stop(agent), 0)
 
 
 if __name__ == "__main__":

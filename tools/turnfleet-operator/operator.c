@@ -703,13 +703,15 @@ static int read_inputs(op_controller *c, pool_inputs *in, const char *pool_json,
     if (sj) OPENSSL_cleanse(sj, strlen(sj));
     tf_free(sj);
     free(skey_path);
-    if (!value || !*value) {
+    int bad = value && tf_pool_check_secret(in->pool, prev, value, strlen(value)) < 0; /* names Secret and key */
+    if (!value || bad) {
       wipe_free(value);
       char msg[512];
-      snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s has no key %s", prev ? "previousSecretRef" : "secretRef",
-               sname, skey);
+      if (bad) snprintf(msg, sizeof(msg), "%s", tf_error_last()->message);
+      else snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s/%s has no key %s", prev ? "previousSecretRef" : "secretRef",
+                    ns, sname, skey);
       if (!prev) {
-        refuse(c, pool_json, ns, name, "SecretMissing", msg);
+        refuse(c, pool_json, ns, name, bad ? "SecretInvalid" : "SecretMissing", msg);
         return 1;
       }
       say(c, TF_LOG_WARN, "%s/%s: %s (the previous secret is optional)", ns, name, msg);

@@ -1,9 +1,14 @@
 /* turnfleet agent: the relay pod's sidecar. A thin driver of relayctl:
  *  - `agent` counts the relay's allocations through coturn's CLI every
  *    interval and serves /metrics and /healthz on the relay's own address;
- *  - `agent prestop` (the pod's preStop hook) drains the relay the way its
- *    coturn version can, waits for zero allocations or the deadline, then
- *    writes the drained marker the coturn container's preStop waits for.
+ *    while no stop request is there it undoes a refusal it finds (coturn <
+ *    4.6.3's drain): a relay whose pod is not being deleted is never drained;
+ *  - `agent prestop` (the agent container's preStop hook) drains the relay
+ *    the way its coturn version can only when the coturn container's preStop
+ *    asked for it (the `stopping` request beside the marker: that hook runs
+ *    only for a pod being deleted, a liveness kill of the agent runs only
+ *    this one), waits for zero allocations or the deadline, then writes the
+ *    drained marker answering that request, which the coturn hook waits for.
  * Where the CLI is and its password come from the relay's config file only,
  * never from argv or the environment. Exit: 0 done, 1 the operation failed
  * (prestop: the deadline passed first), 2 usage or bad input. */
@@ -33,6 +38,10 @@
 #define AGENT_CLI_TIMEOUT_MS 2000
 #define AGENT_DRAIN_TIMEOUT_MS 5000
 #define AGENT_PRESTOP_POLL_MS 500
+/* how long `agent prestop` waits for the coturn container's stop request: the kubelet starts every
+ * container's preStop of a deleted pod at once, so it is there within moments, or never */
+#define AGENT_REQUEST_WAIT_MS 10000
+#define AGENT_REQUEST_NAME "stopping"
 
 static const char agent_usage[] =
   "usage: turnfleet agent --config CONF --coturn-version V --listen ADDR:PORT\n"
@@ -43,9 +52,13 @@ static const char agent_usage[] =
   "         and serves /metrics and /healthz on ADDR:PORT, which must be one of the config's\n"
   "         listening-ip addresses. Sessions of REST user U (default turnfleet-operator: the\n"
   "         operator's Allocate probes) are not counted.\n"
-  "prestop: drains (coturn >= 4.6.3: CLI `drain`, new Allocates get 403; older: `cc total-quota -1`,\n"
-  "         486), waits until no allocation is left or S seconds passed, then writes FILE.\n"
-  "         Exit 0 drained, 1 the deadline passed first (FILE is written either way).\n"
+  "         While no stop request is there, a refusal (`cc total-quota -1`) it finds is undone.\n"
+  "prestop: only when the stop request DIR/stopping (DIR: FILE's directory; the coturn container's\n"
+  "         preStop writes it, an id a line) appears within 10 s: drains (coturn >= 4.6.3: CLI `drain`,\n"
+  "         new Allocates get 403; older: `cc total-quota -1`, 486), waits until no allocation is left\n"
+  "         or S seconds passed, then writes FILE (`request=ID`, then the outcome). Without a request\n"
+  "         (a restart of the agent container, not a deletion) nothing is drained and FILE is not\n"
+  "         written. Exit 0 drained or nothing asked, 1 the deadline passed first.\n"
   "CONF is the relay's rendered turnserver.conf: cli-port, cli-password and listening-ip are read\n"
   "from it. See docs/operator.md.\n";
 
@@ -161,10 +174,12 @@ typedef struct agent {
   int64_t count;        /* -1 until the first good count */
   int64_t counted_ms;   /* monotonic time of the last good count; 0: never */
   int64_t failures;     /* counts that failed, since the start */
+  int64_t undone;       /* refusals found and undone while the pod was not being deleted */
+  int mismatch;         /* 1: the running coturn is not the version its config was rendered for */
   char why[256];        /* the last failure, for /healthz (never holds the password) */
 } agent;
 
-static char *agent_metrics(agent *a, int64_t count, int64_t failures)
+static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t undone, int mismatch)
 {
   tf_metrics *m = NULL;
   char *text = NULL;
@@ -180,9 +195,16 @@ static char *agent_metrics(agent *a, int64_t count, int64_t failures)
                          "Relay ports the relay owns: addresses x ports in its range") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_COUNT_FAILURES, TF_METRIC_COUNTER,
                          "Counts through the coturn CLI that failed") == 0 &&
+      tf_metrics_declare(m, TF_METRIC_AGENT_VERSION_MISMATCH, TF_METRIC_GAUGE,
+                         "1 when the running coturn (its CLI banner) is not the version its config was rendered "
+                         "for (--coturn-version)") == 0 &&
+      tf_metrics_declare(m, TF_METRIC_AGENT_DRAINS_UNDONE, TF_METRIC_COUNTER,
+                         "Refusals of new Allocates found while the pod was not being deleted, and undone") == 0 &&
       (count < 0 || tf_metrics_add(m, TF_METRIC_AGENT_PORTS_IN_USE, names, values, 3, (double)count) == 0) &&
       tf_metrics_add(m, TF_METRIC_AGENT_PORTS_TOTAL, names, values, 3, total) == 0 &&
-      tf_metrics_add(m, TF_METRIC_AGENT_COUNT_FAILURES, names, values, 3, (double)failures) == 0)
+      tf_metrics_add(m, TF_METRIC_AGENT_COUNT_FAILURES, names, values, 3, (double)failures) == 0 &&
+      tf_metrics_add(m, TF_METRIC_AGENT_DRAINS_UNDONE, names, values, 3, (double)undone) == 0 &&
+      tf_metrics_add(m, TF_METRIC_AGENT_VERSION_MISMATCH, names, values, 3, (double)mismatch) == 0)
     (void)tf_metrics_to_text(&text, m);
   tf_metrics_free(m);
   return text;
@@ -196,12 +218,13 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
     return tool_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
   pthread_mutex_lock(&a->lock);
-  int64_t count = a->count, counted = a->counted_ms, failures = a->failures;
+  int64_t count = a->count, counted = a->counted_ms, failures = a->failures, undone = a->undone;
+  int mismatch = a->mismatch;
   char why[sizeof(a->why)];
   memcpy(why, a->why, sizeof(why));
   pthread_mutex_unlock(&a->lock);
   if (!strcmp(url, "/metrics")) {
-    char *text = agent_metrics(a, counted ? count : -1, failures);
+    char *text = agent_metrics(a, counted ? count : -1, failures, undone, mismatch);
     if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
     enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
     tf_free(text);
@@ -253,6 +276,54 @@ static int check_listen(const agent_args *args, const tf_relayctl_config *config
   return -1;
 }
 
+/* The stop request's path (malloc'd; NULL without memory): `stopping` in the pod's run directory, the
+ * one of coturn's pidfile (the rendered config always names one there), else of @p marker. */
+static char *request_path(const tf_relayctl_config *config, const char *marker)
+{
+  const char *pidfile = tf_relayctl_config_pidfile(config), *beside = pidfile ? pidfile : marker;
+  if (!beside) return NULL;
+  const char *slash = strrchr(beside, '/');
+  int dir = slash ? (int)(slash - beside) + 1 : 0;
+  char *path = malloc((size_t)dir + sizeof(AGENT_REQUEST_NAME));
+  if (path) memcpy(path, beside, (size_t)dir), memcpy(path + dir, AGENT_REQUEST_NAME, sizeof(AGENT_REQUEST_NAME));
+  return path;
+}
+
+/* Undo a refusal found while no stop request is there: the pod is not being deleted, so nothing may
+ * drain it (an older agent's preStop after a liveness kill did). When the request appeared during
+ * the exchange, the refusal is sent again: the drain it asked for may have been the one undone. */
+static void undo_refusal(agent *a, int owner, const char *request)
+{
+  int undone = 0;
+  if (access(request, F_OK) == 0 || tf_relayctl_config_unrefuse(&undone, a->config, owner, AGENT_CLI_TIMEOUT_MS) < 0 ||
+      !undone)
+    return;
+  if (access(request, F_OK) == 0) {
+    (void)relay_run(a->config, owner, TF_RELAYCTL_REFUSE, AGENT_CLI_TIMEOUT_MS, NULL);
+    return;
+  }
+  complain("drain", "%s", "coturn refused new Allocates (`cc total-quota -1`) while its pod is not being deleted: "
+                          "undone (total-quota set back to the config's)");
+  pthread_mutex_lock(&a->lock);
+  a->undone++;
+  pthread_mutex_unlock(&a->lock);
+}
+
+/* Compare the coturn that runs (a new process: @p owner) with the version its config was rendered for. */
+static void check_version(agent *a, int owner, uint32_t rendered)
+{
+  uint32_t running = 0;
+  if (tf_relayctl_config_running_version(&running, a->config, AGENT_CLI_TIMEOUT_MS) < 0) return;
+  int mismatch = running != rendered;
+  if (mismatch)
+    complain("--coturn-version", "coturn %u.%u.%u runs (PID %d), but its config was rendered for %s: the pool's "
+             "spec.dataplane.coturnVersion does not match its image", running >> 16, (running >> 8) & 0xff,
+             running & 0xff, owner, a->args->coturn_version);
+  pthread_mutex_lock(&a->lock);
+  a->mismatch = mismatch;
+  pthread_mutex_unlock(&a->lock);
+}
+
 static int agent_serve(const agent_args *args)
 {
   if (!args->config || !args->coturn_version || !args->listen || !args->namespace_ || !args->pool || !args->relay)
@@ -267,8 +338,10 @@ static int agent_serve(const agent_args *args)
   uint32_t version;
   if (load_version(args->coturn_version, &version) < 0) return EXIT_BAD_INPUT;
   if (!(a.config = load_config(args->config))) return EXIT_BAD_INPUT;
+  char *request = request_path(a.config, NULL);
   if (check_listen(args, a.config) < 0) {
     tf_relayctl_config_free(a.config);
+    free(request);
     return EXIT_BAD_INPUT;
   }
   pthread_mutex_init(&a.lock, NULL);
@@ -281,7 +354,7 @@ static int agent_serve(const agent_args *args)
     complain("--listen", "cannot serve on %s: %s", args->listen, strerror(errno));
     st = EXIT_FAILED;
   }
-  int was_ok = -1;
+  int was_ok = -1, checked = 0; /* checked: the coturn PID whose version was compared */
   while (!st) {
     int64_t n = -1;
     int owner;
@@ -290,6 +363,8 @@ static int agent_serve(const agent_args *args)
     if (coturn_pid(a.config, &owner, why, sizeof(why))) {
       rc = relay_count(a.config, owner, args->probe_user ? args->probe_user : "turnfleet-operator", &n);
       if (rc < 0) snprintf(why, sizeof(why), "the relay's CLI: %s", tf_error_last()->message);
+      if (rc == 0 && request) undo_refusal(&a, owner, request);
+      if (rc == 0 && owner != checked) check_version(&a, owner, version), checked = owner;
     }
     pthread_mutex_lock(&a.lock);
     if (rc == 0) {
@@ -313,6 +388,7 @@ static int agent_serve(const agent_args *args)
   if (sfd >= 0) close(sfd);
   pthread_mutex_destroy(&a.lock);
   tf_relayctl_config_free(a.config);
+  free(request);
   return st;
 }
 
@@ -329,6 +405,36 @@ static int write_marker(const char *path, const char *text)
   return rc;
 }
 
+/* Wait (until @p end, at most AGENT_REQUEST_WAIT_MS) for the coturn container's stop request beside
+ * @p marker: 1 with its id, 0 when none came (this container alone is stopped: not a deletion), -1 bad. */
+static int wait_request(const tf_relayctl_config *config, const char *marker, int64_t end, char *id, size_t size)
+{
+  char *path = request_path(config, marker);
+  if (!path) {
+    complain("prestop", "%s", "out of memory");
+    return -1;
+  }
+  int64_t until = up_now_ms() + AGENT_REQUEST_WAIT_MS;
+  if (end < until) until = end;
+  char *text = NULL;
+  while (!(text = tool_read_file(path, NULL, 256)) && up_now_ms() < until) usleep(100 * 1000);
+  if (!text) {
+    printf("%s: no stop request (%s) from the coturn container's preStop within %d s: the pod is not being "
+           "deleted (this container alone is stopped, as for a failed liveness probe): nothing drained\n",
+           PROG, path, AGENT_REQUEST_WAIT_MS / 1000);
+    fflush(stdout);
+    free(path);
+    return 0;
+  }
+  size_t n = strcspn(text, "\n");
+  int ok = n > 0 && n < size && strspn(text, "0123456789abcdefABCDEF-") == n;
+  if (ok) memcpy(id, text, n), id[n] = '\0';
+  else complain("prestop", "%s: not a request id (one line of hex digits and '-')", path);
+  free(text);
+  free(path);
+  return ok ? 1 : -1;
+}
+
 static int agent_prestop(const agent_args *args)
 {
   if (!args->config || !args->coturn_version || !args->marker || !args->deadline)
@@ -340,11 +446,22 @@ static int agent_prestop(const agent_args *args)
   uint32_t version;
   tf_relayctl_config *config = NULL;
   if (load_version(args->coturn_version, &version) < 0 || !(config = load_config(args->config))) {
-    /* nothing can be drained: do not keep the coturn container waiting for the grace period */
-    write_marker(args->marker, "failed: bad input\n");
+    /* nothing can be drained: do not keep a coturn container that asked waiting for the grace period */
+    char id[72], mark[128];
+    if (wait_request(NULL, args->marker, up_now_ms() + deadline_ms, id, sizeof(id)) > 0) {
+      snprintf(mark, sizeof(mark), "request=%s\nfailed: bad input\n", id);
+      write_marker(args->marker, mark);
+    }
+    tf_relayctl_config_free(config);
     return EXIT_BAD_INPUT;
   }
   int64_t end = up_now_ms() + deadline_ms;
+  char id[72];
+  int asked = wait_request(config, args->marker, end, id, sizeof(id));
+  if (asked <= 0) {
+    tf_relayctl_config_free(config);
+    return asked < 0 ? EXIT_BAD_INPUT : 0;
+  }
   tf_relayctl_op op = tf_relayctl_drain_op(version);
   const char *how = op == TF_RELAYCTL_DRAIN ? "`drain` (new Allocates get 403)" : "`cc total-quota -1` (new Allocates get 486)";
   int owner;
@@ -384,7 +501,7 @@ static int agent_prestop(const agent_args *args)
     usleep((useconds_t)((left < AGENT_PRESTOP_POLL_MS ? left : AGENT_PRESTOP_POLL_MS) * 1000));
   }
   tf_relayctl_config_free(config);
-  char text[96];
+  char text[96], mark[192];
   int drained = gone || n == 0;
   if (drained) snprintf(text, sizeof(text), "drained allocations=0\n");
   else if (n >= 0) snprintf(text, sizeof(text), "deadline allocations=%" PRId64 "\n", n);
@@ -392,7 +509,9 @@ static int agent_prestop(const agent_args *args)
   if (!drained) complain("prestop", "the deadline (%s s) passed first: %s", args->deadline, text);
   else printf("%s: %s", PROG, text);
   fflush(stdout);
-  if (write_marker(args->marker, text) < 0) return EXIT_FAILED;
+  /* the marker answers this request only: a later drain's coturn hook waits for its own id */
+  snprintf(mark, sizeof(mark), "request=%s\n%s", id, text);
+  if (write_marker(args->marker, mark) < 0) return EXIT_FAILED;
   return drained ? 0 : EXIT_FAILED;
 }
 

@@ -34,6 +34,10 @@ TF_BEGIN_DECL
 #define TF_METRIC_AGENT_PORTS_TOTAL "turnfleet_agent_ports_total"
 /** Agent counter: counts through coturn's CLI that failed. */
 #define TF_METRIC_AGENT_COUNT_FAILURES "turnfleet_agent_count_failures_total"
+/** Agent counter: refusals of new Allocates (coturn < 4.6.3's drain) found while the pod was not being deleted, and undone. */
+#define TF_METRIC_AGENT_DRAINS_UNDONE "turnfleet_agent_drains_undone_total"
+/** Agent gauge: 1 when the running coturn is not the version its config was rendered for. */
+#define TF_METRIC_AGENT_VERSION_MISMATCH "turnfleet_agent_coturn_version_mismatch"
 /** Driver gauge: the relay's ports in use as the driver last counted them. */
 #define TF_METRIC_RELAY_PORTS_IN_USE "turnfleet_relay_ports_in_use"
 /** Driver gauge: ports the relay owns. */

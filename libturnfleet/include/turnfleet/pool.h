@@ -174,6 +174,21 @@ TF_EXTERN(const char *) tf_pool_image(const tf_pool *pool);
  * @return 0, TF_ENOTFOUND when the ref is absent, TF_EINVALID
  */
 TF_EXTERN(tf_err) tf_pool_secret_ref(const tf_pool *pool, int previous, const char **name, const char **key);
+/** The largest shared secret accepted, in bytes (coturn reads a config line of at most 1023 bytes;
+ *  a REST secret needs far less than this). */
+#define TF_POOL_SECRET_MAX 512
+
+/**
+ * Check the shared secret read from the Secret of spec.auth.secretRef (@p previous 0) or
+ * previousSecretRef (@p previous 1), before it is rendered: not empty, at most
+ * TF_POOL_SECRET_MAX bytes, no line break, no double quote, no other control character.
+ * The message names the ref, the Secret (namespace/name) and its key, never the value:
+ * `spec.auth.secretRef: Secret media/s, key secret: 10485760 bytes, more than the cap of 512 bytes`.
+ * @param value the decoded value (secret material, borrowed); NULL: the key is absent
+ * @param len bytes in @p value (a NUL inside is refused)
+ * @return 0; TF_EINVALID with that message; TF_ENOTFOUND when the ref is absent
+ */
+TF_EXTERN(tf_err) tf_pool_check_secret(const tf_pool *pool, int previous, const char *value, size_t len);
 /** spec.listeners[i].tlsSecretRef.name; NULL when absent or out of range. Borrowed. */
 TF_EXTERN(const char *) tf_pool_listener_tls_secret(const tf_pool *pool, size_t i);
 /** Number of spec.nodeSelector entries (default: turnfleet.hzmi.dev/relay-node=true). */

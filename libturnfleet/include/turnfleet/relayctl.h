@@ -163,6 +163,33 @@ TF_EXTERN(tf_err) tf_relayctl_config_request(tf_relayctl_request *req, const tf_
                                              tf_relayctl_op op, int timeout_ms);
 
 /**
+ * Undo a refusal (TF_RELAYCTL_REFUSE, `cc total-quota -1`) on a relay that is
+ * not being stopped: one CLI session reads the default total-quota with `pc`
+ * and, when it is the refusal (coturn prints -1 as 18446744073709551615), sets
+ * it back to the config's `total-quota` (0, unlimited, when it has none). New
+ * Allocates are then served again within coturn's 5 s quota refresh. coturn
+ * >= 4.6.3's `drain` cannot be undone and `pc` does not show it: this only
+ * concerns the older drain.
+ * @param[out] undone 1 when the relay was refusing and was set back, else 0
+ * @param owner_pid as tf_relayctl_request.owner_pid (0: unchecked)
+ * @param timeout_ms the whole exchange's deadline (> 0)
+ * @return 0; TF_EPROTO when `pc` shows no `Default total-quota:` line or the
+ *         CLI did not confirm the change; as tf_relayctl_run() otherwise
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_unrefuse(int *undone, const tf_relayctl_config *config, int owner_pid,
+                                              int timeout_ms);
+
+/**
+ * The version of the coturn that runs, from its CLI's banner (`Coturn-4.18.0
+ * 'Gorst'`, printed before the password prompt): the password is never sent.
+ * @param[out] version tf_coturn_version_parse() form (0 on failure)
+ * @param timeout_ms the exchange's deadline (> 0)
+ * @return 0; TF_EPROTO when the banner names no version; as tf_relayctl_run() otherwise
+ */
+TF_EXTERN(tf_err) tf_relayctl_config_running_version(uint32_t *version, const tf_relayctl_config *config,
+                                                     int timeout_ms);
+
+/**
  * The drain of a coturn version: TF_RELAYCTL_DRAIN on coturn >= 4.6.3 (new
  * Allocates get 403 and the process exits by itself at zero allocations),
  * TF_RELAYCTL_REFUSE below (`cc total-quota -1`: 486; the process must be

@@ -1,0 +1,197 @@
+"""A relay pod that cannot be turned against its clients, end to end on the stand-in with real coturn.
+
+usage: /usr/bin/python3 tests/operator/test_operator_hardening.py BUILD_DIR COTURN_VERSION
+
+The helpers of test_operator_e2e.py and test_operator_lifecycle.py (imported as modules, their address
+constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :30601, nodes n1-n2 on
+127.0.10.241-242, relays on udp 30478 with ranges in 30100-30199, agents on :30700, coturn CLIs on
+127.0.0.1 30800-30899, operator metrics 127.0.10.240:30610-30611. One operator (operator-a).
+
+- a liveness kill of the agent runs only the agent's preStop: the relay is not drained, keeps its
+  allocations and serves new ones, and no marker is written;
+- a stale marker, then a real `kubectl delete pod` with an allocation held: the relay drains, and the
+  pod stays until the allocation is released (drainTimeout is far longer);
+- the seed's pool form (`dataplane.image` with a version tag, no `coturnVersion`) renders for the
+  coturn that runs: every relay counted exactly;
+- a shared secret past the cap (1 MiB) is refused with the Secret, its key and the cap named, in the
+  condition and an Event.
+
+Tests run in order and share the cluster; every process is stopped by its PID."""
+import os
+import signal
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_operator_e2e as e2e  # noqa: E402
+import test_operator_lifecycle as life  # noqa: E402  (api, container_pid, restarts; its constants replaced below)
+
+e2e.API_ADDR, e2e.API_PORT = "127.0.10.240", 30600
+e2e.CONTROL = "http://%s:%d" % (e2e.API_ADDR, e2e.API_PORT + 1)
+e2e.NODES = [("n1", "127.0.10.241"), ("n2", "127.0.10.242")]
+e2e.NS = "tfharden"
+e2e.METRICS = ["%s:%d" % (e2e.API_ADDR, 30610), "%s:%d" % (e2e.API_ADDR, 30611)]
+e2e.DRAIN_S = 120   # far past every step here: a pod that goes early went for its marker, not its deadline
+NS, POOL, SECRET = e2e.NS, e2e.POOL, e2e.SECRET1
+EXTRA = ["--agent-port", "30700", "--cli-port", "30800"]
+
+
+def pool_yaml(replicas, dataplane=None):
+    dataplane = dataplane or '{image: "coturn/coturn:%s", coturnVersion: "%s"}' % (e2e.VERSION, e2e.VERSION)
+    return ("apiVersion: turnfleet.hzmi.dev/v1alpha1\nkind: TURNPool\nmetadata: {name: %s, namespace: %s}\n"
+            "spec:\n  replicas: %d\n  dataplane: %s\n"
+            "  addressing: {mode: HostNetwork, family: IPv4}\n"
+            "  relayPortRange: {start: 30100, end: 30119}\n"
+            "  listeners:\n  - {name: turn, protocol: udp, port: 30478}\n"
+            "  auth:\n    realm: %s.turnfleet.test\n    secretRef: {name: %s-secret, key: secret}\n"
+            "  drainTimeout: %ds\n" % (POOL, NS, replicas, dataplane, POOL, POOL, e2e.DRAIN_S))
+
+
+def run_dir(pod):
+    """The pod's `run` emptyDir as the stand-in kubelet keeps it on the host."""
+    return os.path.join(e2e.TMP, "cluster", "kubelet", pod["spec"]["nodeName"], "pods", pod["metadata"]["uid"],
+                        "volumes", "run")
+
+
+def uri_of(pod):
+    return "turn:%s:30478?transport=udp" % pod["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+
+
+def refused(uri):
+    """The error code a new Allocate gets on uri now (0: served)."""
+    code, res = e2e.probe(uri, SECRET)
+    return 0 if code == 0 else res.get("errorCode")
+
+
+def events(reason, name):
+    return [ev for ev in e2e.kget("-n", NS, "events")["items"]
+            if ev.get("reason") == reason and ev["involvedObject"].get("name") == name]
+
+
+setUpModule, tearDownModule = e2e.setUpModule, e2e.tearDownModule
+
+
+class Hardening(e2e.OperatorE2E):
+    def converged(self, replicas, pool=POOL):
+        """replicas ready relay pods, each listed in turn-uris (the e2e helper expects its own listeners)."""
+        def ok():
+            pods = e2e.live(e2e.relay_pods(pool))
+            listed = {life.uri_host(u) for u in e2e.uris(pool) or []}
+            if len(pods) != replicas or not all(map(e2e.pod_ready, pods)):
+                return None
+            addrs = {p["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"] for p in pods}
+            return pods if addrs <= listed else None
+        return e2e.wait_for("%d relays ready and listed" % replicas, ok, 180)
+
+    def test_01_a_liveness_kill_of_the_agent_drains_nothing(self):
+        e2e.start_operator("a", *EXTRA)
+        e2e.kubectl("create", "secret", "generic", "-n", NS, POOL + "-secret", "--from-literal=secret=" + SECRET)
+        e2e.kubectl("apply", "-f", "-", input=pool_yaml(2))
+        pods = self.converged(2)
+        victim = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
+        name, uri = victim["metadata"]["name"], uri_of(victim)
+        path = "/api/v1/namespaces/%s/pods/%s" % (NS, name)
+        holder = e2e.hold(uri, SECRET, 1)
+        e2e.wait_for("the hold counted", lambda: (self.status_relays().get(name) or {}).get("allocations") == 1, 60)
+        before = life.restarts(life.api(path), "agent")
+        # a stopped agent answers no /healthz: three failed probes and the kubelet kills it, preStop first
+        pid = life.container_pid(life.api(path), "agent")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            e2e.wait_for("the liveness kill", lambda: events("Killing", name) and
+                         any("agent failed liveness probe" in ev["message"] for ev in events("Killing", name)), 120)
+        finally:
+            os.kill(pid, signal.SIGCONT)  # its SIGTERM, sent after the hook, is delivered now
+        e2e.wait_for("the agent restarted", lambda: life.restarts(life.api(path), "agent") > before, 120)
+        pod = life.api(path)
+        self.assertEqual(pod["metadata"]["uid"], victim["metadata"]["uid"])
+        self.assertIsNone(pod["metadata"].get("deletionTimestamp"))
+        # not drained: no marker, the allocation kept, new Allocates served, the relay counted again
+        self.assertFalse(os.path.exists(os.path.join(run_dir(pod), "drained")))
+        self.assertFalse(os.path.exists(os.path.join(run_dir(pod), "stopping")))
+        self.assertIsNone(holder.poll(), "the held allocation was cut")
+        self.assertEqual(refused(uri), 0)
+        e2e.wait_for("counted again", lambda: e2e.pod_ready(life.api(path)) and
+                     (self.status_relays().get(name) or {}).get("allocations") == 1, 90)
+        e2e.stop(holder)
+
+    def test_02_a_stale_marker_does_not_shorten_a_real_deletion(self):
+        pods = self.converged(2)
+        victim = sorted(pods, key=lambda p: p["metadata"]["name"])[1]
+        name, uri = victim["metadata"]["name"], uri_of(victim)
+        path = "/api/v1/namespaces/%s/pods/%s" % (NS, name)
+        holder = e2e.hold(uri, SECRET, 1)
+        e2e.wait_for("the hold counted", lambda: (self.status_relays().get(name) or {}).get("allocations") == 1, 60)
+        # a marker left by an earlier drain, in the old form and in the new one
+        marker = os.path.join(run_dir(victim), "drained")
+        for text in ("drained allocations=0\n", "request=0ld\ndrained allocations=0\n"):
+            with open(marker, "w") as f:
+                f.write(text)
+        e2e.kubectl("delete", "-n", NS, "pod", name, "--wait=false")
+        # the coturn container's preStop asked, the agent drained: new Allocates are refused
+        e2e.wait_for("the stop request", lambda: os.path.exists(os.path.join(run_dir(victim), "stopping")), 60)
+        want = 486 if e2e.VERSION.startswith("4.6.") else 403
+        e2e.wait_for("new Allocates refused", lambda: refused(uri) == want, 60)
+        # the held allocation keeps the pod: still there, the allocation alive (drainTimeout is 120 s)
+        pod = life.api(path)
+        self.assertEqual(pod["metadata"]["uid"], victim["metadata"]["uid"])
+        self.assertIsNotNone(pod["metadata"].get("deletionTimestamp"))
+        self.assertIsNone(holder.poll(), "the held allocation was cut before its release")
+        with open(marker) as f:
+            self.assertEqual(f.read(), "request=0ld\ndrained allocations=0\n")
+        e2e.stop(holder)  # its release ends the drain: the pod goes, the operator makes it again
+
+        def gone():
+            try:
+                return life.api(path)["metadata"]["uid"] != victim["metadata"]["uid"]
+            except Exception as e:  # 404 until it is made again
+                return "404" in str(e)
+        e2e.wait_for("the pod gone after the release", gone, 90)
+        self.converged(2)
+
+    def test_03_the_seeds_pool_form_is_counted_exactly(self):
+        # the stand-in maps *coturn*:4.6.1 to the host's 4.6.1 and any other 4.x tag to 4.18
+        image = "coturn/coturn:4.6.1" if e2e.VERSION.startswith("4.6.") else "coturn/coturn:%s-r0" % e2e.VERSION
+        e2e.kubectl("apply", "-f", "-", input=pool_yaml(2, '{image: "%s"}' % image))
+
+        def rolled():
+            pods = self.converged(2)
+            return pods if all(p["spec"]["containers"][0]["image"] == image for p in pods) else None
+        pods = e2e.wait_for("every relay on %s" % image, rolled, 240)
+        for p in pods:
+            self.assertIn("--coturn-version", p["spec"]["containers"][1]["command"])
+            cmd = p["spec"]["containers"][1]["command"]
+            self.assertEqual(cmd[cmd.index("--coturn-version") + 1], e2e.VERSION)
+        name = pods[0]["metadata"]["name"]
+        holder = e2e.hold(uri_of(pods[0]), SECRET, 2)
+        e2e.wait_for("2 allocations counted", lambda: (self.status_relays().get(name) or {}).get("allocations") == 2, 60)
+        relays = self.status_relays()
+        self.assertEqual(sorted(r["portsInUse"] is not None for r in relays.values()), [True, True], relays)
+        e2e.stop(holder)
+
+    def test_04_a_secret_past_the_cap_is_refused_naming_the_secret_and_key(self):
+        path = os.path.join(e2e.TMP, "big-secret")
+        with open(path, "w") as f:
+            f.write("b" * (1 << 20))
+        e2e.kubectl("create", "secret", "generic", "-n", NS, "big-secret", "--from-file=token=" + path)
+        text = pool_yaml(1).replace("name: %s, namespace" % POOL, "name: big, namespace").replace(
+            "secretRef: {name: %s-secret, key: secret}" % POOL, "secretRef: {name: big-secret, key: token}")
+        e2e.kubectl("apply", "-f", "-", input=text)
+        want = "spec.auth.secretRef: Secret %s/big-secret, key token: 1048576 bytes, more than the cap of 512 bytes" % NS
+        e2e.wait_for("SecretInvalid", lambda: e2e.cond(e2e.pool_obj("big"), "Ready").get("reason") == "SecretInvalid", 60)
+        self.assertEqual(e2e.cond(e2e.pool_obj("big"), "Ready")["message"], want)
+        e2e.wait_for("the Event", lambda: [ev for ev in e2e.kget("-n", NS, "events")["items"]
+                                           if ev.get("reason") == "SecretInvalid" and ev["message"] == want], 60)
+        self.assertEqual(e2e.relay_pods("big"), [])
+        e2e.kubectl("delete", "-n", NS, "turnpool", "big")
+
+
+def main():
+    # this suite's own cases, not the ones it inherits with the helpers
+    tests = unittest.TestLoader().loadTestsFromTestCase(Hardening)
+    e2e.run("test_operator_hardening.py", unittest.TestSuite(t for t in tests if t._testMethodName in Hardening.__dict__))
+
+
+if __name__ == "__main__":
+    main()
