@@ -1,19 +1,16 @@
-/* The operator's pure decisions (decide.h): JSON in, JSON out, no I/O. */
+/* The adapter's object helpers (adapter_internal.h): what to write for an
+ * owned object and the one write with its one retry, the steady status, the
+ * finalizer, the expectations, the CLI port slots. JSON in, JSON out; only
+ * tf_adapter__apply() does I/O. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/bio.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <turnfleet.h>
 
-#include "decide.h"
-
-#define GATE TF_MANIFEST_READINESS_GATE
+#include "adapter_internal.h"
+#include "internal.h"
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
@@ -22,24 +19,8 @@ static const char *str_at(const cJSON *o, const char *k)
   return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
 }
 
-void op_pod_clear(op_pod *p)
-{
-  if (!p) return;
-  free(p->name);
-  free(p->uid);
-  free(p->relay);
-  free(p->identity);
-  free(p->config_hash);
-  free(p->owner_uid);
-  free(p->gate_reason);
-  free(p->gate_message);
-  free(p->gate_since);
-  memset(p, 0, sizeof(*p));
-  p->gate = -1;
-  p->gate_index = -1;
-}
 
-int64_t op_time_parse(const char *text)
+int64_t tf_adapter__time_parse(const char *text)
 {
   int y, mo, d, h, mi, sec, used = 0;
   if (!text || sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19)
@@ -74,135 +55,7 @@ int64_t op_time_parse(const char *text)
   return t < 0 ? -1 : ((int64_t)t - offset_s) * 1000 + ms;
 }
 
-int op_pod_parse(op_pod *out, const char *json)
-{
-  memset(out, 0, sizeof(*out));
-  op_pod_clear(out);
-  cJSON *root = json ? cJSON_Parse(json) : NULL;
-  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
-  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(meta, "labels");
-  const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
-  const char *relay = str_at(labels, "turnfleet.hzmi.dev/relay");
-  const char *addr = str_at(ann, "turnfleet.hzmi.dev/relay-address");
-  const char *range = str_at(ann, "turnfleet.hzmi.dev/port-range");
-  if (!relay || !addr || !range || !str_at(meta, "name")) {
-    cJSON_Delete(root);
-    return -1;
-  }
-  size_t n = strlen(addr) + strlen(range) + 2;
-  out->identity = malloc(n);
-  if (out->identity) snprintf(out->identity, n, "%s/%s", addr, range);
-  out->name = dup_or_empty(str_at(meta, "name"));
-  out->uid = dup_or_empty(str_at(meta, "uid"));
-  out->relay = dup_or_empty(relay);
-  out->config_hash = dup_or_empty(str_at(ann, "turnfleet.hzmi.dev/config-hash"));
-  const cJSON *owners = cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences");
-  const cJSON *o;
-  const char *owner = NULL;
-  cJSON_ArrayForEach(o, owners)
-  {
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "controller"))) owner = str_at(o, "uid");
-  }
-  out->owner_uid = dup_or_empty(owner);
-  out->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
-                  !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
-  int64_t due = op_time_parse(str_at(meta, "deletionTimestamp"));
-  double grace = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "deletionGracePeriodSeconds"));
-  if (out->deleting && due > 0) out->deleting_since_ms = due - (grace == grace && grace > 0 ? (int64_t)grace * 1000 : 0);
-  const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
-  const char *phase = str_at(status, "phase");
-  out->finished = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
-  const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
-  out->has_conditions = cJSON_IsArray(conds);
-  int i = 0;
-  cJSON_ArrayForEach(o, conds)
-  {
-    const char *type = str_at(o, "type");
-    if (type && strcmp(type, "Ready") == 0) out->ready = str_at(o, "status") && strcmp(str_at(o, "status"), "True") == 0;
-    if (type && strcmp(type, GATE) == 0) {
-      const char *st = str_at(o, "status");
-      out->gate = st && strcmp(st, "True") == 0 ? 1 : 0;
-      out->gate_index = i;
-      free(out->gate_reason);
-      free(out->gate_message);
-      out->gate_reason = dup_or_empty(str_at(o, "reason"));
-      out->gate_message = dup_or_empty(str_at(o, "message"));
-      free(out->gate_since);
-      out->gate_since = dup_or_empty(str_at(o, "lastTransitionTime"));
-    }
-    i++;
-  }
-  const cJSON *c;
-  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "spec"), "containers"))
-  {
-    const char *cn = str_at(c, "name");
-    if (!cn || strcmp(cn, "agent") != 0) continue;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(c, "ports"))
-    {
-      const char *pn = str_at(p, "name");
-      double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "containerPort"));
-      if (pn && strcmp(pn, "agent") == 0 && v >= 1 && v <= 65535) out->agent_port = (uint16_t)v;
-    }
-  }
-  cJSON_Delete(root);
-  if (!out->identity || !out->name || !out->uid || !out->relay || !out->config_hash || !out->owner_uid ||
-      (out->gate >= 0 && (!out->gate_reason || !out->gate_message || !out->gate_since))) {
-    op_pod_clear(out);
-    return -1;
-  }
-  return 0;
-}
 
-char *op_gate_patch(const op_pod *pod, int ready, const char *reason, const char *message, const char *now,
-                    int *err)
-{
-  *err = 0;
-  if (pod->gate == (ready ? 1 : 0) && (!reason || (pod->gate_reason && strcmp(pod->gate_reason, reason) == 0)))
-    return NULL;
-  cJSON *ops = cJSON_CreateArray();
-  cJSON *cond = cJSON_CreateObject();
-  cJSON_AddStringToObject(cond, "type", GATE);
-  cJSON_AddStringToObject(cond, "status", ready ? "True" : "False");
-  cJSON_AddStringToObject(cond, "reason", reason ? reason : (ready ? "AllocateSucceeded" : "AllocateFailed"));
-  cJSON_AddStringToObject(cond, "message", message ? message : "");
-  /* the status unchanged (only the reason: Ready to Full), its lastTransitionTime stays */
-  int same = pod->gate == (ready ? 1 : 0) && pod->gate_since && *pod->gate_since;
-  cJSON_AddStringToObject(cond, "lastTransitionTime", same ? pod->gate_since : now);
-  char path[64];
-  if (pod->gate_index >= 0) {
-    snprintf(path, sizeof(path), "/status/conditions/%d/type", pod->gate_index);
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "op", "test");
-    cJSON_AddStringToObject(t, "path", path);
-    cJSON_AddStringToObject(t, "value", GATE);
-    cJSON_AddItemToArray(ops, t);
-    snprintf(path, sizeof(path), "/status/conditions/%d", pod->gate_index);
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "op", "replace");
-    cJSON_AddStringToObject(r, "path", path);
-    cJSON_AddItemToObject(r, "value", cond);
-    cJSON_AddItemToArray(ops, r);
-  } else if (pod->has_conditions) {
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "op", "add");
-    cJSON_AddStringToObject(a, "path", "/status/conditions/-");
-    cJSON_AddItemToObject(a, "value", cond);
-    cJSON_AddItemToArray(ops, a);
-  } else {
-    cJSON *a = cJSON_CreateObject();
-    cJSON *list = cJSON_CreateArray();
-    cJSON_AddItemToArray(list, cond);
-    cJSON_AddStringToObject(a, "op", "add");
-    cJSON_AddStringToObject(a, "path", "/status/conditions");
-    cJSON_AddItemToObject(a, "value", list);
-    cJSON_AddItemToArray(ops, a);
-  }
-  char *text = cJSON_PrintUnformatted(ops);
-  cJSON_Delete(ops);
-  if (!text) *err = 1;
-  return text;
-}
 
 static const cJSON *find_relay(const cJSON *relays, const char *name)
 {
@@ -215,7 +68,25 @@ static const cJSON *find_relay(const cJSON *relays, const char *name)
   return NULL;
 }
 
-char *op_status_stable(const char *desired, const char *observed_pool)
+static int by_name(const void *a, const void *b)
+{
+  const char *x = str_at(*(cJSON *const *)a, "name"), *y = str_at(*(cJSON *const *)b, "name");
+  return strcmp(x ? x : "", y ? y : "");
+}
+
+/* The relays in name order: an order that changed alone is no change of the status. */
+static void sort_by_name(cJSON *list)
+{
+  int n = cJSON_GetArraySize(list);
+  cJSON **items = n > 1 ? calloc((size_t)n, sizeof(*items)) : NULL;
+  if (!items) return;
+  for (int i = n - 1; i >= 0; i--) items[i] = cJSON_DetachItemFromArray(list, i);
+  qsort(items, (size_t)n, sizeof(*items), by_name);
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(list, items[i]);
+  free(items);
+}
+
+char *tf_adapter__status_stable(const char *desired, const char *observed_pool)
 {
   cJSON *want = cJSON_Parse(desired);
   if (!want) return NULL;
@@ -242,13 +113,14 @@ char *op_status_stable(const char *desired, const char *observed_pool)
       if (v) cJSON_ReplaceItemInObjectCaseSensitive(lp, keep[k], cJSON_Duplicate(v, 1));
     }
   }
+  sort_by_name(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(want, "status"), "relays"));
   char *out = cJSON_Print(want);
   cJSON_Delete(want);
   cJSON_Delete(seen);
   return out;
 }
 
-char *op_with_condition(const char *desired, const char *observed_pool, const char *type, const char *status,
+char *tf_adapter__with_condition(const char *desired, const char *observed_pool, const char *type, const char *status,
                         const char *reason, const char *message, const char *now)
 {
   cJSON *want = cJSON_Parse(desired), *seen = observed_pool ? cJSON_Parse(observed_pool) : NULL;
@@ -288,7 +160,7 @@ done:
   return out;
 }
 
-char *op_refused_status(const char *observed_pool, int64_t generation, const char *reason, const char *message,
+char *tf_adapter__refused_status(const char *observed_pool, int64_t generation, const char *reason, const char *message,
                         const char *now)
 {
   cJSON *seen = observed_pool ? cJSON_Parse(observed_pool) : NULL;
@@ -320,21 +192,21 @@ char *op_refused_status(const char *observed_pool, int64_t generation, const cha
   return out;
 }
 
-int op_object_write(char **update, char **path, const char *desired, const char *observed)
+int tf_adapter__diff(char **update, char **path, const char *desired, const char *observed)
 {
   *update = NULL;
   if (path) *path = NULL;
-  if (!observed) return OP_WRITE_CREATE;
+  if (!observed) return TF_ADAPTER__CREATE;
   int matches = 0;
   char *where = NULL;
   if (tf_manifest_matches(&matches, &where, desired, strlen(desired), observed, strlen(observed)) < 0) return -1;
   if (matches) {
     tf_free(where);
-    return OP_WRITE_NONE;
+    return TF_ADAPTER__NONE;
   }
   if (path) *path = where ? strdup(where) : NULL;
   tf_free(where);
-  char *rv = op_meta_string(observed, "resourceVersion");
+  char *rv = tf_adapter__meta_string(observed, "resourceVersion");
   cJSON *want = cJSON_Parse(desired);
   cJSON *meta = cJSON_GetObjectItemCaseSensitive(want, "metadata");
   int rc = -1;
@@ -342,14 +214,14 @@ int op_object_write(char **update, char **path, const char *desired, const char 
     cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
     cJSON_AddStringToObject(meta, "resourceVersion", rv);
     *update = cJSON_Print(want);
-    rc = *update ? OP_WRITE_UPDATE : -1;
+    rc = *update ? TF_ADAPTER__UPDATE : -1;
   }
   free(rv);
   cJSON_Delete(want);
   return rc;
 }
 
-uint16_t op_cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots, unsigned stride)
+uint16_t tf_adapter__cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots, unsigned stride)
 {
   uint32_t h = 2166136261u;
   const char *parts[] = {ns, "/", name};
@@ -358,7 +230,7 @@ uint16_t op_cli_port_base(const char *ns, const char *name, uint16_t base, unsig
   return (uint16_t)(base + stride * (slots ? h % slots : 0));
 }
 
-int64_t op_generation(const char *object)
+int64_t tf_adapter__generation(const char *object)
 {
   cJSON *root = cJSON_Parse(object);
   double g = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"),
@@ -367,7 +239,7 @@ int64_t op_generation(const char *object)
   return g == g && g > 0 ? (int64_t)g : 0;
 }
 
-char *op_meta_string(const char *object, const char *field)
+char *tf_adapter__meta_string(const char *object, const char *field)
 {
   cJSON *root = cJSON_Parse(object);
   char *out = dup_or_empty(str_at(cJSON_GetObjectItemCaseSensitive(root, "metadata"), field));
@@ -375,48 +247,18 @@ char *op_meta_string(const char *object, const char *field)
   return out;
 }
 
-int op_tls_pair_check(const char *crt, const char *key, char digest[65], char *why, size_t why_len)
-{
-  digest[0] = '\0';
-  BIO *cb = crt ? BIO_new_mem_buf(crt, -1) : NULL, *kb = key ? BIO_new_mem_buf(key, -1) : NULL;
-  X509 *cert = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
-  EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
-  int rc = -1;
-  if (!cert) snprintf(why, why_len, "tls.crt: %s", crt ? "no PEM certificate" : "missing");
-  else if (!pk) snprintf(why, why_len, "tls.key: %s", key ? "no PEM private key (or one with a passphrase)" : "missing");
-  else if (X509_check_private_key(cert, pk) != 1) snprintf(why, why_len, "tls.key: not the key of tls.crt");
-  else rc = 0;
-  if (rc == 0) {
-    unsigned char md[32];
-    unsigned int n = 0;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, crt, strlen(crt)) &&
-        EVP_DigestUpdate(ctx, key, strlen(key)) && EVP_DigestFinal_ex(ctx, md, &n) && n == 32) {
-      for (unsigned int i = 0; i < 32; i++) snprintf(digest + 2 * i, 3, "%02x", md[i]);
-    } else {
-      snprintf(why, why_len, "tls: cannot hash the certificate");
-      rc = -1;
-    }
-    EVP_MD_CTX_free(ctx);
-  }
-  X509_free(cert);
-  EVP_PKEY_free(pk);
-  BIO_free(cb);
-  BIO_free(kb);
-  return rc;
-}
 
-int64_t op_deletion_ms(const char *object)
+int64_t tf_adapter__deletion_ms(const char *object)
 {
   cJSON *root = cJSON_Parse(object);
   const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"),
                                                      "deletionTimestamp");
-  int64_t at = cJSON_IsString(ts) ? op_time_parse(ts->valuestring) : 0;
+  int64_t at = cJSON_IsString(ts) ? tf_adapter__time_parse(ts->valuestring) : 0;
   cJSON_Delete(root);
   return at < 0 ? 1 : at; /* a malformed time is still a deletion */
 }
 
-char *op_with_finalizer(const char *object, const char *finalizer, int want, int *err)
+char *tf_adapter__with_finalizer(const char *object, const char *finalizer, int want, int *err)
 {
   *err = 1;
   cJSON *root = cJSON_Parse(object);
@@ -453,10 +295,210 @@ done:
   return out;
 }
 
-int op_status_says(const char *object, const char *field)
+int tf_adapter__status_says(const char *object, const char *field)
 {
   cJSON *root = cJSON_Parse(object);
   int yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "status"), field));
   cJSON_Delete(root);
   return yes;
+}
+
+static char *what_text(const char *verb, const char *coll, const char *name, const char *path, const char *why)
+{
+  return tf_asprintf__("%s %s/%s%s%s%s%s%s", verb, coll, name, path ? " (" : "", path ? path : "",
+                       path ? " differs)" : "", why ? ": " : "", why ? why : "");
+}
+
+tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, const char *desired,
+                         const char *observed, int *written, char **what)
+{
+  if (written) *written = 0;
+  if (what) *what = NULL;
+  char *objpath = tf_asprintf__("%s/%s", coll, name), *fresh = NULL;
+  if (!objpath) return TF_ENOMEM;
+  tf_err rc = TF_OK;
+  const char *verb = "create";
+  char *path = NULL;
+  tf_kube_status *st = NULL;
+  /* at most two rounds: the write from what was observed, and after a 409 one from a fresh read */
+  for (int round = 0; round < 2; round++) {
+    char *update = NULL;
+    free(path);
+    path = NULL;
+    int kind = tf_adapter__diff(&update, &path, desired, round ? fresh : observed);
+    if (kind < 0) {
+      rc = tf_error__set(TF_EPROTO, "%s: cannot compare the observed object", objpath);
+      break;
+    }
+    if (kind == TF_ADAPTER__NONE) {
+      rc = TF_OK;
+      verb = NULL;
+      break;
+    }
+    tf_kube_status_free(st);
+    st = NULL;
+    verb = kind == TF_ADAPTER__CREATE ? "create" : "update";
+    rc = kind == TF_ADAPTER__CREATE ? tf_kube_create(kube, coll, desired, NULL, &st)
+                                    : tf_kube_update(kube, objpath, update, NULL, &st);
+    free(update);
+    if (rc != TF_ECONFLICT || round) break;
+    /* someone wrote it since it was read (or made it): read it once more, and write once more if it still
+     * differs */
+    tf_err g = tf_kube_get(kube, objpath, &fresh, NULL);
+    if (g == TF_ENOTFOUND) {
+      tf_free(fresh);
+      fresh = NULL;
+    } else if (g < 0) {
+      break;
+    }
+  }
+  if (rc == TF_OK && verb && written) *written = 1;
+  if (what && (verb || rc))
+    *what = what_text(verb ? verb : "write", coll, name, path, rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : NULL);
+  tf_kube_status_free(st);
+  tf_free(fresh);
+  free(path);
+  free(objpath);
+  return rc;
+}
+
+size_t tf_adapter__cli_collisions(const tf_adapter__pod *pods, size_t n, const char *owner_uid, char *why,
+                                  size_t why_len)
+{
+  size_t count = 0, used = 0;
+  if (why && why_len) why[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    const tf_adapter__pod *a = &pods[i];
+    if (strcmp(a->owner_uid, owner_uid) != 0 || !a->cli_port || !a->host_network || a->finished || !*a->node)
+      continue;
+    for (size_t j = 0; j < n; j++) {
+      const tf_adapter__pod *b = &pods[j];
+      if (j == i || b->cli_port != a->cli_port || !b->host_network || b->finished || strcmp(b->node, a->node) != 0)
+        continue;
+      /* a pair within the pool is named once */
+      if (strcmp(b->owner_uid, owner_uid) == 0 && j < i) continue;
+      count++;
+      if (why && why_len > used + 1) {
+        int k = snprintf(why + used, why_len - used, "%srelay %s and relay %s on node %s share CLI port %u",
+                         used ? "; " : "", a->name, b->name, a->node, a->cli_port);
+        used = k < 0 ? used : used + (size_t)k < why_len ? used + (size_t)k : why_len - 1;
+      }
+      break;
+    }
+  }
+  return count;
+}
+
+/* ---- expectations ---- */
+
+typedef struct tf_adapter__expectation {
+  char *key, *uid;
+  int deleting; /* 0: a create; 1: a delete */
+  int64_t due_ms;
+} tf_adapter__expectation;
+
+struct tf_adapter__expect {
+  int64_t ttl_ms;
+  tf_adapter__expectation *items;
+  size_t count;
+};
+
+tf_adapter__expect *tf_adapter__expect_new(int64_t ttl_ms)
+{
+  tf_adapter__expect *e = calloc(1, sizeof(*e));
+  if (e) e->ttl_ms = ttl_ms > 0 ? ttl_ms : 1;
+  return e;
+}
+
+static void expect_remove(tf_adapter__expect *e, size_t i)
+{
+  free(e->items[i].key);
+  free(e->items[i].uid);
+  e->items[i] = e->items[--e->count];
+}
+
+void tf_adapter__expect_free(tf_adapter__expect *e)
+{
+  if (!e) return;
+  while (e->count) expect_remove(e, 0);
+  free(e->items);
+  free(e);
+}
+
+static tf_adapter__expectation *expect_find(const tf_adapter__expect *e, const char *key, int deleting)
+{
+  for (size_t i = 0; e && i < e->count; i++)
+    if (e->items[i].deleting == deleting && strcmp(e->items[i].key, key) == 0) return &e->items[i];
+  return NULL;
+}
+
+static int expect_add(tf_adapter__expect *e, const char *key, const char *uid, int deleting, int64_t now_ms)
+{
+  tf_adapter__expectation *x = expect_find(e, key, deleting);
+  if (!x) {
+    tf_adapter__expectation *grown = realloc(e->items, (e->count + 1) * sizeof(*grown));
+    if (!grown) return -1;
+    e->items = grown;
+    x = &e->items[e->count];
+    memset(x, 0, sizeof(*x));
+    if (!(x->key = strdup(key))) return -1;
+    x->deleting = deleting;
+    e->count++;
+  }
+  char *u = strdup(uid ? uid : "");
+  if (!u) return -1;
+  free(x->uid);
+  x->uid = u;
+  x->due_ms = now_ms + e->ttl_ms;
+  return 0;
+}
+
+int tf_adapter__expect_create(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms)
+{
+  return e && key ? expect_add(e, key, uid, 0, now_ms) : -1;
+}
+
+int tf_adapter__expect_delete(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms)
+{
+  return e && key ? expect_add(e, key, uid, 1, now_ms) : -1;
+}
+
+void tf_adapter__expect_observe(tf_adapter__expect *e, const char *key, const char *uid, int deleting,
+                                int64_t now_ms)
+{
+  for (size_t i = 0; e && i < e->count;) {
+    tf_adapter__expectation *x = &e->items[i];
+    int mine = strcmp(x->key, key) == 0;
+    int settled = now_ms >= x->due_ms;
+    if (mine && !x->deleting) settled = settled || uid != NULL; /* the created pod (or another) is seen */
+    if (mine && x->deleting) settled = settled || !uid || deleting || strcmp(uid, x->uid) != 0;
+    if (settled && (mine || now_ms >= x->due_ms)) {
+      expect_remove(e, i);
+      continue;
+    }
+    i++;
+  }
+}
+
+const char *tf_adapter__expect_creating(const tf_adapter__expect *e, const char *key, int64_t now_ms)
+{
+  const tf_adapter__expectation *x = key ? expect_find(e, key, 0) : NULL;
+  return x && now_ms < x->due_ms ? x->uid : NULL;
+}
+
+int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms)
+{
+  const tf_adapter__expectation *x = key ? expect_find(e, key, 1) : NULL;
+  return x && now_ms < x->due_ms && uid && strcmp(uid, x->uid) == 0;
+}
+
+void tf_adapter__expect_forget(tf_adapter__expect *e, const char *key_prefix)
+{
+  for (size_t i = 0; e && i < e->count;) {
+    if (!key_prefix || strncmp(e->items[i].key, key_prefix, strlen(key_prefix)) == 0) {
+      expect_remove(e, i);
+      continue;
+    }
+    i++;
+  }
 }
