@@ -225,6 +225,9 @@ START_TEST(test_adapter__expectations)
   /* another relay's pod seen changes nothing for r1 */
   tf_adapter__expect_observe(e, "r2", "u9", 0, 200);
   ck_assert_str_eq(tf_adapter__expect_creating(e, "r1", 200), "u1");
+  /* the old pod of that name, being deleted, is no answer */
+  tf_adapter__expect_observe(e, "r1", "u0", 1, 250);
+  ck_assert_str_eq(tf_adapter__expect_creating(e, "r1", 250), "u1");
   /* seen: settled */
   tf_adapter__expect_observe(e, "r1", "u1", 0, 300);
   ck_assert_ptr_null(tf_adapter__expect_creating(e, "r1", 300));

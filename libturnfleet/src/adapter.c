@@ -19,6 +19,7 @@
 
 #include "adapter_internal.h"
 #include "internal.h"
+#include "kube_internal.h"
 
 #define GROUP_API "/apis/turnfleet.hzmi.dev/v1alpha1"
 #define STATE_DIR "/var/lib/turnfleet"
@@ -80,12 +81,6 @@ static void say(const tf_adapter *c, tf_log_level level, const char *fmt, ...)
   c->o.log(level, line, c->o.log_payload);
 }
 
-static int64_t mono_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t wall_ms(void)
 {
@@ -216,7 +211,7 @@ static int write_object(tf_adapter *c, const char *coll, const char *name, const
 static int delete_pod(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid, long grace)
 {
   char *path = NULL;
-  const int64_t now = mono_ms();
+  const int64_t now = tf_kube__now_ms();
   if (s && uid && *uid && tf_adapter__expect_deleting(s->expect, name, uid, now)) {
     say(c, TF_LOG_DEBUG, "pod %s/%s: its delete is sent, not seen yet: not sent again", ns, name);
     return 0;
@@ -718,7 +713,7 @@ static char *create_pod(tf_adapter *c, pool_state *s, const char *pool_json, con
   size_t i = rec ? rec_index(rec, relay) : (size_t)-1;
   if (i == (size_t)-1) return NULL;
   /* made already, and not in the pod cache yet: that pod is the relay's (no second create) */
-  const char *made_uid = tf_adapter__expect_creating(s->expect, relay, mono_ms());
+  const char *made_uid = tf_adapter__expect_creating(s->expect, relay, tf_kube__now_ms());
   if (made_uid) return strdup(made_uid);
   tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
   mo.pool_uid = uid;
@@ -749,7 +744,7 @@ static char *create_pod(tf_adapter *c, pool_state *s, const char *pool_json, con
       if (!out) event(c, pool_json, "Warning", "PodExists", "relay %s: a pod of that name exists and is not ours", relay);
     } else if (rc == 0) {
       out = tf_adapter__meta_string(made, "uid");
-      if (out) (void)tf_adapter__expect_create(s->expect, relay, out, mono_ms());
+      if (out) (void)tf_adapter__expect_create(s->expect, relay, out, tf_kube__now_ms());
       say(c, TF_LOG_INFO, "create pod %s/%s", ns, relay);
       const tf_engine_relay *v = view_of(s->engine, relay);
       event(c, pool_json, "Normal", "RelayCreated", "relay %s on %s/%u-%u", relay, v ? v->address : "?",
@@ -1195,7 +1190,7 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   if (g < 0 && g != TF_ENOTFOUND) goto out;
   if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
   claims(c, s, key, pool_json, uid);
-  int64_t now = mono_ms();
+  int64_t now = tf_kube__now_ms();
   observe(c, s, &pv, config_secret, now);
   if (deleted && !s->shutting) {
     /* every relay drains as in a scale to zero; what is left is stopped drainTimeout (+ the grace) after the
@@ -1250,7 +1245,7 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   int64_t next = tf_engine_next_ms(s->engine);
   for (size_t i = 0; i < s->pend_count; i++)
     if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
-  long delay = next > 0 ? (long)(next - mono_ms()) : 0;
+  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 0;
   if (delay < 50) delay = 50;
   /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */
   if (delay > 5000) delay = 5000;

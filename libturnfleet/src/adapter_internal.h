@@ -118,14 +118,15 @@ size_t tf_adapter__cli_collisions(const tf_adapter__pod *pods, size_t n, const c
                                   size_t why_len);
 
 /* Expectations: what this adapter asked the API server for and its caches do not show yet. A create of a
- * relay pod is expected until the pod cache holds a pod of that name; a delete until the cache holds none
+ * relay pod is expected until the pod cache holds that pod (or another of that name that is not being
+ * deleted); a delete until the cache holds none
  * with that uid, or its pod is being deleted. Either lapses after @p ttl_ms (the cache is then believed,
  * whatever it says). While a create is expected the relay is not created again; while a delete is, it is
  * not deleted again. */
 typedef struct tf_adapter__expect tf_adapter__expect;
 tf_adapter__expect *tf_adapter__expect_new(int64_t ttl_ms);
 void tf_adapter__expect_free(tf_adapter__expect *e);
-/* Record a create of pod @p key ("ns/name", uid @p uid) / a delete of pod @p key with uid @p uid. 0, -1. */
+/* Record a create of pod @p key (its name; uid @p uid) / a delete of pod @p key with uid @p uid. 0, -1. */
 int tf_adapter__expect_create(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
 int tf_adapter__expect_delete(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
 /* What the cache says of pod @p key: @p uid (NULL: absent), @p deleting. Settles what it shows. */
@@ -135,8 +136,6 @@ void tf_adapter__expect_observe(tf_adapter__expect *e, const char *key, const ch
 const char *tf_adapter__expect_creating(const tf_adapter__expect *e, const char *key, int64_t now_ms);
 /* 1 while a delete of pod @p key with @p uid was sent and the cache does not show it yet. */
 int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
-/* Forget every expectation under the prefix @p key_prefix (a pool gone: "ns/pool-"), or all (NULL). */
-void tf_adapter__expect_forget(tf_adapter__expect *e, const char *key_prefix);
 
 /* ---- adapter_work.c: probes and agent scrapes off the reconcile thread ---- */
 

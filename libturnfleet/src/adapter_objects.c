@@ -470,7 +470,8 @@ void tf_adapter__expect_observe(tf_adapter__expect *e, const char *key, const ch
     tf_adapter__expectation *x = &e->items[i];
     int mine = strcmp(x->key, key) == 0;
     int settled = now_ms >= x->due_ms;
-    if (mine && !x->deleting) settled = settled || uid != NULL; /* the created pod (or another) is seen */
+    /* the created pod is seen, or another that is not going (an old pod being deleted is no answer) */
+    if (mine && !x->deleting) settled = settled || (uid && (strcmp(uid, x->uid) == 0 || !deleting));
     if (mine && x->deleting) settled = settled || !uid || deleting || strcmp(uid, x->uid) != 0;
     if (settled && (mine || now_ms >= x->due_ms)) {
       expect_remove(e, i);
@@ -490,15 +491,4 @@ int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, co
 {
   const tf_adapter__expectation *x = key ? expect_find(e, key, 1) : NULL;
   return x && now_ms < x->due_ms && uid && strcmp(uid, x->uid) == 0;
-}
-
-void tf_adapter__expect_forget(tf_adapter__expect *e, const char *key_prefix)
-{
-  for (size_t i = 0; e && i < e->count;) {
-    if (!key_prefix || strncmp(e->items[i].key, key_prefix, strlen(key_prefix)) == 0) {
-      expect_remove(e, i);
-      continue;
-    }
-    i++;
-  }
 }

@@ -912,6 +912,16 @@ int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json)
   return 0;
 }
 
+/* One JSON Patch operation onto @p ops (@p value taken). */
+static void tf_man__patch_op(cJSON *ops, const char *op, const char *path, cJSON *value)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "op", op);
+  cJSON_AddStringToObject(o, "path", path);
+  cJSON_AddItemToObject(o, "value", value);
+  cJSON_AddItemToArray(ops, o);
+}
+
 char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *reason, const char *message, const char *now,
                     int *err)
 {
@@ -927,34 +937,18 @@ char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *
   /* the status unchanged (only the reason: Ready to Full), its lastTransitionTime stays */
   int same = pod->gate == (ready ? 1 : 0) && pod->gate_since && *pod->gate_since;
   cJSON_AddStringToObject(cond, "lastTransitionTime", same ? pod->gate_since : now);
-  char path[64];
+  char path[64], test[64];
   if (pod->gate_index >= 0) {
-    snprintf(path, sizeof(path), "/status/conditions/%d/type", pod->gate_index);
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "op", "test");
-    cJSON_AddStringToObject(t, "path", path);
-    cJSON_AddStringToObject(t, "value", TF_MANIFEST_READINESS_GATE);
-    cJSON_AddItemToArray(ops, t);
+    snprintf(test, sizeof(test), "/status/conditions/%d/type", pod->gate_index);
     snprintf(path, sizeof(path), "/status/conditions/%d", pod->gate_index);
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "op", "replace");
-    cJSON_AddStringToObject(r, "path", path);
-    cJSON_AddItemToObject(r, "value", cond);
-    cJSON_AddItemToArray(ops, r);
+    tf_man__patch_op(ops, "test", test, cJSON_CreateString(TF_MANIFEST_READINESS_GATE));
+    tf_man__patch_op(ops, "replace", path, cond);
   } else if (pod->has_conditions) {
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "op", "add");
-    cJSON_AddStringToObject(a, "path", "/status/conditions/-");
-    cJSON_AddItemToObject(a, "value", cond);
-    cJSON_AddItemToArray(ops, a);
+    tf_man__patch_op(ops, "add", "/status/conditions/-", cond);
   } else {
-    cJSON *a = cJSON_CreateObject();
     cJSON *list = cJSON_CreateArray();
     cJSON_AddItemToArray(list, cond);
-    cJSON_AddStringToObject(a, "op", "add");
-    cJSON_AddStringToObject(a, "path", "/status/conditions");
-    cJSON_AddItemToObject(a, "value", list);
-    cJSON_AddItemToArray(ops, a);
+    tf_man__patch_op(ops, "add", "/status/conditions", list);
   }
   char *text = cJSON_PrintUnformatted(ops);
   cJSON_Delete(ops);
