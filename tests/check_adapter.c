@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -296,6 +297,297 @@ START_TEST(test_adapter__cli_port_collisions)
 }
 END_TEST
 
+
+/* ---- one fact sequence, both runtimes ---- */
+
+#define PT0 100000 /* the synthetic monotonic clock starts here */
+#define PWALL 1715000000000LL
+#define POOL_UID "pool-uid-1"
+
+typedef struct fake_pod {
+  char *json; /* as built by tf_manifest_relay_pod, with the API server's and the kubelet's fields */
+  char uid[16];
+  int gate, deleting, gone;
+} fake_pod;
+
+static tf_engine *parity_engine(int replicas)
+{
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "metadata: {name: demo, namespace: media}\n"
+           "spec:\n"
+           "  replicas: %d\n"
+           "  dataplane: {coturnVersion: \"4.6.1\"}\n"
+           "  relayPortRange: {start: 49152, end: 49159}\n"
+           "  auth: {realm: demo.example.com, secretRef: {name: s}}\n"
+           "  drainTimeout: 30s\n",
+           replicas);
+  static const char *secrets[] = {"s3cr3t"};
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = secrets;
+  co.secrets_count = 1;
+  co.state_dir = "/var/lib/turnfleet";
+  co.cli_port = 15890;
+  co.cli_password = "clipw";
+  tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+  eo.coturn = &co;
+  eo.probe_interval_ms = 1000;
+  eo.publish_delay_ms = 500;
+  tf_engine *e = NULL;
+  TF_OK_OR_FAIL(tf_engine_new(&e, tf_test_pool(text), tf_test_relay_nodes(3), &eo));
+  return e;
+}
+
+/* What the API server and the kubelet add to a built pod: its uid, phase, the Ready condition (True once
+ * the readiness gate is), the gate as the adapter patches it, a deletionTimestamp once deleted. */
+static void pod_status(fake_pod *fp, int64_t now)
+{
+  cJSON *root = cJSON_Parse(fp->json);
+  cJSON *md = cJSON_GetObjectItem(root, "metadata");
+  cJSON_DeleteItemFromObject(md, "uid");
+  cJSON_AddStringToObject(md, "uid", fp->uid);
+  if (fp->deleting && !cJSON_GetObjectItem(md, "deletionTimestamp")) {
+    char ts[32];
+    time_t t = (time_t)((PWALL + now) / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(md, "deletionTimestamp", ts);
+    cJSON_AddNumberToObject(md, "deletionGracePeriodSeconds", 0);
+  }
+  cJSON_DeleteItemFromObject(root, "status");
+  cJSON *st = cJSON_AddObjectToObject(root, "status");
+  cJSON_AddStringToObject(st, "phase", "Running");
+  cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
+  cJSON *ready = cJSON_CreateObject();
+  cJSON_AddStringToObject(ready, "type", "Ready");
+  cJSON_AddStringToObject(ready, "status", fp->gate == 1 && !fp->deleting ? "True" : "False");
+  cJSON_AddItemToArray(conds, ready);
+  if (fp->gate >= 0) {
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddStringToObject(g, "type", TF_MANIFEST_READINESS_GATE);
+    cJSON_AddStringToObject(g, "status", fp->gate ? "True" : "False");
+    cJSON_AddStringToObject(g, "reason", fp->gate ? "AllocateSucceeded" : "AllocateFailed");
+    cJSON_AddStringToObject(g, "message", "");
+    cJSON_AddStringToObject(g, "lastTransitionTime", "2024-05-01T12:00:00Z");
+    cJSON_AddItemToArray(conds, g);
+  }
+  free(fp->json);
+  fp->json = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+}
+
+static size_t rec_at(const tf_reconcile *rec, const char *name)
+{
+  for (size_t i = 0; i < tf_reconcile_relay_count(rec); i++)
+    if (strcmp(tf_reconcile_relay_name(rec, i), name) == 0) return i;
+  ck_abort_msg("relay %s not in the reconcile", name);
+  return 0;
+}
+
+static fake_pod *pod_named(fake_pod *pods, size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++) {
+    tf_adapter__pod p;
+    if (pods[i].gone || tf_adapter__pod_parse(&p, pods[i].json) < 0) continue;
+    int same = strcmp(p.name, name) == 0;
+    tf_adapter__pod_clear(&p);
+    if (same) return &pods[i];
+  }
+  return NULL;
+}
+
+/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed @p probe_ok,
+ * counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion; its
+ * STOP done once the pod is gone; its gates follow its engine's relay states. */
+static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now, int probe_ok,
+                       int64_t count)
+{
+  ck_assert_uint_eq(tf_engine_action_count(up), tf_engine_action_count(op));
+  for (size_t k = 0; k < tf_engine_action_count(up); k++) {
+    const tf_engine_action *a = tf_engine_action_at(up, k), *b = tf_engine_action_at(op, k);
+    ck_assert_str_eq(tf_engine_action_name(a->kind), tf_engine_action_name(b->kind));
+    ck_assert_str_eq(a->relay, b->relay);
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%zu", 4000 + *npods);
+    switch (a->kind) {
+    case TF_ENGINE_START:
+    case TF_ENGINE_RESTART: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, pid, now));
+      tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+      mo.pool_uid = POOL_UID;
+      mo.agent_image = "registry.test/turnfleet:0.3.0";
+      fake_pod *fp = &pods[(*npods)++];
+      memset(fp, 0, sizeof(*fp));
+      fp->gate = -1;
+      snprintf(fp->uid, sizeof(fp->uid), "uid-%zu", *npods);
+      char *body = NULL;
+      const tf_reconcile *rec = tf_engine_reconcile(op);
+      TF_OK_OR_FAIL(tf_manifest_relay_pod(&body, tf_engine_pool(op), rec, rec_at(rec, b->relay), &mo));
+      fp->json = strdup(body);
+      tf_free(body);
+      pod_status(fp, now);
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, fp->uid, now));
+      break;
+    }
+    case TF_ENGINE_DRAIN: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, NULL, now));
+      fake_pod *fp = pod_named(pods, *npods, b->relay);
+      ck_assert_ptr_nonnull(fp);
+      fp->deleting = 1;
+      pod_status(fp, now);
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, NULL, now));
+      break;
+    }
+    case TF_ENGINE_STOP: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, NULL, now));
+      fake_pod *fp = pod_named(pods, *npods, b->relay);
+      if (fp) fp->gone = 1;
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, NULL, now));
+      break;
+    }
+    case TF_ENGINE_PROBE:
+      TF_OK_OR_FAIL(tf_engine_probe_done(up, a->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      TF_OK_OR_FAIL(tf_engine_probe_done(op, b->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      break;
+    case TF_ENGINE_COUNT:
+      TF_OK_OR_FAIL(tf_engine_count_done(up, a->id, count, now));
+      TF_OK_OR_FAIL(tf_engine_count_done(op, b->id, count, now));
+      break;
+    }
+  }
+  /* the adapter's gates: True for a ready (or full) relay, False after a failed probe */
+  for (size_t i = 0; i < tf_engine_relay_count(op); i++) {
+    const tf_engine_relay *v = tf_engine_relay_at(op, i);
+    fake_pod *fp = pod_named(pods, *npods, v->name);
+    if (!fp || fp->deleting || !v->probe_ms) continue;
+    int gate = v->state == TF_ENGINE_RELAY_READY || v->state == TF_ENGINE_RELAY_FULL;
+    if (gate != fp->gate) {
+      fp->gate = gate;
+      pod_status(fp, now);
+    }
+  }
+}
+
+/* The operator's round: every pod in its cache read back into facts. */
+static void parity_observe(tf_engine *op, fake_pod *pods, size_t npods, int64_t now)
+{
+  for (size_t i = 0; i < npods; i++) {
+    if (pods[i].gone) continue; /* its STOP was done when it went, as the adapter does */
+    tf_adapter__pod p;
+    ck_assert_int_eq(tf_adapter__pod_parse(&p, pods[i].json), 0);
+    tf_engine_relay_facts f;
+    tf_adapter__pod_facts(&f, &p, PWALL + now, now);
+    TF_OK_OR_FAIL(tf_engine_observe(op, &f, now));
+    tf_adapter__pod_clear(&p);
+  }
+}
+
+/* The same relay states and conditions; the operator's URIs are up's (@p same_uris) or among them: it
+ * publishes a relay one round later, once the kubelet made its pod Ready after the gate went True (so that
+ * turn-uris never lists a pod that is not Ready). */
+static void parity_same(const tf_engine *up, const tf_engine *op, const char *when, int same_uris)
+{
+  ck_assert_uint_eq(tf_engine_relay_count(up), tf_engine_relay_count(op));
+  for (size_t i = 0; i < tf_engine_relay_count(up); i++) {
+    const tf_engine_relay *a = tf_engine_relay_at(up, i), *b = NULL;
+    for (size_t j = 0; j < tf_engine_relay_count(op); j++)
+      if (strcmp(tf_engine_relay_at(op, j)->name, a->name) == 0) b = tf_engine_relay_at(op, j);
+    ck_assert_msg(b, "%s: relay %s only under up", when, a->name);
+    ck_assert_msg(a->state == b->state, "%s: relay %s is %s under up, %s under the operator", when, a->name,
+                  tf_engine_relay_state_name(a->state), tf_engine_relay_state_name(b->state));
+  }
+  const tf_reconcile *ra = tf_engine_reconcile(up), *rb = tf_engine_reconcile(op);
+  if (same_uris) ck_assert_msg(tf_reconcile_uri_count(ra) == tf_reconcile_uri_count(rb), "%s: %zu URIs under up, "
+                               "%zu under the operator", when, tf_reconcile_uri_count(ra), tf_reconcile_uri_count(rb));
+  for (size_t i = 0; i < tf_reconcile_uri_count(rb); i++) {
+    int found = 0;
+    for (size_t j = 0; j < tf_reconcile_uri_count(ra); j++) found |= strcmp(tf_reconcile_uri(ra, j), tf_reconcile_uri(rb, i)) == 0;
+    ck_assert_msg(found, "%s: %s published by the operator only", when, tf_reconcile_uri(rb, i));
+  }
+  ck_assert_uint_eq(tf_reconcile_condition_count(ra), tf_reconcile_condition_count(rb));
+  for (size_t i = 0; i < tf_reconcile_condition_count(ra); i++) {
+    const char *ta, *sa, *rsa, *tb, *sb, *rsb;
+    TF_OK_OR_FAIL(tf_reconcile_condition(ra, i, &ta, &sa, &rsa, NULL, NULL));
+    TF_OK_OR_FAIL(tf_reconcile_condition(rb, i, &tb, &sb, &rsb, NULL, NULL));
+    ck_assert_str_eq(ta, tb);
+    ck_assert_msg(strcmp(sa, sb) == 0 && strcmp(rsa, rsb) == 0, "%s: %s is %s/%s under up, %s/%s under the operator",
+                  when, ta, sa, rsa, sb, rsb);
+  }
+}
+
+/* One fact sequence through both runtimes: `turnfleet up` acknowledges its processes and probes directly;
+ * the operator reads the same facts back from the relay pods it built (tf_manifest_relay_pod, the kubelet's
+ * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, scale down with a drain,
+ * stop: the same actions, relay states, published URIs and conditions at every step. */
+START_TEST(test_adapter__both_runtimes_decide_the_same)
+{
+  tf_engine *up = parity_engine(3), *op = parity_engine(3);
+  fake_pod pods[16];
+  size_t npods = 0;
+  int64_t t = PT0;
+  const char *steps[] = {"start", "probe", "ready (the gates go True)", "published", "counted"};
+  for (size_t k = 0; k < 5; k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    parity_same(up, op, steps[k], k != 2);
+    if (k == 2) { /* up serves its relays at once; the operator's pods are not Ready yet */
+      ck_assert_uint_gt(tf_reconcile_uri_count(tf_engine_reconcile(up)), 0);
+      ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(op)), 0);
+    }
+    if (k == 4) {
+      /* a new leader: an engine made anew from the pods alone (no probe of its own yet) decides as up does */
+      tf_engine *fresh = parity_engine(3);
+      parity_observe(fresh, pods, npods, t);
+      TF_OK_OR_FAIL(tf_engine_step(fresh, t, PWALL + t));
+      parity_same(up, fresh, "a new leader's first step", 1);
+      for (size_t i = 0; i < tf_engine_action_count(fresh); i++) /* nothing started, drained or stopped again */
+        ck_assert_msg(tf_engine_action_at(fresh, i)->kind == TF_ENGINE_PROBE ||
+                      tf_engine_action_at(fresh, i)->kind == TF_ENGINE_COUNT, "a new leader's %s",
+                      tf_engine_action_name(tf_engine_action_at(fresh, i)->kind));
+      tf_engine_free(fresh);
+    }
+    parity_ack(up, op, pods, &npods, t, 1, 0);
+  }
+  const size_t uris = tf_reconcile_uri_count(tf_engine_reconcile(up)); /* each relay's listeners */
+  ck_assert_uint_eq(uris % 3, 0);
+  ck_assert_uint_gt(uris, 0);
+  /* scale down to 2: one relay drains (its URI first, then its pod), then stops */
+  char *pool_json = NULL;
+  TF_OK_OR_FAIL(tf_pool_to_json(&pool_json, tf_engine_pool(up)));
+  char *smaller = strdup(pool_json);
+  char *at = strstr(smaller, "\"replicas\":");
+  ck_assert_ptr_nonnull(at);
+  at[strlen("\"replicas\":")] = '2';
+  tf_pool *pa = NULL, *pb = NULL;
+  TF_OK_OR_FAIL(tf_pool_parse(&pa, smaller, strlen(smaller), TF_FORMAT_JSON));
+  TF_OK_OR_FAIL(tf_pool_parse(&pb, smaller, strlen(smaller), TF_FORMAT_JSON));
+  TF_OK_OR_FAIL(tf_engine_set_pool(up, pa));
+  TF_OK_OR_FAIL(tf_engine_set_pool(op, pb));
+  int drained = 0, stopped = 0;
+  for (size_t k = 0; k < 12; k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    parity_same(up, op, "scale-down", 1);
+    for (size_t i = 0; i < tf_engine_action_count(up); i++) {
+      drained += tf_engine_action_at(up, i)->kind == TF_ENGINE_DRAIN;
+      stopped += tf_engine_action_at(up, i)->kind == TF_ENGINE_STOP;
+    }
+    parity_ack(up, op, pods, &npods, t, 1, 0);
+  }
+  ck_assert_int_eq(drained, 1);
+  ck_assert_int_eq(stopped, 1);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(up)), uris / 3 * 2);
+  for (size_t i = 0; i < npods; i++) free(pods[i].json);
+  tf_free(pool_json);
+  free(smaller);
+  tf_engine_free(up);
+  tf_engine_free(op);
+}
+END_TEST
+
 /* ---- the one write and its one retry, against the API stand-in (127.0.9.1:29000, control 29001) ---- */
 
 static tf_test_cluster ad_kt;
@@ -389,6 +681,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__status_order_and_times_alone_are_no_change);
   tcase_add_test(tc, test_adapter__expectations);
   tcase_add_test(tc, test_adapter__cli_port_collisions);
+  tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);

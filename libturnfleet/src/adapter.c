@@ -794,27 +794,10 @@ static void observe(tf_adapter *c, pool_state *s, const pods_view *pv, const cha
     if (seen) seen[ns++] = strdup(p->name);
     tf_adapter__expect_observe(s->expect, p->name, p->uid, p->deleting, now);
     if (pend_for(s, p->name)) continue;
-    tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
-    f.name = p->name;
-    f.id = p->uid;
-    f.running = !p->finished;
-    f.identity = p->identity;
-    f.config_hash = p->config_hash;
-    f.cli_port = observed_cli_port(config_secret, p->name);
-    /* what the API says of it stands for what this process has not seen itself (a new leader): a pod being
-     * deleted is draining since its deletion was asked, and its readiness gate is its last probe outcome */
-    if (p->deleting) {
-      int64_t ago = p->deleting_since_ms > 0 ? wall - p->deleting_since_ms : 0;
-      f.draining = 1;
-      f.draining_since_ms = ago <= 0 ? now : ago < now ? now - ago : 1;
-    }
-    f.held_back = !p->ready; /* published once the kubelet has seen its gate: turn-uris lists Ready pods only */
-    if (p->gate >= 0) {
-      int full = p->gate == 1 && p->gate_reason && strcmp(p->gate_reason, TF_POD__GATE_FULL) == 0;
-      f.probe_ok = p->gate == 1 && !full;
-      f.probe_error_code = full ? 508 : 0;
-      f.probe_message = p->gate_message;
-    }
+    tf_engine_relay_facts f;
+    tf_adapter__pod_facts(&f, p, wall, now);
+    /* a pod made before the cli-port annotation: the port its config in <pool>-relay-config has */
+    if (!f.cli_port) f.cli_port = observed_cli_port(config_secret, p->name);
     if (tf_engine_observe(s->engine, &f, now) < 0)
       say(c, TF_LOG_WARN, "%s: pod %s: %s", s->key, p->name, tf_error_last()->message);
   }

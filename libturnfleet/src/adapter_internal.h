@@ -57,6 +57,12 @@ char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *
 
 /* ---- adapter_objects.c ---- */
 
+/* The engine facts of a parsed relay pod (@p f borrows its strings): its identity, config hash and CLI port
+ * from the annotations; running unless finished; a pod being deleted is draining since its deletion was
+ * asked (@p wall_ms the Unix clock, @p now_ms the engine's); held back from the URIs until the pod is Ready
+ * (the kubelet has seen its gate); its readiness gate as the last probe outcome (RelayFull: a 508). */
+void tf_adapter__pod_facts(tf_engine_relay_facts *f, const tf_adapter__pod *p, int64_t wall_ms, int64_t now_ms);
+
 /* The status body @p desired (tf_manifest_status()) with each relay's lastProbe.time (and a pass's message)
  * taken from @p observed_pool's status where that relay's probe outcome (ok, errorCode) did not change, and
  * each condition's lastTransitionTime kept where its status did not: the status records outcomes and when

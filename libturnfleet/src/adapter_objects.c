@@ -68,6 +68,32 @@ static const cJSON *find_relay(const cJSON *relays, const char *name)
   return NULL;
 }
 
+void tf_adapter__pod_facts(tf_engine_relay_facts *f, const tf_adapter__pod *p, int64_t wall_ms, int64_t now_ms)
+{
+  tf_engine_relay_facts init = TF_ENGINE_RELAY_FACTS_INIT;
+  *f = init;
+  f->name = p->name;
+  f->id = p->uid;
+  f->running = !p->finished;
+  f->identity = p->identity;
+  f->config_hash = p->config_hash;
+  f->cli_port = p->cli_port;
+  /* what the API says of it stands for what this process has not seen itself (a new leader): a pod being
+   * deleted is draining since its deletion was asked, and its readiness gate is its last probe outcome */
+  if (p->deleting) {
+    int64_t ago = p->deleting_since_ms > 0 ? wall_ms - p->deleting_since_ms : 0;
+    f->draining = 1;
+    f->draining_since_ms = ago <= 0 ? now_ms : ago < now_ms ? now_ms - ago : 1;
+  }
+  f->held_back = !p->ready; /* published once the kubelet has seen its gate: turn-uris lists Ready pods only */
+  if (p->gate >= 0) {
+    int full = p->gate == 1 && p->gate_reason && strcmp(p->gate_reason, TF_POD__GATE_FULL) == 0;
+    f->probe_ok = p->gate == 1 && !full;
+    f->probe_error_code = full ? 508 : 0;
+    f->probe_message = p->gate_message;
+  }
+}
+
 static int by_name(const void *a, const void *b)
 {
   const char *x = str_at(*(cJSON *const *)a, "name"), *y = str_at(*(cJSON *const *)b, "name");
