@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "adapter_internal.h"
 #include "tf_test.h"
 
 #define NODE(name, addrs, ann)                                                                               \
@@ -687,6 +688,142 @@ START_TEST(test_manifest__event_names_are_stable)
 }
 END_TEST
 
+static const char pod_json[] =
+  "{\"metadata\":{\"name\":\"edge-relay-mb7l6\",\"namespace\":\"media\",\"uid\":\"u-1\","
+  "\"labels\":{\"turnfleet.hzmi.dev/pool\":\"edge\",\"turnfleet.hzmi.dev/relay\":\"edge-relay-mb7l6\"},"
+  "\"annotations\":{\"turnfleet.hzmi.dev/relay-address\":\"203.0.113.7\",\"turnfleet.hzmi.dev/port-range\":"
+  "\"49152-49200\",\"turnfleet.hzmi.dev/config-hash\":\"abc\"},"
+  "\"ownerReferences\":[{\"kind\":\"TURNPool\",\"name\":\"edge\",\"uid\":\"pool-uid\",\"controller\":true}]},"
+  "\"spec\":{\"containers\":[{\"name\":\"coturn\"},{\"name\":\"agent\",\"ports\":[{\"name\":\"agent\","
+  "\"containerPort\":9701}]}]},"
+  "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"},"
+  "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}]}}";
+
+START_TEST(test_manifest__reads_a_relay_pod)
+{
+  tf_adapter__pod p;
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, pod_json), 0);
+  ck_assert_str_eq(p.name, "edge-relay-mb7l6");
+  ck_assert_str_eq(p.uid, "u-1");
+  ck_assert_str_eq(p.identity, "203.0.113.7/49152-49200");
+  ck_assert_str_eq(p.config_hash, "abc");
+  ck_assert_str_eq(p.owner_uid, "pool-uid");
+  ck_assert_int_eq(p.agent_port, 9701);
+  ck_assert_int_eq(p.gate, 0);
+  ck_assert_int_eq(p.gate_index, 1);
+  ck_assert_int_eq(p.deleting, 0);
+  ck_assert_int_eq(p.finished, 0);
+  tf_adapter__pod_clear(&p);
+  /* not a relay pod: no relay label, or no identity annotations, or not JSON */
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, "{\"metadata\":{\"name\":\"x\"}}"), -1);
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, "{\"metadata\":{\"name\":\"x\",\"labels\":{\"turnfleet.hzmi.dev/relay\":\"x\"}}}"),
+                   -1);
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, "not json"), -1);
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, NULL), -1);
+}
+END_TEST
+START_TEST(test_manifest__gate_patch_only_when_it_changes)
+{
+  tf_adapter__pod p;
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, pod_json), 0);
+  int err = 1;
+  ck_assert_ptr_null(tf_adapter__gate_patch(&p, 0, NULL, NULL, "2024-05-01T12:00:00Z", &err));
+  ck_assert_int_eq(err, 0);
+  char *patch = tf_adapter__gate_patch(&p, 1, "AllocateSucceeded", "ok", "2024-05-01T12:00:00Z", &err);
+  ck_assert_ptr_nonnull(patch);
+  cJSON *ops = cJSON_Parse(patch);
+  ck_assert_int_eq(cJSON_GetArraySize(ops), 2);
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "op")), "test");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "path")),
+                   "/status/conditions/1/type");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 1), "path")),
+                   "/status/conditions/1");
+  cJSON *value = cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 1), "value");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(value, "status")), "True");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(value, "lastTransitionTime")), "2024-05-01T12:00:00Z");
+  cJSON_Delete(ops);
+  free(patch);
+  /* no gate condition yet: appended; no conditions at all: the list is made */
+  p.gate = -1;
+  p.gate_index = -1;
+  patch = tf_adapter__gate_patch(&p, 1, NULL, NULL, "t", &err);
+  ck_assert_ptr_nonnull(strstr(patch, "\"/status/conditions/-\""));
+  free(patch);
+  p.has_conditions = 0;
+  patch = tf_adapter__gate_patch(&p, 1, NULL, NULL, "t", &err);
+  ck_assert_ptr_nonnull(strstr(patch, "\"path\":\"/status/conditions\",\"value\":["));
+  free(patch);
+  tf_adapter__pod_clear(&p);
+}
+END_TEST
+START_TEST(test_manifest__a_pod_being_deleted_and_its_gate_are_read)
+{
+  char *text = strdup(pod_json);
+  /* deleted at 12:00:00 with a grace of 36 s: deletionTimestamp 12:00:36 */
+  const char *at = "\"uid\":\"u-1\",";
+  char *json = malloc(strlen(text) + 200);
+  char *cut = strstr(text, at) + strlen(at);
+  sprintf(json, "%.*s\"deletionTimestamp\":\"2024-05-01T12:00:36Z\",\"deletionGracePeriodSeconds\":36,%s",
+          (int)(cut - text), text, cut);
+  char *g = strstr(json, "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}");
+  ck_assert_ptr_nonnull(g);
+  const char gate[] = "{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"True\",\"reason\":\"RelayFull\","
+                      "\"message\":\"m\",\"lastTransitionTime\":\"2024-05-01T11:00:00Z\"}";
+  char *json2 = malloc(strlen(json) + sizeof(gate));
+  sprintf(json2, "%.*s%s%s", (int)(g - json), json, gate,
+          g + strlen("{\"type\":\"turnfleet.hzmi.dev/allocate-ready\",\"status\":\"False\"}"));
+  tf_adapter__pod p;
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, json2), 0);
+  ck_assert_int_eq(p.deleting, 1);
+  ck_assert_int_eq(p.deleting_since_ms, tf_adapter__time_parse("2024-05-01T12:00:00Z"));
+  ck_assert_int_eq(p.gate, 1);
+  ck_assert_str_eq(p.gate_reason, "RelayFull");
+  ck_assert_str_eq(p.gate_since, "2024-05-01T11:00:00Z");
+  /* the same status with another reason is a patch, and keeps the lastTransitionTime */
+  int err = 0;
+  ck_assert_ptr_null(tf_adapter__gate_patch(&p, 1, "RelayFull", "m", "2024-05-01T13:00:00Z", &err));
+  char *patch = tf_adapter__gate_patch(&p, 1, "AllocateSucceeded", "ok", "2024-05-01T13:00:00Z", &err);
+  ck_assert_ptr_nonnull(patch);
+  ck_assert_ptr_nonnull(strstr(patch, "2024-05-01T11:00:00Z"));
+  free(patch);
+  tf_adapter__pod_clear(&p);
+  free(json2);
+  free(json);
+  free(text);
+}
+END_TEST
+
+/* The pod the builder makes is the pod the parser reads: one contract for its labels and annotations. */
+START_TEST(test_manifest__the_built_pod_reads_back)
+{
+  const char *pools[] = {host_pool, podip_pool};
+  const char *nodes[] = {host_nodes, podip_nodes};
+  for (size_t k = 0; k < 2; k++) {
+    fx f = fx_new(pools[k], nodes[k], NULL);
+    size_t i = planned(f.rec, 0);
+    char *pod = pod_of(&f, 0);
+    tf_adapter__pod p;
+    ck_assert_int_eq(tf_adapter__pod_parse(&p, pod), 0);
+    const tf_relay *r = tf_plan_find(tf_reconcile_plan(f.rec), tf_reconcile_relay_name(f.rec, i));
+    ck_assert_str_eq(p.name, tf_reconcile_relay_name(f.rec, i));
+    ck_assert_str_eq(p.relay, p.name);
+    ck_assert_str_eq(p.identity, tf_relay_identity(r));
+    ck_assert_str_eq(p.config_hash, tf_reconcile_relay_config_hash(f.rec, i));
+    ck_assert_str_eq(p.owner_uid, UID);
+    ck_assert_str_eq(p.node, tf_relay_node(r));
+    ck_assert_str_eq(p.ns, tf_pool_namespace(f.pool));
+    ck_assert_uint_eq(p.cli_port, tf_reconcile_relay_cli_port(f.rec, i));
+    ck_assert_uint_ne(p.cli_port, 0);
+    ck_assert_int_eq(p.host_network, k == 0);
+    ck_assert_int_eq(p.gate, -1);
+    ck_assert_int_eq(p.deleting, 0);
+    tf_adapter__pod_clear(&p);
+    tf_free(pod);
+    fx_free(&f);
+  }
+}
+END_TEST
+
 Suite *tf_test_manifest_suite(void)
 {
   Suite *s = suite_create("manifest");
@@ -703,6 +840,10 @@ Suite *tf_test_manifest_suite(void)
   tcase_add_test(tc, test_manifest__matches_owned_fields_only);
   tcase_add_test(tc, test_manifest__bad_input_is_named);
   tcase_add_test(tc, test_manifest__event_names_are_stable);
+  tcase_add_test(tc, test_manifest__reads_a_relay_pod);
+  tcase_add_test(tc, test_manifest__gate_patch_only_when_it_changes);
+  tcase_add_test(tc, test_manifest__a_pod_being_deleted_and_its_gate_are_read);
+  tcase_add_test(tc, test_manifest__the_built_pod_reads_back);
   suite_add_tcase(s, tc);
   return s;
 }

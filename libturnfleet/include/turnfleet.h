@@ -26,6 +26,7 @@
 #include "turnfleet/kube.h"
 #include "turnfleet/informer.h"
 #include "turnfleet/manifest.h"
+#include "turnfleet/adapter.h"
 #include "turnfleet/admission.h"
 #include "turnfleet/vantage.h"
 #include "turnfleet/issuer.h"

@@ -1,6 +1,7 @@
 /* manifest: the Kubernetes bodies of a pool, built as cJSON trees in a fixed
- * key order and printed once. Pure: no clock, no I/O. Only the Secret body
- * carries configs; it is built, printed and wiped here. */
+ * key order and printed once; and the relay Pod read back (its labels and
+ * annotations are one contract, adapter_internal.h). Pure: no clock, no I/O.
+ * Only the Secret body carries configs; it is built, printed and wiped here. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -11,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "adapter_internal.h"
 #include "internal.h"
 
 #define TF_MAN__API "turnfleet.hzmi.dev/v1alpha1"
@@ -126,8 +128,8 @@ static cJSON *tf_man__metadata(tf_man__b *b, cJSON *root, const tf_pool *pool, c
   tf_man__str(b, labels, "app.kubernetes.io/name", "turnfleet");
   tf_man__str(b, labels, "app.kubernetes.io/instance", tf_pool_name(pool));
   tf_man__str(b, labels, "app.kubernetes.io/managed-by", "turnfleet-operator");
-  tf_man__str(b, labels, "turnfleet.hzmi.dev/pool", tf_pool_name(pool));
-  if (relay) tf_man__str(b, labels, "turnfleet.hzmi.dev/relay", relay);
+  tf_man__str(b, labels, TF_POD__LABEL_POOL, tf_pool_name(pool));
+  if (relay) tf_man__str(b, labels, TF_POD__LABEL_RELAY, relay);
   return md;
 }
 
@@ -309,9 +311,13 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   tf_man__str(&b, root, "kind", "Pod");
   cJSON *md = tf_man__metadata(&b, root, pool, &o, name, name);
   cJSON *ann = tf_man__obj(&b, md, "annotations");
-  tf_man__str(&b, ann, "turnfleet.hzmi.dev/relay-address", addr_list);
-  tf_man__str(&b, ann, "turnfleet.hzmi.dev/port-range", port_range);
-  tf_man__str(&b, ann, "turnfleet.hzmi.dev/config-hash", hash);
+  tf_man__str(&b, ann, TF_POD__ANN_ADDRESS, addr_list);
+  tf_man__str(&b, ann, TF_POD__ANN_PORTS, port_range);
+  tf_man__str(&b, ann, TF_POD__ANN_HASH, hash);
+  /* its CLI port, so that the relays of other pools on its node are checked against it */
+  char cli_port[8];
+  snprintf(cli_port, sizeof(cli_port), "%u", (unsigned)tf_reconcile_relay_cli_port(rec, relay));
+  if (cli_port[0] != '0') tf_man__str(&b, ann, TF_POD__ANN_CLI_PORT, cli_port);
   if (networks) tf_man__str(&b, ann, "k8s.v1.cni.cncf.io/networks", networks);
   tf_man__owner(&b, md, pool, &o);
 
@@ -590,7 +596,7 @@ tf_err tf_manifest_status(char **out, const tf_pool *pool, const char *status_js
     return rc;
   }
   tf_man__b b = {0};
-  char *selector = tf_asprintf__("turnfleet.hzmi.dev/pool=%s", tf_pool_name(pool));
+  char *selector = tf_asprintf__(TF_POD__LABEL_POOL "=%s", tf_pool_name(pool));
   cJSON *root = cJSON_CreateObject();
   if (!root || !selector) b.failed = 1;
   cJSON *s = tf_man__obj(&b, root, "status");
@@ -795,4 +801,164 @@ tf_err tf_manifest_matches(int *matches, char **path, const char *desired, size_
   }
   tf_buf__dispose(&where, 0);
   return TF_OK;
+}
+
+/* ---- the relay Pod read back (adapter_internal.h) ---- */
+
+static char *tf_man__dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+static const char *tf_man__str_at(const cJSON *o, const char *k)
+{
+  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+void tf_adapter__pod_clear(tf_adapter__pod *p)
+{
+  if (!p) return;
+  free(p->name);
+  free(p->ns);
+  free(p->node);
+  free(p->uid);
+  free(p->relay);
+  free(p->identity);
+  free(p->config_hash);
+  free(p->owner_uid);
+  free(p->gate_reason);
+  free(p->gate_message);
+  free(p->gate_since);
+  memset(p, 0, sizeof(*p));
+  p->gate = -1;
+  p->gate_index = -1;
+}
+
+int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json)
+{
+  memset(out, 0, sizeof(*out));
+  tf_adapter__pod_clear(out);
+  cJSON *root = json ? cJSON_Parse(json) : NULL;
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(meta, "labels");
+  const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+  const char *relay = tf_man__str_at(labels, TF_POD__LABEL_RELAY);
+  const char *addr = tf_man__str_at(ann, TF_POD__ANN_ADDRESS);
+  const char *range = tf_man__str_at(ann, TF_POD__ANN_PORTS);
+  if (!relay || !addr || !range || !tf_man__str_at(meta, "name")) {
+    cJSON_Delete(root);
+    return -1;
+  }
+  size_t n = strlen(addr) + strlen(range) + 2;
+  out->identity = malloc(n);
+  if (out->identity) snprintf(out->identity, n, "%s/%s", addr, range);
+  out->name = tf_man__dup_or_empty(tf_man__str_at(meta, "name"));
+  out->ns = tf_man__dup_or_empty(tf_man__str_at(meta, "namespace"));
+  out->uid = tf_man__dup_or_empty(tf_man__str_at(meta, "uid"));
+  out->relay = tf_man__dup_or_empty(relay);
+  out->config_hash = tf_man__dup_or_empty(tf_man__str_at(ann, TF_POD__ANN_HASH));
+  const cJSON *owners = cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences");
+  const cJSON *o;
+  const char *owner = NULL;
+  cJSON_ArrayForEach(o, owners)
+  {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "controller"))) owner = tf_man__str_at(o, "uid");
+  }
+  out->owner_uid = tf_man__dup_or_empty(owner);
+  out->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
+                  !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
+  int64_t due = tf_adapter__time_parse(tf_man__str_at(meta, "deletionTimestamp"));
+  double grace = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "deletionGracePeriodSeconds"));
+  if (out->deleting && due > 0) out->deleting_since_ms = due - (grace == grace && grace > 0 ? (int64_t)grace * 1000 : 0);
+  const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+  const char *phase = tf_man__str_at(status, "phase");
+  out->finished = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+  const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+  out->has_conditions = cJSON_IsArray(conds);
+  int i = 0;
+  cJSON_ArrayForEach(o, conds)
+  {
+    const char *type = tf_man__str_at(o, "type");
+    if (type && strcmp(type, "Ready") == 0) out->ready = tf_man__str_at(o, "status") && strcmp(tf_man__str_at(o, "status"), "True") == 0;
+    if (type && strcmp(type, TF_MANIFEST_READINESS_GATE) == 0) {
+      const char *st = tf_man__str_at(o, "status");
+      out->gate = st && strcmp(st, "True") == 0 ? 1 : 0;
+      out->gate_index = i;
+      free(out->gate_reason);
+      free(out->gate_message);
+      out->gate_reason = tf_man__dup_or_empty(tf_man__str_at(o, "reason"));
+      out->gate_message = tf_man__dup_or_empty(tf_man__str_at(o, "message"));
+      free(out->gate_since);
+      out->gate_since = tf_man__dup_or_empty(tf_man__str_at(o, "lastTransitionTime"));
+    }
+    i++;
+  }
+  const char *cli = tf_man__str_at(ann, TF_POD__ANN_CLI_PORT);
+  char *end = NULL;
+  long cp = cli ? strtol(cli, &end, 10) : 0;
+  if (cli && end && !*end && cp > 0 && cp <= 65535) out->cli_port = (uint16_t)cp;
+  const cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "spec");
+  out->node = tf_man__dup_or_empty(tf_man__str_at(spec, "nodeName"));
+  out->host_network = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "hostNetwork"));
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers"))
+  {
+    const char *cn = tf_man__str_at(c, "name");
+    if (!cn || strcmp(cn, "agent") != 0) continue;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(c, "ports"))
+    {
+      const char *pn = tf_man__str_at(p, "name");
+      double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "containerPort"));
+      if (pn && strcmp(pn, "agent") == 0 && v >= 1 && v <= 65535) out->agent_port = (uint16_t)v;
+    }
+  }
+  cJSON_Delete(root);
+  if (!out->identity || !out->name || !out->ns || !out->node || !out->uid || !out->relay || !out->config_hash || !out->owner_uid ||
+      (out->gate >= 0 && (!out->gate_reason || !out->gate_message || !out->gate_since))) {
+    tf_adapter__pod_clear(out);
+    return -1;
+  }
+  return 0;
+}
+
+/* One JSON Patch operation onto @p ops (@p value taken). */
+static void tf_man__patch_op(cJSON *ops, const char *op, const char *path, cJSON *value)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "op", op);
+  cJSON_AddStringToObject(o, "path", path);
+  cJSON_AddItemToObject(o, "value", value);
+  cJSON_AddItemToArray(ops, o);
+}
+
+char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *reason, const char *message, const char *now,
+                    int *err)
+{
+  *err = 0;
+  if (pod->gate == (ready ? 1 : 0) && (!reason || (pod->gate_reason && strcmp(pod->gate_reason, reason) == 0)))
+    return NULL;
+  cJSON *ops = cJSON_CreateArray();
+  cJSON *cond = cJSON_CreateObject();
+  cJSON_AddStringToObject(cond, "type", TF_MANIFEST_READINESS_GATE);
+  cJSON_AddStringToObject(cond, "status", ready ? "True" : "False");
+  cJSON_AddStringToObject(cond, "reason", reason ? reason : (ready ? "AllocateSucceeded" : "AllocateFailed"));
+  cJSON_AddStringToObject(cond, "message", message ? message : "");
+  /* the status unchanged (only the reason: Ready to Full), its lastTransitionTime stays */
+  int same = pod->gate == (ready ? 1 : 0) && pod->gate_since && *pod->gate_since;
+  cJSON_AddStringToObject(cond, "lastTransitionTime", same ? pod->gate_since : now);
+  char path[64], test[64];
+  if (pod->gate_index >= 0) {
+    snprintf(test, sizeof(test), "/status/conditions/%d/type", pod->gate_index);
+    snprintf(path, sizeof(path), "/status/conditions/%d", pod->gate_index);
+    tf_man__patch_op(ops, "test", test, cJSON_CreateString(TF_MANIFEST_READINESS_GATE));
+    tf_man__patch_op(ops, "replace", path, cond);
+  } else if (pod->has_conditions) {
+    tf_man__patch_op(ops, "add", "/status/conditions/-", cond);
+  } else {
+    cJSON *list = cJSON_CreateArray();
+    cJSON_AddItemToArray(list, cond);
+    tf_man__patch_op(ops, "add", "/status/conditions", list);
+  }
+  char *text = cJSON_PrintUnformatted(ops);
+  cJSON_Delete(ops);
+  if (!text) *err = 1;
+  return text;
 }

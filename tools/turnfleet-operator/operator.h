@@ -1,10 +1,8 @@
-/* The Kubernetes driver of the fleet engine: informers on TURNPools, relay
- * Pods, Nodes and Secrets feed a work queue keyed by pool; reconciling a pool
- * feeds its engine the Node cache, the pool's pods and secret, carries out
- * the engine's actions as Kubernetes writes and writes the relay-config
- * Secret, the turn-uris ConfigMap, the pods' readiness condition and the
- * pool's status only where they differ. One thread runs the loop
- * (op_controller_run_once()); probes and scrapes run on work.h's workers. */
+/* The operator's wiring: informers on TURNPools, relay Pods, Nodes, Secrets
+ * and ConfigMaps feed a work queue keyed by pool; one thread takes a key
+ * (op_controller_run_once()) and has the library's Kubernetes adapter
+ * (adapter.h) reconcile that pool, its writes charged to the pool's write
+ * budget. Every decision is the library's. */
 #ifndef TURNFLEET_OPERATOR_H
 #define TURNFLEET_OPERATOR_H
 

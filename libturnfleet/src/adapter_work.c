@@ -1,4 +1,4 @@
-/* Worker threads for probes and scrapes (work.h). */
+/* Worker threads for the adapter's probes and scrapes (adapter_internal.h). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,11 +6,11 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
-#include "work.h"
+#include "adapter_internal.h"
 
-typedef struct op_job {
-  struct op_job *next;
-  op_job_kind kind;
+typedef struct tf_adapter__job {
+  struct tf_adapter__job *next;
+  tf_adapter__job_kind kind;
   char *key;
   uint64_t epoch, id;
   char **uris, **addresses;
@@ -20,20 +20,20 @@ typedef struct op_job {
   tf_port_range ports;
   char *secret, *url;
   int timeout_ms;
-  op_result result;
-} op_job;
+  tf_adapter__result result;
+} tf_adapter__job;
 
-struct op_work {
+struct tf_adapter__work {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  op_job *queued, *queued_tail, *finished;
+  tf_adapter__job *queued, *queued_tail, *finished;
   int stopping;
   pthread_t *threads;
   size_t thread_count;
   tf_workqueue *queue;
 };
 
-static void job_free(op_job *j)
+static void job_free(tf_adapter__job *j)
 {
   if (!j) return;
   for (size_t i = 0; i < j->n; i++) {
@@ -49,18 +49,18 @@ static void job_free(op_job *j)
   }
   free(j->url);
   free(j->key);
-  op_result_clear(&j->result);
+  tf_adapter__result_clear(&j->result);
   free(j);
 }
 
-void op_result_clear(op_result *r)
+void tf_adapter__result_clear(tf_adapter__result *r)
 {
   if (!r) return;
   free(r->message);
   r->message = NULL;
 }
 
-static void run_probe(op_job *j)
+static void run_probe(tf_adapter__job *j)
 {
   j->result.ok = j->n > 0;
   for (size_t i = 0; i < j->n && j->result.ok; i++) {
@@ -110,7 +110,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
   return add;
 }
 
-static void run_scrape(op_job *j)
+static void run_scrape(tf_adapter__job *j)
 {
   j->result.allocations = -1;
   CURL *c = curl_easy_init();
@@ -144,16 +144,16 @@ static void run_scrape(op_job *j)
 
 static void *worker(void *arg)
 {
-  op_work *w = arg;
+  tf_adapter__work *w = arg;
   pthread_mutex_lock(&w->mu);
   for (;;) {
     while (!w->queued && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
     if (w->stopping) break;
-    op_job *j = w->queued;
+    tf_adapter__job *j = w->queued;
     w->queued = j->next;
     if (!w->queued) w->queued_tail = NULL;
     pthread_mutex_unlock(&w->mu);
-    if (j->kind == OP_JOB_PROBE) run_probe(j);
+    if (j->kind == TF_ADAPTER__PROBE) run_probe(j);
     else run_scrape(j);
     if (j->secret) {
       OPENSSL_cleanse(j->secret, strlen(j->secret));
@@ -162,7 +162,7 @@ static void *worker(void *arg)
     }
     pthread_mutex_lock(&w->mu);
     j->next = NULL;
-    op_job **tail = &w->finished;
+    tf_adapter__job **tail = &w->finished;
     while (*tail) tail = &(*tail)->next;
     *tail = j;
     pthread_mutex_unlock(&w->mu);
@@ -173,9 +173,9 @@ static void *worker(void *arg)
   return NULL;
 }
 
-op_work *op_work_new(size_t threads, tf_workqueue *queue)
+tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue)
 {
-  op_work *w = calloc(1, sizeof(*w));
+  tf_adapter__work *w = calloc(1, sizeof(*w));
   if (!w) return NULL;
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
@@ -186,13 +186,13 @@ op_work *op_work_new(size_t threads, tf_workqueue *queue)
     w->thread_count++;
   }
   if (!w->thread_count) {
-    op_work_free(w);
+    tf_adapter__work_free(w);
     return NULL;
   }
   return w;
 }
 
-void op_work_free(op_work *w)
+void tf_adapter__work_free(tf_adapter__work *w)
 {
   if (!w) return;
   pthread_mutex_lock(&w->mu);
@@ -201,9 +201,9 @@ void op_work_free(op_work *w)
   pthread_mutex_unlock(&w->mu);
   for (size_t i = 0; i < w->thread_count; i++) pthread_join(w->threads[i], NULL);
   free(w->threads);
-  for (op_job *lists[2] = {w->queued, w->finished}, **l = lists; l < lists + 2; l++)
+  for (tf_adapter__job *lists[2] = {w->queued, w->finished}, **l = lists; l < lists + 2; l++)
     while (*l) {
-      op_job *next = (*l)->next;
+      tf_adapter__job *next = (*l)->next;
       job_free(*l);
       *l = next;
     }
@@ -212,7 +212,7 @@ void op_work_free(op_work *w)
   free(w);
 }
 
-static int submit(op_work *w, op_job *j)
+static int submit(tf_adapter__work *w, tf_adapter__job *j)
 {
   pthread_mutex_lock(&w->mu);
   if (w->queued_tail) w->queued_tail->next = j;
@@ -223,12 +223,12 @@ static int submit(op_work *w, op_job *j)
   return 0;
 }
 
-int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n)
+int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n)
 {
-  op_job *j = calloc(1, sizeof(*j));
+  tf_adapter__job *j = calloc(1, sizeof(*j));
   if (!j) return -1;
-  j->kind = OP_JOB_PROBE;
-  j->result.kind = OP_JOB_PROBE;
+  j->kind = TF_ADAPTER__PROBE;
+  j->result.kind = TF_ADAPTER__PROBE;
   j->epoch = j->result.epoch = epoch;
   j->id = j->result.id = id;
   j->key = strdup(key);
@@ -255,12 +255,12 @@ int op_work_probe(op_work *w, const char *key, uint64_t epoch, uint64_t id, cons
   return submit(w, j);
 }
 
-int op_work_scrape(op_work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms)
+int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms)
 {
-  op_job *j = calloc(1, sizeof(*j));
+  tf_adapter__job *j = calloc(1, sizeof(*j));
   if (!j) return -1;
-  j->kind = OP_JOB_SCRAPE;
-  j->result.kind = OP_JOB_SCRAPE;
+  j->kind = TF_ADAPTER__SCRAPE;
+  j->result.kind = TF_ADAPTER__SCRAPE;
   j->epoch = j->result.epoch = epoch;
   j->id = j->result.id = id;
   j->key = strdup(key);
@@ -273,19 +273,19 @@ int op_work_scrape(op_work *w, const char *key, uint64_t epoch, uint64_t id, con
   return submit(w, j);
 }
 
-size_t op_work_take(op_work *w, const char *key, op_result **out)
+size_t tf_adapter__work_take(tf_adapter__work *w, const char *key, tf_adapter__result **out)
 {
   size_t n = 0, cap = 0;
   *out = NULL;
   pthread_mutex_lock(&w->mu);
-  for (op_job **l = &w->finished; *l;) {
-    op_job *j = *l;
+  for (tf_adapter__job **l = &w->finished; *l;) {
+    tf_adapter__job *j = *l;
     if (strcmp(j->key, key) != 0) {
       l = &j->next;
       continue;
     }
     if (n == cap) {
-      op_result *grown = realloc(*out, (cap = cap ? cap * 2 : 8) * sizeof(op_result));
+      tf_adapter__result *grown = realloc(*out, (cap = cap ? cap * 2 : 8) * sizeof(tf_adapter__result));
       if (!grown) break;
       *out = grown;
     }

@@ -1,0 +1,105 @@
+/**
+ * @file turnfleet/adapter.h
+ * @brief The Kubernetes adapter: the library half of the operator. Given the
+ * caches of TURNPools, relay Pods, Nodes, Secrets and ConfigMaps (informers the
+ * caller runs), tf_adapter_reconcile() reconciles one pool: its facts into the
+ * pool's engine (engine.h, the same engine `turnfleet up` runs), the engine's
+ * actions as Kubernetes writes (pods created and deleted, readiness gates), then
+ * the `<pool>-relay-config` Secret, the `<pool>-turn-uris` ConfigMap and the
+ * pool's status written only where they differ (manifest.h builds them).
+ *
+ * What it holds to (docs/operator.md):
+ *  - a relay Pod is read back by the parser beside its builder: one contract
+ *    for its labels and annotations;
+ *  - an owned object is written only when it differs from the cache, with the
+ *    resourceVersion read; a 409 gets one fresh read and one retry, never a loop;
+ *  - a create or delete that the pod cache does not show yet is expected: the
+ *    relay is not created again, nor its pod deleted again, until the cache
+ *    shows it (or 30 s passed, when the cache is believed);
+ *  - the status is not written when only the relays' order or the times of
+ *    unchanged probe outcomes changed;
+ *  - each pool's relays take CLI ports from its slot (FNV-1a of `ns/name`); a
+ *    CLI port two relays on one node share (host networking) is reported as a
+ *    `CLIPortCollision` Warning Event on the pool, once per collision.
+ *
+ * Thread safety: one adapter is used by one thread (the caller's loop); probes
+ * and agent scrapes run on its own worker threads, which wake the loop by adding
+ * the pool's key to the work queue.
+ */
+#ifndef TURNFLEET_ADAPTER_H
+#define TURNFLEET_ADAPTER_H
+
+#include "common.h"
+#include "errors.h"
+#include "informer.h"
+#include "kube.h"
+#include "log.h"
+#include "metrics.h"
+
+TF_BEGIN_DECL
+
+/** A Kubernetes adapter (the pools' engines and their books). */
+typedef struct tf_adapter tf_adapter;
+
+/** Knobs for tf_adapter_new(). Fields are only appended; read up to the caller's version. */
+typedef struct tf_adapter_options {
+  unsigned int version;     /**< TF_ADAPTER_OPTIONS_VERSION */
+  tf_informer *pools;       /**< TURNPools (required; borrowed, as every handle here: outlives the adapter) */
+  tf_informer *pods;        /**< relay Pods, labelled turnfleet.hzmi.dev/pool (required) */
+  tf_informer *nodes;       /**< Nodes (required) */
+  tf_informer *secrets;     /**< Secrets of the pools' namespaces (required) */
+  tf_informer *configmaps;  /**< ConfigMaps labelled turnfleet.hzmi.dev/pool (required) */
+  tf_workqueue *queue;      /**< a finished probe or scrape adds its pool's key (required) */
+  tf_recorder *recorder;    /**< the pools' Events (required) */
+  const char *agent_image;  /**< the relay pods' agent container (required; borrowed) */
+  uint16_t agent_port;      /**< the agent's port on the relay address (default 9700) */
+  long probe_interval_ms;   /**< between a relay's probe result and its next probe (default 5000) */
+  long publish_delay_ms;    /**< from a relay leaving turn-uris to its pod's deletion (default 2000) */
+  uint16_t cli_port_base;   /**< the first CLI port of the first slot (default 15800) */
+  unsigned int cli_slots;   /**< slots of cli_stride ports, one per pool by hash (default 10) */
+  unsigned int cli_stride;  /**< ports per slot: the most relays of one pool on one node (default 10) */
+  int allow_loopback_peers; /**< render coturn's allow-loopback-peers (test clusters on loopback only) */
+  size_t workers;           /**< probe and scrape threads (default 4) */
+  tf_log_cb log;            /**< or NULL (silent) */
+  void *log_payload;
+} tf_adapter_options;
+
+#define TF_ADAPTER_OPTIONS_VERSION 1
+#define TF_ADAPTER_OPTIONS_INIT                                                                             \
+  {TF_ADAPTER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 9700, 5000, 2000, 15800, 10, \
+   10, 0, 4, NULL, NULL}
+
+/**
+ * Fill @p opts with the defaults of @p version.
+ * @return 0, TF_EINVALID for a NULL pointer or an unknown version
+ */
+TF_EXTERN(tf_err) tf_adapter_options_init(tf_adapter_options *opts, unsigned int version);
+
+/**
+ * An adapter writing through @p kube (borrowed; its write gate, tf_kube_set_write_gate(), decides whether a
+ * write is sent), its workers started.
+ * @return 0; TF_EINVALID naming the option (`options.agent_image: required`); TF_ENOMEM; TF_ERESOURCE
+ */
+TF_EXTERN(tf_err) tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options *opts);
+
+/**
+ * Reconcile the pool @p key (`namespace/name`) from the caches. A pool gone from the cache has its books
+ * dropped (what it owned goes with it through owner references); a pool being deleted keeps the
+ * turnfleet.hzmi.dev/drain finalizer until every relay drained.
+ * @param[out] requeue_ms when to reconcile it again (its engine's next wake-up, at most 5 s); 0: not needed
+ * @return 0; TF_EUNAVAILABLE (or the cache's error) when it should be retried with backoff, the reason logged
+ */
+TF_EXTERN(tf_err) tf_adapter_reconcile(tf_adapter *adapter, const char *key, long *requeue_ms);
+
+/**
+ * Every reconciled pool's samples (tf_reconcile_metrics() and ReachableFromVantage) into @p m.
+ * @return 0, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_adapter_metrics(tf_adapter *adapter, tf_metrics *m);
+
+/** Stop the workers and release everything; never touches the cluster. Stop the informers first. */
+TF_EXTERN(void) tf_adapter_free(tf_adapter *adapter);
+
+TF_END_DECL
+
+#endif

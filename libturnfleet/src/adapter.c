@@ -1,0 +1,1328 @@
+/* The Kubernetes adapter (adapter.h): one pool at a time, the facts of the
+ * caches into the pool's engine, the engine's actions as Kubernetes writes
+ * (expectations hold back a second create or delete the caches do not show
+ * yet), then the owned objects and the status written only where they
+ * differ (adapter_objects.c). Probes and scrapes run on adapter_work.c's
+ * workers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "adapter_internal.h"
+#include "internal.h"
+#include "kube_internal.h"
+
+#define GROUP_API "/apis/turnfleet.hzmi.dev/v1alpha1"
+#define STATE_DIR "/var/lib/turnfleet"
+#define PROBE_TIMEOUT_MS 3000
+#define SCRAPE_TIMEOUT_MS 2000
+/* a pool being deleted stays while its relays drain (the seed's finalizer) */
+#define FINALIZER "turnfleet.hzmi.dev/drain"
+/* a create or delete not yet in the pod cache is believed sent for this long (then the cache is) */
+#define EXPECT_TTL_MS 30000
+
+typedef enum { PEND_STOP = 0, PEND_RESTART = 1 } pend_kind;
+
+typedef struct pending {
+  pend_kind kind;
+  uint64_t id;
+  char *relay, *old_uid;
+  int64_t delete_due_ms; /* restart: the old pod is to go (the engine waited the publication delay); 0: sent */
+} pending;
+
+typedef struct pool_state {
+  char *key; /* ns/name */
+  char *uid; /* the TURNPool's metadata.uid: a pool made anew gets a new state */
+  uint64_t epoch;
+  tf_engine *engine;
+  char *pool_text, *nodes_text;
+  unsigned char secret_digest[32];
+  char tls_digest[65]; /* the certificate the engine renders with; "" none */
+  int shutting;        /* the pool is being deleted: its engine drains every relay (tf_engine_shutdown()) */
+  pending *pend;
+  size_t pend_count;
+  char **seen; /* relay pods observed by the last reconcile */
+  size_t seen_count;
+  char *collision;            /* the CLI port collision last reported (NULL: none) */
+  tf_adapter__expect *expect; /* its creates and deletes the pod cache does not show yet (by relay name) */
+} pool_state;
+
+struct tf_adapter {
+  tf_adapter_options o;
+  tf_kube *kube;
+  tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
+  tf_workqueue *queue;
+  tf_recorder *recorder;
+  tf_adapter__work *work;
+  pool_state **states;
+  size_t state_count;
+  uint64_t next_epoch;
+};
+
+/* ---- small helpers ---- */
+
+static void say(const tf_adapter *c, tf_log_level level, const char *fmt, ...)
+{
+  if (!c->o.log) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  c->o.log(level, line, c->o.log_payload);
+}
+
+
+static int64_t wall_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void now_text(char *out, size_t n)
+{
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s%s%s", a, b, c);
+  return s;
+}
+
+static void wipe_free(char *s)
+{
+  if (!s) return;
+  OPENSSL_cleanse(s, strlen(s));
+  free(s);
+}
+
+/* A Secret's data[key], base64-decoded (secret material: wipe_free()). NULL when absent or malformed. */
+static char *secret_value(const char *secret_json, const char *key)
+{
+  cJSON *root = cJSON_Parse(secret_json);
+  const char *b64 = cJSON_GetStringValue(
+    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "data"), key));
+  char *out = NULL;
+  size_t len = b64 ? strlen(b64) : 0;
+  if (b64 && len % 4 == 0 && (out = malloc(len / 4 * 3 + 1))) {
+    int n = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)b64, (int)len);
+    if (n < 0) {
+      free(out);
+      out = NULL;
+    } else {
+      while (n > 0 && len && b64[len - 1] == '=') n--, len--;
+      out[n] = '\0';
+      if (strlen(out) != (size_t)n) { /* a NUL inside: not a usable secret */
+        wipe_free(out);
+        out = NULL;
+      }
+    }
+  }
+  if (root) {
+    cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "data");
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(d, key);
+    if (cJSON_IsString(v)) OPENSSL_cleanse(v->valuestring, strlen(v->valuestring));
+  }
+  cJSON_Delete(root);
+  return out;
+}
+
+static void state_free(pool_state *s)
+{
+  if (!s) return;
+  tf_engine_free(s->engine);
+  free(s->key);
+  free(s->uid);
+  free(s->pool_text);
+  free(s->nodes_text);
+  for (size_t i = 0; i < s->pend_count; i++) {
+    free(s->pend[i].relay);
+    free(s->pend[i].old_uid);
+  }
+  free(s->pend);
+  for (size_t i = 0; i < s->seen_count; i++) free(s->seen[i]);
+  free(s->seen);
+  free(s->collision);
+  tf_adapter__expect_free(s->expect);
+  free(s);
+}
+
+static pool_state *state_find(tf_adapter *c, const char *key, size_t *at)
+{
+  for (size_t i = 0; i < c->state_count; i++)
+    if (strcmp(c->states[i]->key, key) == 0) {
+      if (at) *at = i;
+      return c->states[i];
+    }
+  return NULL;
+}
+
+static void state_drop(tf_adapter *c, const char *key)
+{
+  size_t at;
+  pool_state *s = state_find(c, key, &at);
+  if (s) c->states[at] = c->states[--c->state_count];
+  state_free(s);
+}
+
+/* ---- writes ---- */
+
+static void event(tf_adapter *c, const char *pool_json, const char *type, const char *reason, const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (tf_recorder_event(c->recorder, pool_json, type, reason, msg) < 0)
+    say(c, TF_LOG_WARN, "event %s: %s", reason, tf_error_last()->message);
+}
+
+/* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
+ * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
+static int write_object(tf_adapter *c, const char *coll, const char *name, const char *desired,
+                        const char *observed)
+{
+  char *what = NULL;
+  tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, observed, NULL, &what);
+  if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
+  free(what);
+  return rc ? -1 : 0;
+}
+
+/* Delete pod @p name (uid @p uid) unless its delete was sent and the cache does not show it yet (the
+ * expectations of @p s; NULL: none). 0, -1. */
+static int delete_pod(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid, long grace)
+{
+  char *path = NULL;
+  const int64_t now = tf_kube__now_ms();
+  if (s && uid && *uid && tf_adapter__expect_deleting(s->expect, name, uid, now)) {
+    say(c, TF_LOG_DEBUG, "pod %s/%s: its delete is sent, not seen yet: not sent again", ns, name);
+    return 0;
+  }
+  if (tf_kube_path(&path, "/api/v1", "pods", ns, name, NULL) < 0) return -1;
+  tf_kube_delete_options d = TF_KUBE_DELETE_OPTIONS_INIT;
+  d.precondition_uid = uid && *uid ? uid : NULL;
+  d.grace_period_seconds = grace;
+  d.propagation = TF_KUBE_PROPAGATION_BACKGROUND;
+  tf_kube_status *st = NULL;
+  tf_err rc = tf_kube_delete(c->kube, path, &d, NULL, &st);
+  say(c, TF_LOG_INFO, "delete pod %s/%s (grace %lds)%s%s", ns, name, grace, rc && rc != TF_ENOTFOUND ? ": " : "",
+      rc && rc != TF_ENOTFOUND ? tf_kube_status_message(st) : "");
+  if (s && rc == 0 && uid && *uid) (void)tf_adapter__expect_delete(s->expect, name, uid, now);
+  tf_kube_status_free(st);
+  tf_free(path);
+  return rc == 0 || rc == TF_ENOTFOUND ? 0 : -1;
+}
+
+/* ---- one pool ---- */
+
+typedef struct pods_view {
+  tf_adapter__pod *pods;
+  char **json;
+  size_t n;
+} pods_view;
+
+static void pods_clear(pods_view *v)
+{
+  for (size_t i = 0; i < v->n; i++) {
+    tf_adapter__pod_clear(&v->pods[i]);
+    tf_free(v->json[i]);
+  }
+  free(v->pods);
+  free(v->json);
+  memset(v, 0, sizeof(*v));
+}
+
+/* The relay pods of pool @p name in @p ns that @p pool_uid owns (another owner's pods are not ours to act on). */
+static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *name, const char *pool_uid)
+{
+  memset(v, 0, sizeof(*v));
+  char *label = join3(TF_POD__LABEL_POOL, "=", name), *list = NULL;
+  int rc = label && tf_informer_list(c->pods, ns, label, &list) == 0 ? 0 : -1;
+  free(label);
+  cJSON *arr = rc == 0 ? cJSON_Parse(list) : NULL;
+  size_t cap = (size_t)cJSON_GetArraySize(arr);
+  v->pods = calloc(cap + 1, sizeof(tf_adapter__pod));
+  v->json = calloc(cap + 1, sizeof(char *));
+  if (!v->pods || !v->json) rc = -1;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, arr)
+  {
+    if (rc < 0) break;
+    char *text = cJSON_PrintUnformatted(p);
+    tf_adapter__pod pod;
+    if (text && tf_adapter__pod_parse(&pod, text) == 0) {
+      if (strcmp(pod.owner_uid, pool_uid) == 0) {
+        v->pods[v->n] = pod;
+        v->json[v->n] = text;
+        v->n++;
+        continue;
+      }
+      tf_adapter__pod_clear(&pod);
+    }
+    cJSON_free(text);
+  }
+  cJSON_Delete(arr);
+  tf_free(list);
+  return rc;
+}
+
+static const tf_adapter__pod *pod_find(const pods_view *v, const char *relay)
+{
+  for (size_t i = 0; i < v->n; i++)
+    if (strcmp(v->pods[i].name, relay) == 0) return &v->pods[i];
+  return NULL;
+}
+
+static void pend_add(pool_state *s, pend_kind kind, uint64_t id, const char *relay, const char *old_uid,
+                     int64_t delete_due_ms)
+{
+  pending *grown = realloc(s->pend, (s->pend_count + 1) * sizeof(*grown));
+  if (!grown) return;
+  s->pend = grown;
+  pending *p = &s->pend[s->pend_count++];
+  p->kind = kind;
+  p->id = id;
+  p->relay = strdup(relay);
+  p->old_uid = old_uid ? strdup(old_uid) : NULL;
+  p->delete_due_ms = delete_due_ms;
+}
+
+static void pend_remove(pool_state *s, size_t i)
+{
+  free(s->pend[i].relay);
+  free(s->pend[i].old_uid);
+  s->pend[i] = s->pend[--s->pend_count];
+}
+
+static const pending *pend_for(const pool_state *s, const char *relay)
+{
+  for (size_t i = 0; i < s->pend_count; i++)
+    if (s->pend[i].relay && strcmp(s->pend[i].relay, relay) == 0) return &s->pend[i];
+  return NULL;
+}
+
+/* The Node cache as a List for tf_nodes_parse(). */
+static char *nodes_list(tf_adapter *c)
+{
+  char *arr = NULL;
+  if (tf_informer_list(c->nodes, NULL, NULL, &arr) < 0) return NULL;
+  char *text = join3("{\"kind\":\"List\",\"items\":", arr, "}");
+  tf_free(arr);
+  return text;
+}
+
+/* Other pools' relay pods as claims on the engine. */
+/* Other pools' relay pods as claims on the engine; a CLI port this pool's relays share with another relay on
+ * their node (host networking: one 127.0.0.1) is reported once, as a Warning Event and in the log. */
+static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
+{
+  (void)tf_engine_clear_claims(s->engine);
+  char *pools = NULL, *pods = NULL;
+  if (tf_informer_list(c->pools, NULL, NULL, &pools) < 0 || tf_informer_list(c->pods, NULL, NULL, &pods) < 0) {
+    tf_free(pools);
+    tf_free(pods);
+    return;
+  }
+  cJSON *parr = cJSON_Parse(pools), *arr = cJSON_Parse(pods);
+  /* every relay pod parsed once, then matched against each other pool (parsing them per pool made a
+   * reconcile cost pools x pods parses: minutes per round at 100 pools x 10 relays) */
+  size_t cap = (size_t)cJSON_GetArraySize(arr), n = 0;
+  tf_adapter__pod *rps = calloc(cap + 1, sizeof(tf_adapter__pod));
+  const cJSON *pod;
+  if (rps) {
+    cJSON_ArrayForEach(pod, arr)
+    {
+      char *pt = cJSON_PrintUnformatted(pod);
+      if (pt && tf_adapter__pod_parse(&rps[n], pt) == 0) n++;
+      cJSON_free(pt);
+    }
+  }
+  char why[1024];
+  if (tf_adapter__cli_collisions(rps, n, pool_uid, why, sizeof(why)) == 0) {
+    free(s->collision);
+    s->collision = NULL;
+  } else if (!s->collision || strcmp(s->collision, why) != 0) {
+    free(s->collision);
+    s->collision = strdup(why);
+    say(c, TF_LOG_WARN, "%s: CLI port collision: %s", key, why);
+    event(c, pool_json, "Warning", "CLIPortCollision", "%s: only one coturn on a node can listen on a CLI "
+          "port (the operator's --cli-port-slots and --cli-ports-per-pool)", why);
+  }
+  const cJSON *p;
+  cJSON_ArrayForEach(p, parr)
+  {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+    const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name"));
+    const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid"));
+    char *pkey = ns && name ? join3(ns, "/", name) : NULL;
+    if (!pkey || strcmp(pkey, key) == 0) {
+      free(pkey);
+      continue;
+    }
+    char *text = cJSON_PrintUnformatted(p);
+    tf_pool *other = NULL;
+    uint16_t ports[16];
+    size_t np = 0;
+    if (text && tf_pool_parse(&other, text, strlen(text), TF_FORMAT_JSON) == 0)
+      for (size_t i = 0; i < tf_pool_listener_count(other) && np < 16; i++)
+        ports[np++] = tf_pool_listener_port(other, i);
+    tf_pool_free(other);
+    cJSON_free(text);
+    for (size_t i = 0; i < n; i++)
+      if (strcmp(rps[i].ns, ns) == 0 && uid && strcmp(rps[i].owner_uid, uid) == 0)
+        if (tf_engine_add_claim(s->engine, name, rps[i].identity, ports, np) < 0)
+          say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rps[i].name, tf_error_last()->message);
+    free(pkey);
+  }
+  for (size_t i = 0; i < n; i++) tf_adapter__pod_clear(&rps[i]);
+  free(rps);
+  cJSON_Delete(parr);
+  cJSON_Delete(arr);
+  tf_free(pools);
+  tf_free(pods);
+}
+
+/* The CLI port a relay's running config has (from the observed relay-config Secret); 0: unknown. */
+static uint16_t observed_cli_port(const char *config_secret, const char *relay)
+{
+  if (!config_secret) return 0;
+  char *k = join3(relay, ".conf", "");
+  char *conf = k ? secret_value(config_secret, k) : NULL;
+  free(k);
+  uint16_t port = 0;
+  tf_relayctl_config *rc = NULL;
+  if (conf && tf_relayctl_config_parse(&rc, conf, strlen(conf)) == 0) port = tf_relayctl_config_cli_port(rc);
+  tf_relayctl_config_free(rc);
+  wipe_free(conf);
+  return port;
+}
+
+/* Merge-patch the pool's /status with @p body unless @p pool_json already says it.
+ * 1 written, 0 nothing to write, -1 failed. */
+static int patch_status(tf_adapter *c, const char *pool_json, const char *ns, const char *name, const char *body)
+{
+  int matches = 0;
+  if (tf_manifest_matches(&matches, NULL, body, strlen(body), pool_json, strlen(pool_json)) == 0 && matches) return 0;
+  char *path = NULL;
+  tf_kube_status *st = NULL;
+  int rc = 1;
+  if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
+      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
+    say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
+    rc = -1;
+  }
+  tf_kube_status_free(st);
+  tf_free(path);
+  return rc;
+}
+
+static int refuse(tf_adapter *c, const char *pool_json, const char *ns, const char *name, const char *reason,
+                  const char *message)
+{
+  char now[32];
+  now_text(now, sizeof(now));
+  char *body = tf_adapter__refused_status(pool_json, tf_adapter__generation(pool_json), reason, message, now);
+  int rc = body ? patch_status(c, pool_json, ns, name, body) : -1;
+  if (rc > 0) {
+    event(c, pool_json, "Warning", reason, "%s", message);
+    say(c, TF_LOG_WARN, "%s/%s refused (%s): %s", ns, name, reason, message);
+  }
+  free(body);
+  return rc < 0 ? -1 : 0;
+}
+
+typedef struct pool_inputs {
+  tf_pool *pool;
+  char tls_digest[65];      /* the tls/dtls listeners' certificate and key (SHA-256); "" without such listeners */
+  char *secret, *previous;  /* secret material */
+  char *cli_master;         /* secret material */
+  char *nodes_text;
+} pool_inputs;
+
+static void inputs_clear(pool_inputs *in)
+{
+  tf_pool_free(in->pool);
+  wipe_free(in->secret);
+  wipe_free(in->previous);
+  wipe_free(in->cli_master);
+  free(in->nodes_text);
+  memset(in, 0, sizeof(*in));
+}
+
+/* Whether @p crt and @p key (PEM) are a certificate and its key: 0 with @p digest the hex SHA-256 of both;
+ * -1 with @p why naming the key that is wrong (`tls.crt: no PEM certificate`). */
+static int tls_pair_check(const char *crt, const char *key, char digest[65], char *why, size_t why_len)
+{
+  digest[0] = '\0';
+  BIO *cb = crt ? BIO_new_mem_buf(crt, -1) : NULL, *kb = key ? BIO_new_mem_buf(key, -1) : NULL;
+  X509 *cert = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+  EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+  int rc = -1;
+  if (!cert) snprintf(why, why_len, "tls.crt: %s", crt ? "no PEM certificate" : "missing");
+  else if (!pk) snprintf(why, why_len, "tls.key: %s", key ? "no PEM private key (or one with a passphrase)" : "missing");
+  else if (X509_check_private_key(cert, pk) != 1) snprintf(why, why_len, "tls.key: not the key of tls.crt");
+  else rc = 0;
+  if (rc == 0) {
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, crt, strlen(crt)) &&
+        EVP_DigestUpdate(ctx, key, strlen(key)) && EVP_DigestFinal_ex(ctx, md, &n) && n == 32) {
+      for (unsigned int i = 0; i < 32; i++) snprintf(digest + 2 * i, 3, "%02x", md[i]);
+    } else {
+      snprintf(why, why_len, "tls: cannot hash the certificate");
+      rc = -1;
+    }
+    EVP_MD_CTX_free(ctx);
+  }
+  X509_free(cert);
+  EVP_PKEY_free(pk);
+  BIO_free(cb);
+  BIO_free(kb);
+  return rc;
+}
+
+/* Parse, validate, read the secrets. 0; 1 refused (status and Event written); -1 retry. */
+static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, const char *ns, const char *name)
+{
+  memset(in, 0, sizeof(*in));
+  if (tf_pool_parse(&in->pool, pool_json, strlen(pool_json), TF_FORMAT_JSON) < 0) {
+    refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
+    return 1;
+  }
+  tf_problems *pr = NULL;
+  tf_err vr = tf_pool_validate(&pr, in->pool);
+  if (vr < 0 && !tf_problems_count(pr)) {
+    tf_problems_free(pr);
+    return -1;
+  }
+  if (tf_problems_count(pr)) {
+    char msg[1024] = "";
+    for (size_t i = 0; i < tf_problems_count(pr); i++) {
+      size_t used = strlen(msg);
+      snprintf(msg + used, sizeof(msg) - used, "%s%s: %s", i ? "; " : "", tf_problems_path(pr, i),
+               tf_problems_message(pr, i));
+    }
+    tf_problems_free(pr);
+    refuse(c, pool_json, ns, name, "InvalidSpec", msg);
+    return 1;
+  }
+  tf_problems_free(pr);
+  for (int prev = 0; prev < 2; prev++) {
+    const char *sname = NULL, *skey = NULL;
+    if (tf_pool_secret_ref(in->pool, prev, &sname, &skey) < 0 || !sname || !*sname) {
+      if (!prev) {
+        refuse(c, pool_json, ns, name, "SecretMissing", "spec.auth.secretRef: required");
+        return 1;
+      }
+      continue;
+    }
+    char *skey_path = join3(ns, "/", sname), *sj = NULL;
+    char *value = NULL;
+    if (skey_path && tf_informer_get(c->secrets, skey_path, &sj) == 0) value = secret_value(sj, skey);
+    if (sj) OPENSSL_cleanse(sj, strlen(sj));
+    tf_free(sj);
+    free(skey_path);
+    int bad = value && tf_pool_check_secret(in->pool, prev, value, strlen(value)) < 0; /* names Secret and key */
+    if (!value || bad) {
+      wipe_free(value);
+      char msg[512];
+      if (bad) snprintf(msg, sizeof(msg), "%s", tf_error_last()->message);
+      else snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s/%s has no key %s", prev ? "previousSecretRef" : "secretRef",
+                    ns, sname, skey);
+      if (!prev) {
+        refuse(c, pool_json, ns, name, bad ? "SecretInvalid" : "SecretMissing", msg);
+        return 1;
+      }
+      say(c, TF_LOG_WARN, "%s/%s: %s (the previous secret is optional)", ns, name, msg);
+      continue;
+    }
+    if (prev) in->previous = value;
+    else in->secret = value;
+  }
+  if (in->previous && strcmp(in->previous, in->secret) == 0) {
+    wipe_free(in->previous);
+    in->previous = NULL;
+  }
+  /* the certificate of its tls/dtls listeners, which its relay pods mount */
+  const char *tls = tf_manifest_tls_secret(in->pool);
+  if (tls) {
+    char *tkey = join3(ns, "/", tls), *tj = NULL, why[256];
+    tf_err tg = tkey ? tf_informer_get(c->secrets, tkey, &tj) : TF_ENOMEM;
+    free(tkey);
+    if (tg < 0 && tg != TF_ENOTFOUND) return -1;
+    char *crt = tg == 0 ? secret_value(tj, "tls.crt") : NULL, *key = tg == 0 ? secret_value(tj, "tls.key") : NULL;
+    if (tj) OPENSSL_cleanse(tj, strlen(tj));
+    tf_free(tj);
+    int bad = tg == TF_ENOTFOUND ? (snprintf(why, sizeof(why), "not found"), 1)
+                                 : tls_pair_check(crt, key, in->tls_digest, why, sizeof(why)) < 0;
+    wipe_free(crt);
+    wipe_free(key);
+    if (bad) {
+      char msg[512];
+      snprintf(msg, sizeof(msg), "spec.listeners: tlsSecretRef Secret %s/%s: %s", ns, tls, why);
+      refuse(c, pool_json, ns, name, "TLSSecretInvalid", msg);
+      return 1;
+    }
+  }
+  /* each pool's CLI master password from its own secret and name (the engine derives one per relay) */
+  char *ns_slash = join3("cli/", ns, "/"), *cli_for = ns_slash ? join3(ns_slash, name, "") : NULL;
+  free(ns_slash);
+  if (!cli_for || tf_reconcile_cli_password(&in->cli_master, in->secret, cli_for) < 0) {
+    free(cli_for);
+    return -1;
+  }
+  free(cli_for);
+  in->nodes_text = nodes_list(c);
+  return in->nodes_text ? 0 : -1;
+}
+
+/* Hand the inputs to the pool's engine (making it when new). 0; 1 refused; -1 retry. */
+static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char *pool_json, const char *ns,
+                       const char *name)
+{
+  const char *secrets[2] = {in->secret, in->previous};
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = secrets;
+  co.secrets_count = in->previous ? 2 : 1;
+  co.state_dir = STATE_DIR;
+  co.cli_port = tf_adapter__cli_port_base(ns, name, c->o.cli_port_base, c->o.cli_slots, c->o.cli_stride);
+  co.cli_password = in->cli_master;
+  co.allow_loopback_peers = c->o.allow_loopback_peers;
+  if (in->tls_digest[0]) {
+    co.cert_file = TF_MANIFEST_TLS_CERT_PATH;
+    co.key_file = TF_MANIFEST_TLS_KEY_PATH;
+    co.cert_digest = in->tls_digest; /* a new certificate is a new config: the relays roll */
+  }
+  unsigned char digest[32];
+  unsigned int dl = 0;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) && EVP_DigestUpdate(md, in->secret, strlen(in->secret) + 1) &&
+           (!in->previous || EVP_DigestUpdate(md, in->previous, strlen(in->previous) + 1)) &&
+           EVP_DigestFinal_ex(md, digest, &dl);
+  EVP_MD_CTX_free(md);
+  if (!ok) return -1;
+  char *pool_text = NULL;
+  if (tf_pool_to_json(&pool_text, in->pool) < 0) return -1;
+  tf_nodes *nodes = NULL;
+  if (tf_nodes_parse(&nodes, in->nodes_text, strlen(in->nodes_text)) < 0) {
+    say(c, TF_LOG_ERROR, "nodes: %s", tf_error_last()->message);
+    tf_free(pool_text);
+    return -1;
+  }
+  int rc = 0;
+  if (!s->engine) {
+    tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+    eo.coturn = &co;
+    eo.probe_interval_ms = c->o.probe_interval_ms;
+    eo.count_interval_ms = c->o.probe_interval_ms;
+    eo.publish_delay_ms = c->o.publish_delay_ms;
+    eo.probe_timeout_ms = PROBE_TIMEOUT_MS;
+    eo.count_timeout_ms = SCRAPE_TIMEOUT_MS;
+    eo.probe_first_delay_ms = 500;
+    eo.count_first_delay_ms = 1000;
+    tf_pool *pool = in->pool;
+    in->pool = NULL;
+    if (tf_engine_new(&s->engine, pool, nodes, &eo) < 0) {
+      refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
+      rc = 1;
+    } else {
+      (void)tf_engine_set_status(s->engine, pool_json, strlen(pool_json));
+      s->epoch = ++c->next_epoch;
+    }
+    nodes = NULL;
+  } else {
+    if (!s->pool_text || strcmp(s->pool_text, pool_text) != 0) {
+      tf_pool *pool = in->pool;
+      in->pool = NULL;
+      if (tf_engine_set_pool(s->engine, pool) < 0) {
+        event(c, pool_json, "Warning", "ChangeRefused", "the pool change is refused, the running pool stays: %s",
+              tf_error_last()->message);
+        tf_free(pool_text);
+        pool_text = NULL;
+      }
+    }
+    if (!s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0) {
+      tf_nodes *n = nodes;
+      nodes = NULL;
+      if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
+    }
+    int rotated = memcmp(digest, s->secret_digest, sizeof(digest)) != 0;
+    if (rotated || strcmp(in->tls_digest, s->tls_digest) != 0) {
+      if (tf_engine_set_coturn_options(s->engine, &co) < 0)
+        event(c, pool_json, "Warning", "ChangeRefused", "the %s change is refused: %s",
+              rotated ? "secret" : "certificate", tf_error_last()->message);
+      else if (rotated) /* the engine probes every relay with the secret all of them take, and rolls them */
+        event(c, pool_json, "Normal", "SecretRotated", "the shared secret changed: the relays roll one at a time%s",
+              in->previous ? "" : " (no previousSecretRef: a relay that takes only the old one leaves the turn "
+                                  "URIs on its next probe)");
+    }
+  }
+  tf_nodes_free(nodes);
+  if (rc == 0) {
+    if (pool_text) {
+      free(s->pool_text);
+      s->pool_text = strdup(pool_text);
+    }
+    free(s->nodes_text);
+    s->nodes_text = strdup(in->nodes_text);
+    memcpy(s->secret_digest, digest, sizeof(digest));
+    memcpy(s->tls_digest, in->tls_digest, sizeof(s->tls_digest));
+  }
+  tf_free(pool_text);
+  OPENSSL_cleanse(digest, sizeof(digest));
+  return rc;
+}
+
+static size_t rec_index(const tf_reconcile *rec, const char *relay)
+{
+  for (size_t i = 0; i < tf_reconcile_relay_count(rec); i++)
+    if (strcmp(tf_reconcile_relay_name(rec, i), relay) == 0) return i;
+  return (size_t)-1;
+}
+
+static const tf_engine_relay *view_of(const tf_engine *e, const char *relay)
+{
+  for (size_t i = 0; i < tf_engine_relay_count(e); i++)
+    if (strcmp(tf_engine_relay_at(e, i)->name, relay) == 0) return tf_engine_relay_at(e, i);
+  return NULL;
+}
+
+/* Create relay @p relay's pod from the current reconcile. The pod's uid (malloc'd), or NULL. */
+static char *create_pod(tf_adapter *c, pool_state *s, const char *pool_json, const char *ns, const char *uid,
+                        const char *relay)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  size_t i = rec ? rec_index(rec, relay) : (size_t)-1;
+  if (i == (size_t)-1) return NULL;
+  /* made already, and not in the pod cache yet: that pod is the relay's (no second create) */
+  const char *made_uid = tf_adapter__expect_creating(s->expect, relay, tf_kube__now_ms());
+  if (made_uid) return strdup(made_uid);
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->o.agent_image;
+  mo.agent_port = c->o.agent_port;
+  mo.state_dir = STATE_DIR;
+  char *body = NULL, *coll = NULL, *made = NULL, *out = NULL;
+  tf_kube_status *st = NULL;
+  if (tf_manifest_relay_pod(&body, tf_engine_pool(s->engine), rec, i, &mo) < 0) {
+    event(c, pool_json, "Warning", "PodRefused", "relay %s: %s", relay, tf_error_last()->message);
+    return NULL;
+  }
+  if (tf_kube_path(&coll, "/api/v1", "pods", ns, NULL, NULL) == 0) {
+    tf_err rc = tf_kube_create(c->kube, coll, body, &made, &st);
+    if (rc == TF_ECONFLICT) {
+      /* made before (an operator killed after the create): ours when we own it and it runs this config */
+      char *path = join3(coll, "/", relay);
+      tf_free(made);
+      made = NULL;
+      tf_adapter__pod seen;
+      if (path && tf_kube_get(c->kube, path, &made, NULL) == 0 && tf_adapter__pod_parse(&seen, made) == 0) {
+        if (strcmp(seen.owner_uid, uid) == 0 && !seen.deleting &&
+            strcmp(seen.config_hash, tf_reconcile_relay_config_hash(rec, i)) == 0)
+          out = strdup(seen.uid);
+        tf_adapter__pod_clear(&seen);
+      }
+      free(path);
+      if (!out) event(c, pool_json, "Warning", "PodExists", "relay %s: a pod of that name exists and is not ours", relay);
+    } else if (rc == 0) {
+      out = tf_adapter__meta_string(made, "uid");
+      if (out) (void)tf_adapter__expect_create(s->expect, relay, out, tf_kube__now_ms());
+      say(c, TF_LOG_INFO, "create pod %s/%s", ns, relay);
+      const tf_engine_relay *v = view_of(s->engine, relay);
+      event(c, pool_json, "Normal", "RelayCreated", "relay %s on %s/%u-%u", relay, v ? v->address : "?",
+            v ? v->ports.start : 0, v ? v->ports.end : 0);
+    } else {
+      event(c, pool_json, "Warning", "CreateFailed", "relay %s: pod: %s", relay, tf_kube_status_message(st));
+    }
+  }
+  tf_kube_status_free(st);
+  tf_free(made);
+  tf_free(coll);
+  tf_free(body);
+  return out;
+}
+
+/* Feed the facts: the pool's pods, results of probes and scrapes, pods that went. */
+static void observe(tf_adapter *c, pool_state *s, const pods_view *pv, const char *config_secret, int64_t now)
+{
+  const int64_t wall = wall_ms();
+  tf_adapter__result *res = NULL;
+  size_t nr = tf_adapter__work_take(c->work, s->key, &res);
+  for (size_t i = 0; i < nr; i++) {
+    if (res[i].epoch == s->epoch) {
+      if (res[i].kind == TF_ADAPTER__PROBE)
+        (void)tf_engine_probe_done(s->engine, res[i].id, res[i].ok, res[i].error_code, res[i].on_allocate,
+                                   res[i].message, now);
+      else
+        (void)tf_engine_count_done(s->engine, res[i].id, res[i].allocations, now);
+    }
+    tf_adapter__result_clear(&res[i]);
+  }
+  free(res);
+  /* a stop is done when the pod is gone; a restart's old pod going lets the new one be made */
+  for (size_t i = 0; i < s->pend_count;) {
+    const tf_adapter__pod *p = pod_find(pv, s->pend[i].relay);
+    if (s->pend[i].kind == PEND_STOP && !p) {
+      (void)tf_engine_done(s->engine, s->pend[i].id, 1, NULL, now);
+      pend_remove(s, i);
+      continue;
+    }
+    i++;
+  }
+  char **seen = calloc(pv->n + 1, sizeof(char *));
+  size_t ns = 0;
+  for (size_t i = 0; i < pv->n; i++) {
+    const tf_adapter__pod *p = &pv->pods[i];
+    if (seen) seen[ns++] = strdup(p->name);
+    tf_adapter__expect_observe(s->expect, p->name, p->uid, p->deleting, now);
+    if (pend_for(s, p->name)) continue;
+    tf_engine_relay_facts f;
+    tf_adapter__pod_facts(&f, p, wall, now);
+    /* a pod made before the cli-port annotation: the port its config in <pool>-relay-config has */
+    if (!f.cli_port) f.cli_port = observed_cli_port(config_secret, p->name);
+    if (tf_engine_observe(s->engine, &f, now) < 0)
+      say(c, TF_LOG_WARN, "%s: pod %s: %s", s->key, p->name, tf_error_last()->message);
+  }
+  /* a relay without a pod in the cache: its delete is seen done; a create stays expected until its pod is seen */
+  for (size_t i = 0; i < tf_engine_relay_count(s->engine); i++) {
+    const char *relay = tf_engine_relay_at(s->engine, i)->name;
+    if (!pod_find(pv, relay)) tf_adapter__expect_observe(s->expect, relay, NULL, 0, now);
+  }
+  for (size_t i = 0; i < s->seen_count; i++) {
+    if (!pod_find(pv, s->seen[i]) && !pend_for(s, s->seen[i]) && view_of(s->engine, s->seen[i])) {
+      tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+      f.name = s->seen[i];
+      f.running = 0;
+      (void)tf_engine_observe(s->engine, &f, now);
+    }
+    free(s->seen[i]);
+  }
+  free(s->seen);
+  s->seen = seen;
+  s->seen_count = seen ? ns : 0;
+}
+
+static void act(tf_adapter *c, pool_state *s, const pods_view *pv, const char *pool_json, const char *ns,
+                char ***starts, uint64_t **start_ids, size_t *start_count, int64_t now)
+{
+  const tf_engine *e = s->engine;
+  long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(e)) + 999) / 1000) + 30;
+  for (size_t k = 0; k < tf_engine_action_count(e); k++) {
+    const tf_engine_action *a = tf_engine_action_at(e, k);
+    const tf_adapter__pod *p = pod_find(pv, a->relay);
+    switch (a->kind) {
+    case TF_ENGINE_START:
+    case TF_ENGINE_RESTART: {
+      /* a new config (the engine took the relay out of the URIs a publication delay ago): its pod goes now,
+       * and the new pod is made once the old one is gone (one name, one relay address) */
+      if (a->kind == TF_ENGINE_RESTART || (p && p->deleting)) {
+        int due = a->kind == TF_ENGINE_RESTART && p && !p->deleting;
+        pend_add(s, PEND_RESTART, a->id, a->relay, p ? p->uid : NULL, due ? now : 0);
+        if (due) event(c, pool_json, "Normal", "RelayRolling", "relay %s: replacing its pod (%s)", a->relay, a->reason);
+        break;
+      }
+      char **sg = realloc(*starts, (*start_count + 1) * sizeof(char *));
+      uint64_t *ig = sg ? realloc(*start_ids, (*start_count + 1) * sizeof(uint64_t)) : NULL;
+      if (sg) *starts = sg;
+      if (ig) *start_ids = ig;
+      if (!sg || !ig) break;
+      (*starts)[*start_count] = strdup(a->relay);
+      (*start_ids)[*start_count] = a->id;
+      (*start_count)++;
+      break;
+    }
+    case TF_ENGINE_DRAIN: {
+      /* out of the turn URIs since the publication delay: now the pod goes, its agent's preStop drains coturn */
+      int ok = !p || p->deleting || delete_pod(c, s, ns, a->relay, p->uid, grace) == 0;
+      (void)tf_engine_done(s->engine, a->id, ok, NULL, now);
+      if (ok) event(c, pool_json, "Normal", "RelayDraining", "relay %s: draining (pod deleted with grace %lds)",
+                    a->relay, grace);
+      break;
+    }
+    case TF_ENGINE_STOP:
+      if (!p) {
+        (void)tf_engine_done(s->engine, a->id, 1, NULL, now);
+      } else {
+        if (!p->deleting) (void)delete_pod(c, s, ns, a->relay, p->uid, grace);
+        pend_add(s, PEND_STOP, a->id, a->relay, p->uid, 0);
+      }
+      event(c, pool_json, "Normal", "RelayRemoved", "relay %s: removed (%s)", a->relay, a->reason);
+      break;
+    case TF_ENGINE_PROBE: {
+      /* the engine's probe options: each URI in its address's family (both halves of DualStack), the secret
+       * every relay takes */
+      tf_probe_options *po = calloc(a->probe_count + 1, sizeof(*po));
+      int ok = po != NULL;
+      for (size_t j = 0; ok && j < a->probe_count; j++) {
+        tf_probe_options init = TF_PROBE_OPTIONS_INIT;
+        po[j] = init;
+        ok = tf_engine_probe_options(s->engine, a, j, &po[j]) == 0;
+        /* a turns: listener is proven by a TLS handshake and an Allocate through it; the pool names no CA
+         * (its certificate is the client's to trust), so the chain is not verified here */
+        po[j].insecure = 1;
+        if (!po[j].timeout_ms) po[j].timeout_ms = PROBE_TIMEOUT_MS;
+      }
+      if (!ok || tf_adapter__work_probe(c->work, s->key, s->epoch, a->id, po, a->probe_count) < 0)
+        (void)tf_engine_probe_done(s->engine, a->id, 0, 0, 0, ok ? "no memory" : tf_error_last()->message, now);
+      free(po);
+      break;
+    }
+    case TF_ENGINE_COUNT: {
+      char url[128];
+      uint16_t port = p && p->agent_port ? p->agent_port : c->o.agent_port;
+      int v6 = a->address && strchr(a->address, ':') != NULL;
+      snprintf(url, sizeof(url), "http://%s%s%s:%u/metrics", v6 ? "[" : "", a->address ? a->address : "",
+               v6 ? "]" : "", port);
+      if (!p || tf_adapter__work_scrape(c->work, s->key, s->epoch, a->id, url, SCRAPE_TIMEOUT_MS) < 0)
+        (void)tf_engine_count_done(s->engine, a->id, -1, now);
+      break;
+    }
+    }
+  }
+}
+
+static int write_config(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid,
+                        const char *config_secret)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  const tf_pool *pool = tf_engine_pool(s->engine);
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->o.agent_image;
+  mo.agent_port = c->o.agent_port;
+  mo.state_dir = STATE_DIR;
+  int rc = 0;
+  char *coll = NULL, *body = NULL;
+  /* the relay configs first: a pod made next mounts its key */
+  if (tf_kube_path(&coll, "/api/v1", "secrets", ns, NULL, NULL) == 0 &&
+      tf_manifest_relay_config_secret(&body, pool, rec, config_secret, config_secret ? strlen(config_secret) : 0,
+                                      &mo) == 0) {
+    char *sname = join3(name, "-relay-config", "");
+    if (!sname || write_object(c, coll, sname, body, config_secret) < 0) rc = -1;
+    free(sname);
+    OPENSSL_cleanse(body, strlen(body));
+  } else {
+    rc = -1;
+  }
+  tf_free(body);
+  tf_free(coll);
+  return rc;
+}
+
+static int write_uris(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(s->engine);
+  tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+  mo.pool_uid = uid;
+  mo.agent_image = c->o.agent_image;
+  char *coll = NULL, *body = NULL, *observed = NULL;
+  int rc = -1;
+  if (tf_kube_path(&coll, "/api/v1", "configmaps", ns, NULL, NULL) == 0 &&
+      tf_manifest_turn_uris(&body, tf_engine_pool(s->engine), rec, &mo) == 0) {
+    char *cname = join3(name, "-turn-uris", ""), *key = join3(ns, "/", cname ? cname : "");
+    /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
+    tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
+    if (cname && (g == 0 || g == TF_ENOTFOUND))
+      rc = write_object(c, coll, cname, body, g == 0 ? observed : NULL);
+    free(cname);
+    free(key);
+  }
+  tf_free(observed);
+  tf_free(body);
+  tf_free(coll);
+  return rc;
+}
+
+/* The readiness gates that go to @p want_ready (1: to True, before the turn URIs list them; 0: to False, after
+ * the URIs dropped them), so that turn-uris never lists a relay whose pod is not Ready. A gate changes only on
+ * this process's own probe result: a new leader keeps what it found until it probed. */
+static int write_gates(tf_adapter *c, pool_state *s, const pods_view *pv, const char *ns, int want_ready)
+{
+  char now[32];
+  now_text(now, sizeof(now));
+  int rc = 0;
+  for (size_t i = 0; i < pv->n; i++) {
+    const tf_adapter__pod *p = &pv->pods[i];
+    const tf_engine_relay *v = view_of(s->engine, p->name);
+    if (!v || p->deleting || !v->probe_ms || (v->id && strcmp(v->id, p->uid) != 0)) continue;
+    int full = v->state == TF_ENGINE_RELAY_FULL;
+    int ready = v->state == TF_ENGINE_RELAY_READY || full;
+    if (ready != want_ready) continue;
+    if (!ready && p->gate != 1) continue; /* absent counts as not ready: no write for it */
+    int err = 0;
+    char *patch = tf_adapter__gate_patch(p, ready, full ? TF_POD__GATE_FULL : ready ? "AllocateSucceeded" : tf_engine_relay_state_name(v->state),
+                                full    ? "it answers, and every relay port is in use (508)" :
+                                ready   ? "a TURN Allocate through the relay passed" :
+                                          (v->probe_message ? v->probe_message : ""),
+                                now, &err);
+    if (!patch) continue;
+    char *path = NULL;
+    tf_kube_status *st = NULL;
+    if (tf_kube_path(&path, "/api/v1", "pods", ns, p->name, "status") < 0 ||
+        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, NULL, &st) < 0) {
+      say(c, TF_LOG_WARN, "pod %s/%s: readiness: %s", ns, p->name, st ? tf_kube_status_message(st) : "no memory");
+      rc = -1;
+    } else {
+      say(c, TF_LOG_INFO, "pod %s/%s: %s=%s%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False",
+          full ? " (full)" : "");
+    }
+    tf_kube_status_free(st);
+    tf_free(path);
+    free(patch);
+  }
+  return rc;
+}
+
+/* The status with ReachableFromVantage from the pool's <pool>-vantage ConfigMap (the cache; absent: Unknown). */
+static char *with_vantage(tf_adapter *c, const char *body, const char *pool_json, const char *ns, const char *name)
+{
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL, *msg = NULL;
+  char *out = NULL, now[32];
+  const char *status = NULL, *reason = NULL;
+  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
+  if ((g == 0 || g == TF_ENOTFOUND) &&
+      tf_vantage_condition(&status, &reason, &msg, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0) {
+    now_text(now, sizeof(now));
+    out = tf_adapter__with_condition(body, pool_json, "ReachableFromVantage", status, reason, msg, now);
+  }
+  tf_free(msg);
+  tf_free(cm);
+  free(key);
+  free(cname);
+  return out;
+}
+
+static int write_status(tf_adapter *c, pool_state *s, const char *pool_json, const char *ns, const char *name)
+{
+  char *status = NULL, *body = NULL, *stable = NULL, *full = NULL;
+  int rc = -1;
+  if (tf_engine_status_json(&status, s->engine) == 0 &&
+      tf_manifest_status(&body, tf_engine_pool(s->engine), status, strlen(status), tf_adapter__generation(pool_json)) == 0 &&
+      (stable = tf_adapter__status_stable(body, pool_json)) != NULL &&
+      (full = with_vantage(c, stable, pool_json, ns, name)) != NULL)
+    rc = patch_status(c, pool_json, ns, name, full) < 0 ? -1 : 0;
+  free(full);
+  free(stable);
+  tf_free(body);
+  tf_free(status);
+  return rc;
+}
+
+/* The pool's ReachableFromVantage as samples, from the same cached ConfigMap as with_vantage(). */
+static int vantage_metrics(tf_adapter *c, tf_metrics *m, const tf_pool *pool)
+{
+  const char *ns = tf_pool_namespace(pool), *name = tf_pool_name(pool);
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL;
+  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
+  int rc = (g == 0 || g == TF_ENOTFOUND) &&
+                   tf_vantage_metrics(m, ns, name, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0
+               ? 0
+               : -1;
+  tf_free(cm);
+  free(key);
+  free(cname);
+  return rc;
+}
+
+/* PUT the pool with the drain finalizer added (@p want 1) or removed, against the resourceVersion read; a 409
+ * (the status was written since, say) gets one fresh read and one more PUT, never a loop.
+ * 1 written, 0 nothing to do, -1 retry. */
+static int put_finalizer(tf_adapter *c, const char *pool_json, const char *ns, const char *name, int want)
+{
+  int err = 0;
+  char *body = tf_adapter__with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL, *fresh = NULL;
+  if (!body) return err ? -1 : 0;
+  tf_kube_status *st = NULL;
+  tf_err rc = tf_kube_path(&path, GROUP_API, "turnpools", ns, name, NULL);
+  if (rc == 0) rc = tf_kube_update(c->kube, path, body, NULL, &st);
+  if (rc == TF_ECONFLICT && tf_kube_get(c->kube, path, &fresh, NULL) == 0) {
+    free(body);
+    tf_kube_status_free(st);
+    st = NULL;
+    body = tf_adapter__with_finalizer(fresh, FINALIZER, want, &err);
+    rc = body ? tf_kube_update(c->kube, path, body, NULL, &st) : err ? TF_ENOMEM : TF_OK;
+  }
+  if (!want && rc == TF_ENOTFOUND) rc = 0;
+  say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
+      rc ? (want ? "not added" : "not removed") : want ? "added" : "removed", rc ? ": " : "",
+      rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : "");
+  tf_kube_status_free(st);
+  tf_free(fresh);
+  tf_free(path);
+  free(body);
+  return rc == 0 ? 1 : -1;
+}
+
+/* A pool being deleted whose inputs are refused (its Secret went first, say) and that has no engine in this
+ * process: its pods are deleted (each drains in its preStop, within its own grace) and the finalizer goes
+ * with the last of them. 0; -1 retry. */
+static int drain_unrendered(tf_adapter *c, const char *pool_json, const char *ns, const char *name,
+                            const char *uid, long *requeue_ms)
+{
+  pods_view pv;
+  if (pods_read(c, &pv, ns, name, uid) < 0) return -1;
+  int rc = 0;
+  for (size_t i = 0; i < pv.n; i++)
+    if (!pv.pods[i].deleting && delete_pod(c, NULL, ns, pv.pods[i].name, pv.pods[i].uid, -1) < 0) rc = -1;
+  if (pv.n == 0) rc = put_finalizer(c, pool_json, ns, name, 0) < 0 ? -1 : 0;
+  else *requeue_ms = 1000;
+  pods_clear(&pv);
+  return rc;
+}
+
+tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(requeue_ms);
+  *requeue_ms = 0;
+  char *pool_json = NULL;
+  tf_err g = tf_informer_get(c->pools, key, &pool_json);
+  say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
+  if (g == TF_ENOTFOUND) {
+    /* deleted: what it owned goes with it (owner references); its engine's books go now, and the
+     * results of its last probes and scrapes with them */
+    state_drop(c, key);
+    tf_adapter__result *res = NULL;
+    size_t nr = tf_adapter__work_take(c->work, key, &res);
+    for (size_t i = 0; i < nr; i++) tf_adapter__result_clear(&res[i]);
+    free(res);
+    return 0;
+  }
+  if (g < 0) return g;
+  char *ns = tf_adapter__meta_string(pool_json, "namespace"), *name = tf_adapter__meta_string(pool_json, "name");
+  char *uid = tf_adapter__meta_string(pool_json, "uid");
+  int rc = -1;
+  pool_inputs in;
+  memset(&in, 0, sizeof(in));
+  pods_view pv;
+  memset(&pv, 0, sizeof(pv));
+  char *config_secret = NULL;
+  char **starts = NULL;
+  uint64_t *start_ids = NULL;
+  size_t start_count = 0;
+  if (!ns || !name || !uid) goto out;
+  pool_state *s = state_find(c, key, NULL);
+  if (s && strcmp(s->uid, uid) != 0) { /* deleted and made again under the same name */
+    state_drop(c, key);
+    s = NULL;
+  }
+  /* a pool being deleted keeps our finalizer until its relays drained; one without it is the garbage
+   * collector's (it was deleted before we held it, or we let it go) */
+  const int64_t deleted = tf_adapter__deletion_ms(pool_json);
+  int fin_err = 0;
+  char *fin_add = tf_adapter__with_finalizer(pool_json, FINALIZER, 1, &fin_err);
+  const int held = !fin_add && !fin_err;
+  free(fin_add);
+  if (fin_err) goto out;
+  if (deleted && !held) {
+    state_drop(c, key);
+    rc = 0;
+    goto out;
+  }
+  if (!deleted && put_finalizer(c, pool_json, ns, name, 1) < 0) goto out;
+  int r = s && s->shutting ? 0 : read_inputs(c, &in, pool_json, ns, name); /* a drain needs no new input */
+  if (r != 0) {
+    rc = r < 0 ? -1 : deleted && !(s && s->engine) ? drain_unrendered(c, pool_json, ns, name, uid, requeue_ms) : 0;
+    goto out;
+  }
+  if (!s) {
+    if (!(s = calloc(1, sizeof(*s))) || !(s->key = strdup(key)) || !(s->uid = strdup(uid)) ||
+        !(s->expect = tf_adapter__expect_new(EXPECT_TTL_MS))) {
+      state_free(s);
+      goto out;
+    }
+    pool_state **grown = realloc(c->states, (c->state_count + 1) * sizeof(*grown));
+    if (grown) {
+      c->states = grown;
+      c->states[c->state_count++] = s;
+    }
+    if (!grown) {
+      state_free(s);
+      goto out;
+    }
+  }
+  r = s->shutting ? 0 : feed_engine(c, s, &in, pool_json, ns, name);
+  if (r != 0) {
+    if (r > 0 && !s->engine) state_drop(c, key);
+    rc = r > 0 ? 0 : -1;
+    goto out;
+  }
+  char *skey = join3(key, "-relay-config", "");
+  if (!skey) goto out;
+  g = tf_informer_get(c->secrets, skey, &config_secret);
+  free(skey);
+  if (g < 0 && g != TF_ENOTFOUND) goto out;
+  if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
+  claims(c, s, key, pool_json, uid);
+  int64_t now = tf_kube__now_ms();
+  observe(c, s, &pv, config_secret, now);
+  if (deleted && !s->shutting) {
+    /* every relay drains as in a scale to zero; what is left is stopped drainTimeout (+ the grace) after the
+     * deletion was asked, whichever leader saw it first */
+    int64_t ago = wall_ms() - deleted;
+    if (tf_engine_shutdown(s->engine, ago <= 0 ? now : ago < now ? now - ago : 1, 0) < 0) goto out;
+    s->shutting = 1;
+    if (!tf_adapter__status_says(pool_json, "stopping"))
+      event(c, pool_json, "Normal", "Deleting", "the pool is being deleted: its %zu relays leave the turn URIs and "
+            "drain first (until their allocations are gone or drainTimeout)", pv.n);
+  }
+  if (tf_engine_step(s->engine, now, wall_ms()) < 0) {
+    say(c, TF_LOG_ERROR, "%s: step: %s", key, tf_error_last()->message);
+    goto out;
+  }
+  act(c, s, &pv, pool_json, ns, &starts, &start_ids, &start_count, now);
+  rc = write_config(c, s, ns, name, uid, config_secret);
+  /* the pods the engine asked for, and the restarts whose old pod is gone */
+  for (size_t i = 0; i < start_count; i++) {
+    char *pod_uid = rc == 0 && !s->shutting ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
+    (void)tf_engine_done(s->engine, start_ids[i], pod_uid != NULL, pod_uid, now);
+    free(pod_uid);
+  }
+  for (size_t i = 0; rc == 0 && i < s->pend_count;) {
+    pending *p = &s->pend[i];
+    const tf_adapter__pod *seen = pod_find(&pv, p->relay);
+    if (p->kind == PEND_RESTART && p->delete_due_ms && now >= p->delete_due_ms && seen && !seen->deleting) {
+      long grace = (long)((tf_pool_drain_timeout_ms(tf_engine_pool(s->engine)) + 999) / 1000) + 30;
+      if (delete_pod(c, s, ns, p->relay, p->old_uid, grace) == 0) p->delete_due_ms = 0;
+    }
+    if (p->kind == PEND_RESTART && (!seen || (p->old_uid && strcmp(seen->uid, p->old_uid) != 0))) {
+      char *pod_uid = s->shutting ? NULL : create_pod(c, s, pool_json, ns, uid, p->relay);
+      (void)tf_engine_done(s->engine, p->id, pod_uid != NULL, pod_uid, now);
+      free(pod_uid);
+      pend_remove(s, i);
+      continue;
+    }
+    i++;
+  }
+  /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff) */
+  if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
+  else if (write_uris(c, s, ns, name, uid) < 0) rc = -1;
+  else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
+  if (s->shutting && pv.n == 0 && rc == 0) {
+    /* every relay pod is gone: the pool goes, and what it owned with it (no last status for it) */
+    int fin = put_finalizer(c, pool_json, ns, name, 0);
+    if (fin > 0) event(c, pool_json, "Normal", "Drained", "every relay drained: the pool goes");
+    if (fin < 0) rc = -1;
+  } else if (write_status(c, s, pool_json, ns, name) < 0) {
+    rc = -1;
+  }
+  int64_t next = tf_engine_next_ms(s->engine);
+  for (size_t i = 0; i < s->pend_count; i++)
+    if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
+  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 0;
+  if (delay < 50) delay = 50;
+  /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */
+  if (delay > 5000) delay = 5000;
+  *requeue_ms = delay;
+out:
+  for (size_t i = 0; i < start_count; i++) free(starts[i]);
+  free(starts);
+  free(start_ids);
+  if (config_secret) OPENSSL_cleanse(config_secret, strlen(config_secret));
+  tf_free(config_secret);
+  pods_clear(&pv);
+  inputs_clear(&in);
+  free(ns);
+  free(name);
+  free(uid);
+  tf_free(pool_json);
+  /* the reason was logged; the caller retries with backoff */
+  return rc < 0 ? tf_error__set(TF_EUNAVAILABLE, "%s: not reconciled (retry)", key) : TF_OK;
+}
+
+tf_err tf_adapter_metrics(tf_adapter *c, tf_metrics *m)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(m);
+  for (size_t i = 0; i < c->state_count; i++) {
+    const tf_reconcile *rec = c->states[i]->engine ? tf_engine_reconcile(c->states[i]->engine) : NULL;
+    if (!rec) continue;
+    tf_err rc = tf_reconcile_metrics(m, rec);
+    if (rc < 0) return rc;
+    if (vantage_metrics(c, m, tf_engine_pool(c->states[i]->engine)) < 0)
+      return tf_error__set(TF_ENOMEM, "metrics: ReachableFromVantage of %s", c->states[i]->key);
+  }
+  return TF_OK;
+}
+
+tf_err tf_adapter_options_init(tf_adapter_options *opts, unsigned int version)
+{
+  TF_ASSERT_ARG(opts);
+  if (version == 0 || version > TF_ADAPTER_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "version: %u is not a tf_adapter_options version (1-%d)", version,
+                         TF_ADAPTER_OPTIONS_VERSION);
+  tf_adapter_options init = TF_ADAPTER_OPTIONS_INIT;
+  *opts = init;
+  opts->version = version;
+  return TF_OK;
+}
+
+tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options *opts)
+{
+  TF_ASSERT_ARG(out);
+  *out = NULL;
+  TF_ASSERT_ARG(kube);
+  TF_ASSERT_ARG(opts);
+  if (opts->version == 0 || opts->version > TF_ADAPTER_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "options.version: %u is not a tf_adapter_options version (1-%d)",
+                         opts->version, TF_ADAPTER_OPTIONS_VERSION);
+  const char *missing = !opts->pools ? "pools" : !opts->pods ? "pods" : !opts->nodes ? "nodes"
+                        : !opts->secrets ? "secrets" : !opts->configmaps ? "configmaps" : !opts->queue ? "queue"
+                        : !opts->recorder ? "recorder" : !opts->agent_image || !*opts->agent_image ? "agent_image"
+                        : NULL;
+  if (missing) return tf_error__set(TF_EINVALID, "options.%s: required", missing);
+  if (!opts->agent_port) return tf_error__set(TF_EINVALID, "options.agent_port: must be 1-65535");
+  if (opts->probe_interval_ms <= 0 || opts->publish_delay_ms < 0)
+    return tf_error__set(TF_EINVALID, "options.%s: must be positive",
+                         opts->probe_interval_ms <= 0 ? "probe_interval_ms" : "publish_delay_ms");
+  if ((unsigned long)opts->cli_port_base + (unsigned long)opts->cli_slots * opts->cli_stride > 65536)
+    return tf_error__set(TF_EINVALID, "options.cli_port_base: %u + %u slots x %u ports is past 65535",
+                         opts->cli_port_base, opts->cli_slots, opts->cli_stride);
+  tf_adapter *c = calloc(1, sizeof(*c));
+  if (!c) return tf_error__set(TF_ENOMEM, "adapter");
+  c->o = *opts;
+  c->kube = kube;
+  c->pools = opts->pools;
+  c->pods = opts->pods;
+  c->nodes = opts->nodes;
+  c->secrets = opts->secrets;
+  c->configmaps = opts->configmaps;
+  c->queue = opts->queue;
+  c->recorder = opts->recorder;
+  if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
+    free(c);
+    return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
+  }
+  *out = c;
+  return TF_OK;
+}
+
+void tf_adapter_free(tf_adapter *c)
+{
+  if (!c) return;
+  tf_adapter__work_free(c->work);
+  for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
+  free(c->states);
+  free(c);
+}

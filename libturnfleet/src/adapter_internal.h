@@ -1,0 +1,178 @@
+/* Private parts of the Kubernetes adapter (adapter.h): the relay pod's
+ * contract (built by tf_manifest_relay_pod(), read back by
+ * tf_adapter__pod_parse(), both in manifest.c), the write helpers
+ * (adapter_objects.c), the expectations and the CLI port slots, and the
+ * probe and scrape workers (adapter_work.c). Pure functions but the ones
+ * that take a tf_kube. Reachable from the tests (they link the objects). */
+#ifndef TF_ADAPTER_INTERNAL_H
+#define TF_ADAPTER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "turnfleet.h"
+
+/* The relay pod's labels and annotations: one contract for the builder and the parser. */
+#define TF_POD__LABEL_POOL "turnfleet.hzmi.dev/pool"
+#define TF_POD__LABEL_RELAY "turnfleet.hzmi.dev/relay"
+#define TF_POD__ANN_ADDRESS "turnfleet.hzmi.dev/relay-address"
+#define TF_POD__ANN_PORTS "turnfleet.hzmi.dev/port-range"
+#define TF_POD__ANN_HASH "turnfleet.hzmi.dev/config-hash"
+#define TF_POD__ANN_CLI_PORT "turnfleet.hzmi.dev/cli-port"
+/* the readiness gate of a full relay: True (a full relay is healthy) with this reason, so whoever reads
+ * the pod next knows it is out of the turn URIs until a port frees */
+#define TF_POD__GATE_FULL "RelayFull"
+
+/* A relay Pod as the adapter reads it (every string malloc'd, "" when absent). */
+typedef struct tf_adapter__pod {
+  char *name, *ns, *uid, *relay, *identity, *config_hash, *owner_uid, *node;
+  char *gate_reason, *gate_message, *gate_since; /* the allocate-ready condition's (since: lastTransitionTime) */
+  int deleting;              /* metadata.deletionTimestamp is set: its preStop drains it (whoever deleted it) */
+  int64_t deleting_since_ms; /* when its deletion was asked (deletionTimestamp - deletionGracePeriodSeconds),
+                                Unix ms; 0: unknown */
+  int finished;              /* status.phase Succeeded or Failed */
+  int gate;                  /* the allocate-ready condition: 1 True, 0 False, -1 absent */
+  int ready;                 /* the pod's Ready condition is True (the kubelet saw the gate and every container) */
+  int gate_index;            /* its index in status.conditions; -1 */
+  int has_conditions;        /* status.conditions is an array */
+  int host_network;          /* spec.hostNetwork: its CLI listens on the node's 127.0.0.1 */
+  uint16_t agent_port;       /* the agent container's port named "agent"; 0: none */
+  uint16_t cli_port;         /* the cli-port annotation; 0: none (a pod made before it was written) */
+} tf_adapter__pod;
+
+/* "2026-12-02T22:06:44Z" (fraction and offset allowed) as Unix ms; -1 when malformed. */
+int64_t tf_adapter__time_parse(const char *text);
+
+/* Read @p json into @p out (manifest.c, beside the builder). 0; -1 when it is no relay pod of ours (no
+ * relay label, no relay-address or port-range annotation, malformed JSON, no memory): @p out cleared. */
+int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json);
+void tf_adapter__pod_clear(tf_adapter__pod *p);
+
+/* The JSON patch for `pods/NAME/status` that sets the readiness-gate condition to @p ready (with @p reason,
+ * @p message and @p now as its lastTransitionTime), or NULL when the pod already says so (or on no memory:
+ * *err then 1). It tests the condition's type at its index first: a concurrent change of the list fails
+ * it (422) instead of clobbering. */
+char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *reason, const char *message,
+                             const char *now, int *err);
+
+/* ---- adapter_objects.c ---- */
+
+/* The engine facts of a parsed relay pod (@p f borrows its strings): its identity, config hash and CLI port
+ * from the annotations; running unless finished; a pod being deleted is draining since its deletion was
+ * asked (@p wall_ms the Unix clock, @p now_ms the engine's); held back from the URIs until the pod is Ready
+ * (the kubelet has seen its gate); its readiness gate as the last probe outcome (RelayFull: a 508). */
+void tf_adapter__pod_facts(tf_engine_relay_facts *f, const tf_adapter__pod *p, int64_t wall_ms, int64_t now_ms);
+
+/* The status body @p desired (tf_manifest_status()) with each relay's lastProbe.time (and a pass's message)
+ * taken from @p observed_pool's status where that relay's probe outcome (ok, errorCode) did not change, and
+ * each condition's lastTransitionTime kept where its status did not: the status records outcomes and when
+ * they last changed, not every probe. NULL on malformed input or no memory. */
+char *tf_adapter__status_stable(const char *desired, const char *observed_pool);
+
+/* @p desired (a status body) with the condition @p type set to @p status/@p reason/@p message, replacing one
+ * of that type; its lastTransitionTime is the observed pool's while the status stays, else @p now. NULL on
+ * bad JSON or memory. */
+char *tf_adapter__with_condition(const char *desired, const char *observed_pool, const char *type,
+                                 const char *status, const char *reason, const char *message, const char *now);
+
+/* The status body of a refused pool (invalid spec, missing secret): Ready=False with @p reason and
+ * @p message, observedGeneration @p generation, lastTransitionTime kept from @p observed_pool when Ready was
+ * already False for the same reason, else @p now. NULL on no memory. */
+char *tf_adapter__refused_status(const char *observed_pool, int64_t generation, const char *reason,
+                                 const char *message, const char *now);
+
+/* What to write for one owned object: TF_ADAPTER__NONE when @p observed (NULL: absent) already has
+ * everything @p desired says; CREATE when absent; UPDATE with *update = @p desired carrying the observed
+ * metadata.resourceVersion. -1 on malformed input or no memory; *path names the first difference (never a
+ * value) when not NULL. */
+enum { TF_ADAPTER__NONE = 0, TF_ADAPTER__CREATE = 1, TF_ADAPTER__UPDATE = 2 };
+int tf_adapter__diff(char **update, char **path, const char *desired, const char *observed);
+
+/* Create or update the object @p name in collection @p coll so that it has what @p desired says, starting
+ * from @p observed (a cache's copy; NULL: absent): nothing is sent when nothing differs; an update carries
+ * the resourceVersion it read. A 409 (a concurrent write, or a create of an object that exists) gets one
+ * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop.
+ * *written (may be NULL) is 1 when a write succeeded. @p what (may be NULL) says what was done, e.g.
+ * `update configmaps/x (data.uris differs)`, malloc'd. 0, or the tf_kube error of the last request (its
+ * Status message in @p what). */
+tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, const char *desired,
+                         const char *observed, int *written, char **what);
+
+/* @p object with @p finalizer in metadata.finalizers (@p want 1) or without it (0), its status dropped;
+ * NULL with *err 0 when it already is so, NULL with *err 1 on malformed input or no memory. */
+char *tf_adapter__with_finalizer(const char *object, const char *finalizer, int want, int *err);
+
+/* metadata.generation of @p object (0 when absent); metadata.@p field as a malloc'd string ("" when absent,
+ * NULL on no memory); the deletionTimestamp as Unix ms (1 when it is not a time, 0 when not being deleted);
+ * 1 when status.@p field is true. */
+int64_t tf_adapter__generation(const char *object);
+char *tf_adapter__meta_string(const char *object, const char *field);
+int64_t tf_adapter__deletion_ms(const char *object);
+int tf_adapter__status_says(const char *object, const char *field);
+
+/* The first CLI port of a pool's relays: @p base + @p stride x slot, the slot FNV-1a("NS/NAME") mod
+ * @p slots. Relays on host networking share their node's 127.0.0.1: pools in different slots never share a
+ * CLI port; pools in one slot are told apart by tf_adapter__cli_collisions(). */
+uint16_t tf_adapter__cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots,
+                                   unsigned stride);
+
+/* The CLI ports of pool @p owner_uid's pods that another pod in @p pods (@p n) also uses on the same node,
+ * both on host networking and neither finished: "relay a and relay b (pool p) on node n share CLI port N"
+ * for the first @p max of them, '; '-joined into @p why (may be NULL). Returns how many of the pool's pods
+ * collide. */
+size_t tf_adapter__cli_collisions(const tf_adapter__pod *pods, size_t n, const char *owner_uid, char *why,
+                                  size_t why_len);
+
+/* Expectations: what this adapter asked the API server for and its caches do not show yet. A create of a
+ * relay pod is expected until the pod cache holds that pod (or another of that name that is not being
+ * deleted); a delete until the cache holds none
+ * with that uid, or its pod is being deleted. Either lapses after @p ttl_ms (the cache is then believed,
+ * whatever it says). While a create is expected the relay is not created again; while a delete is, it is
+ * not deleted again. */
+typedef struct tf_adapter__expect tf_adapter__expect;
+tf_adapter__expect *tf_adapter__expect_new(int64_t ttl_ms);
+void tf_adapter__expect_free(tf_adapter__expect *e);
+/* Record a create of pod @p key (its name; uid @p uid) / a delete of pod @p key with uid @p uid. 0, -1. */
+int tf_adapter__expect_create(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
+int tf_adapter__expect_delete(tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
+/* What the cache says of pod @p key: @p uid (NULL: absent), @p deleting. Settles what it shows. */
+void tf_adapter__expect_observe(tf_adapter__expect *e, const char *key, const char *uid, int deleting,
+                                int64_t now_ms);
+/* The uid of the pod created under @p key that the cache does not show yet (borrowed), or NULL. */
+const char *tf_adapter__expect_creating(const tf_adapter__expect *e, const char *key, int64_t now_ms);
+/* 1 while a delete of pod @p key with @p uid was sent and the cache does not show it yet. */
+int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
+
+/* ---- adapter_work.c: probes and agent scrapes off the reconcile thread ---- */
+
+typedef struct tf_adapter__work tf_adapter__work;
+typedef enum { TF_ADAPTER__PROBE = 0, TF_ADAPTER__SCRAPE = 1 } tf_adapter__job_kind;
+
+typedef struct tf_adapter__result {
+  tf_adapter__job_kind kind;
+  uint64_t id;         /* the engine action's id */
+  uint64_t epoch;      /* the engine it belongs to (a pool's engine made anew has another) */
+  int ok;              /* probe: every URI passed */
+  int error_code;      /* probe: the TURN error code that failed it, 0: none */
+  int on_allocate;     /* probe: it failed on the Allocate */
+  char *message;       /* probe: what failed (never a secret); NULL when it passed */
+  int64_t allocations; /* scrape: turnfleet_agent_ports_in_use; -1: unreadable */
+} tf_adapter__result;
+
+/* @p threads workers; a finished job adds its key to @p queue. NULL on failure. */
+tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue);
+/* Stop the workers (running jobs finish first) and release what is left. */
+void tf_adapter__work_free(tf_adapter__work *w);
+/* Allocate through each of the @p n probes @p po describes (the secret of the first serves all: copied,
+ * wiped after use). 0, -1 on no memory. */
+int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id,
+                           const tf_probe_options *po, size_t n);
+/* GET @p url (an agent's /metrics) and sum turnfleet_agent_ports_in_use. 0, -1 on no memory. */
+int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url,
+                            int timeout_ms);
+/* The finished results of @p key in the order they finished; *out malloc'd (release each with
+ * tf_adapter__result_clear(), then free()). Returns the count. */
+size_t tf_adapter__work_take(tf_adapter__work *w, const char *key, tf_adapter__result **out);
+void tf_adapter__result_clear(tf_adapter__result *r);
+
+#endif

@@ -1,0 +1,693 @@
+/* adapter: the Kubernetes adapter's object helpers (adapter_objects.c): the
+ * steady status, the refused status, the finalizer, what to write and the one
+ * retry after a 409 (against the API stand-in), the expectations, the CLI
+ * port slots and their collisions. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "adapter_internal.h"
+#include "tf_kube_test.h"
+#include "tf_test.h"
+
+
+
+
+START_TEST(test_adapter__status_keeps_the_probe_time_while_the_outcome_holds)
+{
+  const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}}]}}";
+  const char want[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\",\"ok\":true,"
+                      "\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T2\",\"ok\":false,"
+                      "\"errorCode\":508,\"message\":\"full\"}},{\"name\":\"c\",\"lastProbe\":null}]}}";
+  char *out = tf_adapter__status_stable(want, seen);
+  ck_assert_ptr_nonnull(out);
+  cJSON *root = cJSON_Parse(out);
+  cJSON *st = cJSON_GetObjectItem(root, "status");
+  cJSON *relays = cJSON_GetObjectItem(st, "relays");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(relays, 0),
+                                                                                "lastProbe"), "time")), "T1");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(relays, 1),
+                                                                                "lastProbe"), "time")), "T2");
+  cJSON_Delete(root);
+  free(out);
+  ck_assert_ptr_null(tf_adapter__status_stable("not json", seen));
+}
+END_TEST
+
+START_TEST(test_adapter__a_failure_keeps_its_time_and_says_the_current_error)
+{
+  /* failing since T1 with a start-up message; failing still, otherwise: the time stays, the message is today's */
+  const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":false,"
+                      "\"errorCode\":0,\"message\":\"connection refused\"}}]}}";
+  const char want[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\",\"ok\":false,"
+                      "\"errorCode\":0,\"message\":\"timed out after 3000 ms\"}}]}}";
+  char *out = tf_adapter__status_stable(want, seen);
+  cJSON *root = cJSON_Parse(out);
+  cJSON *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "status"), "relays"), 0),
+                                  "lastProbe");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "time")), "T1");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "message")), "timed out after 3000 ms");
+  cJSON_Delete(root);
+  free(out);
+}
+END_TEST
+
+
+START_TEST(test_adapter__times_parse_as_rfc3339)
+{
+  ck_assert_int_eq(tf_adapter__time_parse("1970-01-01T00:00:01Z"), 1000);
+  ck_assert_int_eq(tf_adapter__time_parse("1970-01-01T00:00:01.25Z"), 1250);
+  ck_assert_int_eq(tf_adapter__time_parse("1970-01-01T01:00:00+01:00"), 0);
+  ck_assert_int_eq(tf_adapter__time_parse("2024-05-01T12:00:00Z"), 1714564800000LL);
+  ck_assert_int_eq(tf_adapter__time_parse("2024-05-01 12:00:00Z"), -1);
+  ck_assert_int_eq(tf_adapter__time_parse("2024-13-01T12:00:00Z"), -1);
+  ck_assert_int_eq(tf_adapter__time_parse("2024-05-01T12:00:00"), -1);
+  ck_assert_int_eq(tf_adapter__time_parse("2024-05-01T12:00:00.Z"), -1);
+  ck_assert_int_eq(tf_adapter__time_parse(NULL), -1);
+}
+END_TEST
+
+START_TEST(test_adapter__a_refused_pool_keeps_its_transition_time)
+{
+  const char seen[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"InvalidSpec\","
+                      "\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
+  char *out = tf_adapter__refused_status(seen, 4, "InvalidSpec", "spec.x: bad", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-01-01T00:00:00Z"));
+  ck_assert_ptr_nonnull(strstr(out, "\"observedGeneration\":\t4"));
+  free(out);
+  out = tf_adapter__refused_status(seen, 4, "SecretMissing", "spec.auth.secretRef: no key", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-05-01T12:00:00Z"));
+  ck_assert_ptr_null(strstr(out, "2024-01-01T00:00:00Z"));
+  free(out);
+}
+END_TEST
+
+/* The drain finalizer: added once, removed once, other finalizers kept, the status never in the PUT. */
+START_TEST(test_adapter__the_drain_finalizer_is_added_and_removed_once)
+{
+  const char *fin = "turnfleet.hzmi.dev/drain";
+  const char pool[] = "{\"metadata\":{\"name\":\"edge\",\"resourceVersion\":\"7\"},\"spec\":{},\"status\":{\"x\":1}}";
+  int err = 1;
+  char *with = tf_adapter__with_finalizer(pool, fin, 1, &err);
+  ck_assert_int_eq(err, 0);
+  ck_assert_str_eq(with, "{\"metadata\":{\"name\":\"edge\",\"resourceVersion\":\"7\",\"finalizers\":"
+                         "[\"turnfleet.hzmi.dev/drain\"]},\"spec\":{}}");
+  ck_assert_ptr_null(tf_adapter__with_finalizer(with, fin, 1, &err));
+  ck_assert_int_eq(err, 0);
+  const char two[] = "{\"metadata\":{\"finalizers\":[\"a/b\",\"turnfleet.hzmi.dev/drain\"],"
+                     "\"deletionTimestamp\":\"2026-12-03T06:00:00Z\"}}";
+  char *without = tf_adapter__with_finalizer(two, fin, 0, &err);
+  ck_assert_str_eq(without, "{\"metadata\":{\"finalizers\":[\"a/b\"],\"deletionTimestamp\":\"2026-12-03T06:00:00Z\"}}");
+  ck_assert_ptr_null(tf_adapter__with_finalizer(pool, fin, 0, &err));
+  ck_assert_int_eq(err, 0);
+  ck_assert_ptr_null(tf_adapter__with_finalizer("{\"metadata\":{\"finalizers\":3}}", fin, 1, &err));
+  ck_assert_int_eq(err, 1);
+  ck_assert_ptr_null(tf_adapter__with_finalizer("not json", fin, 1, &err));
+  ck_assert_int_eq(err, 1);
+  /* the deletion's time */
+  ck_assert_int_eq(tf_adapter__deletion_ms(two), tf_adapter__time_parse("2026-12-03T06:00:00Z"));
+  ck_assert_int_eq(tf_adapter__deletion_ms(pool), 0);
+  ck_assert_int_eq(tf_adapter__deletion_ms("{\"metadata\":{\"deletionTimestamp\":\"soon\"}}"), 1);
+  ck_assert_int_eq(tf_adapter__deletion_ms("{\"metadata\":{\"deletionTimestamp\":null}}"), 0);
+  ck_assert_int_eq(tf_adapter__status_says(pool, "x"), 0);
+  ck_assert_int_eq(tf_adapter__status_says("{\"status\":{\"stopping\":true}}", "stopping"), 1);
+  free(with);
+  free(without);
+}
+END_TEST
+
+/* ReachableFromVantage joins the status: one of its type, the transition time kept while the status holds. */
+START_TEST(test_adapter__vantage_condition_in_the_status)
+{
+  const char body[] = "{\"status\":{\"replicas\":2,\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+                      "{\"type\":\"ReachableFromVantage\",\"status\":\"Unknown\"}]}}";
+  const char seen[] = "{\"status\":{\"conditions\":[{\"type\":\"ReachableFromVantage\",\"status\":\"True\","
+                      "\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
+  char *out = tf_adapter__with_condition(body, seen, "ReachableFromVantage", "True", "AllReachable", "3 of 3", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(out);
+  ck_assert_ptr_nonnull(strstr(out, "2024-01-01T00:00:00Z"));
+  ck_assert_ptr_nonnull(strstr(out, "\"Ready\""));
+  ck_assert_ptr_nonnull(strstr(out, "AllReachable"));
+  ck_assert_ptr_null(strstr(out, "Unknown"));               /* replaced, not added */
+  ck_assert_ptr_null(strstr(strstr(out, "ReachableFromVantage") + 1, "ReachableFromVantage")); /* once */
+  free(out);
+  out = tf_adapter__with_condition(body, seen, "ReachableFromVantage", "False", "Unreachable", "turn:x failed", "2024-05-01T12:00:00Z");
+  ck_assert_ptr_nonnull(strstr(out, "2024-05-01T12:00:00Z"));
+  ck_assert_ptr_null(strstr(out, "2024-01-01T00:00:00Z"));
+  free(out);
+  ck_assert_ptr_null(tf_adapter__with_condition("{\"no\":1}", NULL, "ReachableFromVantage", "True", "r", "m", "t"));
+}
+END_TEST
+
+START_TEST(test_adapter__writes_only_what_differs)
+{
+  const char desired[] = "{\"metadata\":{\"name\":\"c\"},\"data\":{\"k\":\"v\"}}";
+  char *update = NULL, *path = NULL;
+  ck_assert_int_eq(tf_adapter__diff(&update, &path, desired, NULL), TF_ADAPTER__CREATE);
+  ck_assert_int_eq(tf_adapter__diff(&update, &path, desired,
+                                   "{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"7\",\"uid\":\"x\"},"
+                                   "\"data\":{\"k\":\"v\"}}"),
+                   TF_ADAPTER__NONE);
+  ck_assert_ptr_null(update);
+  ck_assert_int_eq(tf_adapter__diff(&update, &path, desired,
+                                   "{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"7\"},\"data\":{\"k\":\"w\"}}"),
+                   TF_ADAPTER__UPDATE);
+  ck_assert_str_eq(path, "data.k");
+  ck_assert_ptr_nonnull(strstr(update, "\"resourceVersion\":\t\"7\""));
+  ck_assert_ptr_null(strstr(update, "\"w\""));
+  free(update);
+  free(path);
+  ck_assert_int_eq(tf_adapter__diff(&update, &path, desired, "{"), -1);
+}
+END_TEST
+
+START_TEST(test_adapter__cli_port_slots)
+{
+  /* FNV-1a("tfe2e/edge") mod 10 = 9, ("tfe2e/rival") mod 10 = 8 */
+  ck_assert_uint_eq(tf_adapter__cli_port_base("tfe2e", "edge", 15800, 10, 10), 15890);
+  ck_assert_uint_eq(tf_adapter__cli_port_base("tfe2e", "rival", 15800, 10, 10), 15880);
+  ck_assert_uint_eq(tf_adapter__cli_port_base("tfe2e", "edge", 15800, 1, 10), 15800);
+  ck_assert_int_eq(tf_adapter__generation("{\"metadata\":{\"generation\":3}}"), 3);
+  ck_assert_int_eq(tf_adapter__generation("{}"), 0);
+  char *uid = tf_adapter__meta_string("{\"metadata\":{\"uid\":\"u\"}}", "uid");
+  ck_assert_str_eq(uid, "u");
+  free(uid);
+}
+END_TEST
+
+
+/* A status whose relays only changed their order, and whose probes only their times, is no change. */
+START_TEST(test_adapter__status_order_and_times_alone_are_no_change)
+{
+  const char seen[] = "{\"status\":{\"readyReplicas\":2,\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\","
+                      "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T1\","
+                      "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
+  const char want[] = "{\"status\":{\"readyReplicas\":2,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
+                      "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\","
+                      "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
+  char *out = tf_adapter__status_stable(want, seen);
+  ck_assert_ptr_nonnull(out);
+  int matches = 0;
+  TF_OK_OR_FAIL(tf_manifest_matches(&matches, NULL, out, strlen(out), seen, strlen(seen)));
+  ck_assert_int_eq(matches, 1);
+  free(out);
+  /* a changed count is a change */
+  const char fewer[] = "{\"status\":{\"readyReplicas\":1,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
+                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\","
+                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
+  out = tf_adapter__status_stable(fewer, seen);
+  char *path = NULL;
+  TF_OK_OR_FAIL(tf_manifest_matches(&matches, &path, out, strlen(out), seen, strlen(seen)));
+  ck_assert_int_eq(matches, 0);
+  ck_assert_str_eq(path, "status.readyReplicas");
+  tf_free(path);
+  free(out);
+}
+END_TEST
+
+/* Expectations on a synthetic clock: a create is expected until its pod is seen, a delete until the pod is
+ * seen going or gone; each lapses after its TTL, when the cache is believed. */
+START_TEST(test_adapter__expectations)
+{
+  tf_adapter__expect *e = tf_adapter__expect_new(1000);
+  ck_assert_ptr_nonnull(e);
+  ck_assert_ptr_null(tf_adapter__expect_creating(e, "r1", 0));
+  ck_assert_int_eq(tf_adapter__expect_create(e, "r1", "u1", 0), 0);
+  /* the cache shows no pod yet: still expected (no second create) */
+  tf_adapter__expect_observe(e, "r1", NULL, 0, 100);
+  ck_assert_str_eq(tf_adapter__expect_creating(e, "r1", 100), "u1");
+  ck_assert_ptr_null(tf_adapter__expect_creating(e, "r2", 100));
+  /* another relay's pod seen changes nothing for r1 */
+  tf_adapter__expect_observe(e, "r2", "u9", 0, 200);
+  ck_assert_str_eq(tf_adapter__expect_creating(e, "r1", 200), "u1");
+  /* the old pod of that name, being deleted, is no answer */
+  tf_adapter__expect_observe(e, "r1", "u0", 1, 250);
+  ck_assert_str_eq(tf_adapter__expect_creating(e, "r1", 250), "u1");
+  /* seen: settled */
+  tf_adapter__expect_observe(e, "r1", "u1", 0, 300);
+  ck_assert_ptr_null(tf_adapter__expect_creating(e, "r1", 300));
+  /* a create never seen lapses after the TTL */
+  ck_assert_int_eq(tf_adapter__expect_create(e, "r3", "u3", 400), 0);
+  ck_assert_str_eq(tf_adapter__expect_creating(e, "r3", 1399), "u3");
+  ck_assert_ptr_null(tf_adapter__expect_creating(e, "r3", 1400));
+
+  /* a delete: expected while the cache shows that pod, not deleting */
+  ck_assert_int_eq(tf_adapter__expect_delete(e, "r1", "u1", 2000), 0);
+  tf_adapter__expect_observe(e, "r1", "u1", 0, 2100);
+  ck_assert_int_eq(tf_adapter__expect_deleting(e, "r1", "u1", 2100), 1);
+  ck_assert_int_eq(tf_adapter__expect_deleting(e, "r1", "other", 2100), 0); /* another pod of that name: not */
+  tf_adapter__expect_observe(e, "r1", "u1", 1, 2200);                       /* its deletionTimestamp seen */
+  ck_assert_int_eq(tf_adapter__expect_deleting(e, "r1", "u1", 2200), 0);
+  ck_assert_int_eq(tf_adapter__expect_delete(e, "r1", "u1", 3000), 0);
+  tf_adapter__expect_observe(e, "r1", NULL, 0, 3100); /* gone */
+  ck_assert_int_eq(tf_adapter__expect_deleting(e, "r1", "u1", 3100), 0);
+  ck_assert_int_eq(tf_adapter__expect_delete(e, "r1", "u1", 4000), 0);
+  ck_assert_int_eq(tf_adapter__expect_deleting(e, "r1", "u1", 5000), 0); /* lapsed */
+  tf_adapter__expect_free(e);
+}
+END_TEST
+
+static tf_adapter__pod pod_at(const char *name, const char *owner, const char *node, uint16_t cli, int host)
+{
+  tf_adapter__pod p;
+  memset(&p, 0, sizeof(p));
+  p.name = (char *)name;
+  p.owner_uid = (char *)owner;
+  p.node = (char *)node;
+  p.cli_port = cli;
+  p.host_network = host;
+  return p;
+}
+
+/* CLI ports: a pool's slot; two relays on one node with one CLI port (host networking) are a collision,
+ * named with both relays and the node; other nodes, pod networks and finished pods are not. */
+START_TEST(test_adapter__cli_port_collisions)
+{
+  tf_adapter__pod pods[6];
+  pods[0] = pod_at("edge-a", "pool-1", "n1", 15890, 1);
+  pods[1] = pod_at("edge-b", "pool-1", "n2", 15890, 1);  /* another node */
+  pods[2] = pod_at("rival-a", "pool-2", "n2", 15891, 1); /* another port */
+  pods[3] = pod_at("podip-a", "pool-3", "n1", 15890, 0); /* its own network namespace */
+  pods[4] = pod_at("old-a", "pool-4", "n1", 15890, 1);
+  pods[4].finished = 1;
+  pods[5] = pod_at("rival-b", "pool-2", "n2", 15892, 1);
+  char why[256];
+  ck_assert_uint_eq(tf_adapter__cli_collisions(pods, 6, "pool-1", why, sizeof(why)), 0);
+  ck_assert_str_eq(why, "");
+  pods[5].cli_port = 15890; /* now rival-b shares edge-b's node and port */
+  ck_assert_uint_eq(tf_adapter__cli_collisions(pods, 6, "pool-1", why, sizeof(why)), 1);
+  ck_assert_str_eq(why, "relay edge-b and relay rival-b on node n2 share CLI port 15890");
+  ck_assert_uint_eq(tf_adapter__cli_collisions(pods, 6, "pool-2", why, sizeof(why)), 1);
+  ck_assert_str_eq(why, "relay rival-b and relay edge-b on node n2 share CLI port 15890");
+  /* within a pool: one pair, named once */
+  pods[1].node = "n1";
+  pods[5].cli_port = 15892;
+  ck_assert_uint_eq(tf_adapter__cli_collisions(pods, 6, "pool-1", why, sizeof(why)), 1);
+  ck_assert_str_eq(why, "relay edge-a and relay edge-b on node n1 share CLI port 15890");
+  /* a short buffer is cut, never overrun */
+  char tiny[8];
+  ck_assert_uint_eq(tf_adapter__cli_collisions(pods, 6, "pool-1", tiny, sizeof(tiny)), 1);
+  ck_assert_uint_eq(strlen(tiny), 7);
+}
+END_TEST
+
+
+/* ---- one fact sequence, both runtimes ---- */
+
+#define PT0 100000 /* the synthetic monotonic clock starts here */
+#define PWALL 1715000000000LL
+#define POOL_UID "pool-uid-1"
+
+typedef struct fake_pod {
+  char *json; /* as built by tf_manifest_relay_pod, with the API server's and the kubelet's fields */
+  char uid[16];
+  int gate, deleting, gone;
+} fake_pod;
+
+static tf_engine *parity_engine(int replicas)
+{
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "metadata: {name: demo, namespace: media}\n"
+           "spec:\n"
+           "  replicas: %d\n"
+           "  dataplane: {coturnVersion: \"4.6.1\"}\n"
+           "  relayPortRange: {start: 49152, end: 49159}\n"
+           "  auth: {realm: demo.example.com, secretRef: {name: s}}\n"
+           "  drainTimeout: 30s\n",
+           replicas);
+  static const char *secrets[] = {"s3cr3t"};
+  tf_coturn_options co = TF_COTURN_OPTIONS_INIT;
+  co.secrets = secrets;
+  co.secrets_count = 1;
+  co.state_dir = "/var/lib/turnfleet";
+  co.cli_port = 15890;
+  co.cli_password = "clipw";
+  tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
+  eo.coturn = &co;
+  eo.probe_interval_ms = 1000;
+  eo.publish_delay_ms = 500;
+  tf_engine *e = NULL;
+  TF_OK_OR_FAIL(tf_engine_new(&e, tf_test_pool(text), tf_test_relay_nodes(3), &eo));
+  return e;
+}
+
+/* What the API server and the kubelet add to a built pod: its uid, phase, the Ready condition (True once
+ * the readiness gate is), the gate as the adapter patches it, a deletionTimestamp once deleted. */
+static void pod_status(fake_pod *fp, int64_t now)
+{
+  cJSON *root = cJSON_Parse(fp->json);
+  cJSON *md = cJSON_GetObjectItem(root, "metadata");
+  cJSON_DeleteItemFromObject(md, "uid");
+  cJSON_AddStringToObject(md, "uid", fp->uid);
+  if (fp->deleting && !cJSON_GetObjectItem(md, "deletionTimestamp")) {
+    char ts[32];
+    time_t t = (time_t)((PWALL + now) / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(md, "deletionTimestamp", ts);
+    cJSON_AddNumberToObject(md, "deletionGracePeriodSeconds", 0);
+  }
+  cJSON_DeleteItemFromObject(root, "status");
+  cJSON *st = cJSON_AddObjectToObject(root, "status");
+  cJSON_AddStringToObject(st, "phase", "Running");
+  cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
+  cJSON *ready = cJSON_CreateObject();
+  cJSON_AddStringToObject(ready, "type", "Ready");
+  cJSON_AddStringToObject(ready, "status", fp->gate == 1 && !fp->deleting ? "True" : "False");
+  cJSON_AddItemToArray(conds, ready);
+  if (fp->gate >= 0) {
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddStringToObject(g, "type", TF_MANIFEST_READINESS_GATE);
+    cJSON_AddStringToObject(g, "status", fp->gate ? "True" : "False");
+    cJSON_AddStringToObject(g, "reason", fp->gate ? "AllocateSucceeded" : "AllocateFailed");
+    cJSON_AddStringToObject(g, "message", "");
+    cJSON_AddStringToObject(g, "lastTransitionTime", "2024-05-01T12:00:00Z");
+    cJSON_AddItemToArray(conds, g);
+  }
+  free(fp->json);
+  fp->json = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+}
+
+static size_t rec_at(const tf_reconcile *rec, const char *name)
+{
+  for (size_t i = 0; i < tf_reconcile_relay_count(rec); i++)
+    if (strcmp(tf_reconcile_relay_name(rec, i), name) == 0) return i;
+  ck_abort_msg("relay %s not in the reconcile", name);
+  return 0;
+}
+
+static fake_pod *pod_named(fake_pod *pods, size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++) {
+    tf_adapter__pod p;
+    if (pods[i].gone || tf_adapter__pod_parse(&p, pods[i].json) < 0) continue;
+    int same = strcmp(p.name, name) == 0;
+    tf_adapter__pod_clear(&p);
+    if (same) return &pods[i];
+  }
+  return NULL;
+}
+
+/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed @p probe_ok,
+ * counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion; its
+ * STOP done once the pod is gone; its gates follow its engine's relay states. */
+static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now, int probe_ok,
+                       int64_t count)
+{
+  ck_assert_uint_eq(tf_engine_action_count(up), tf_engine_action_count(op));
+  for (size_t k = 0; k < tf_engine_action_count(up); k++) {
+    const tf_engine_action *a = tf_engine_action_at(up, k), *b = tf_engine_action_at(op, k);
+    ck_assert_str_eq(tf_engine_action_name(a->kind), tf_engine_action_name(b->kind));
+    ck_assert_str_eq(a->relay, b->relay);
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%zu", 4000 + *npods);
+    switch (a->kind) {
+    case TF_ENGINE_START:
+    case TF_ENGINE_RESTART: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, pid, now));
+      tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
+      mo.pool_uid = POOL_UID;
+      mo.agent_image = "registry.test/turnfleet:0.3.0";
+      fake_pod *fp = &pods[(*npods)++];
+      memset(fp, 0, sizeof(*fp));
+      fp->gate = -1;
+      snprintf(fp->uid, sizeof(fp->uid), "uid-%zu", *npods);
+      char *body = NULL;
+      const tf_reconcile *rec = tf_engine_reconcile(op);
+      TF_OK_OR_FAIL(tf_manifest_relay_pod(&body, tf_engine_pool(op), rec, rec_at(rec, b->relay), &mo));
+      fp->json = strdup(body);
+      tf_free(body);
+      pod_status(fp, now);
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, fp->uid, now));
+      break;
+    }
+    case TF_ENGINE_DRAIN: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, NULL, now));
+      fake_pod *fp = pod_named(pods, *npods, b->relay);
+      ck_assert_ptr_nonnull(fp);
+      fp->deleting = 1;
+      pod_status(fp, now);
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, NULL, now));
+      break;
+    }
+    case TF_ENGINE_STOP: {
+      TF_OK_OR_FAIL(tf_engine_done(up, a->id, 1, NULL, now));
+      fake_pod *fp = pod_named(pods, *npods, b->relay);
+      if (fp) fp->gone = 1;
+      TF_OK_OR_FAIL(tf_engine_done(op, b->id, 1, NULL, now));
+      break;
+    }
+    case TF_ENGINE_PROBE:
+      TF_OK_OR_FAIL(tf_engine_probe_done(up, a->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      TF_OK_OR_FAIL(tf_engine_probe_done(op, b->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      break;
+    case TF_ENGINE_COUNT:
+      TF_OK_OR_FAIL(tf_engine_count_done(up, a->id, count, now));
+      TF_OK_OR_FAIL(tf_engine_count_done(op, b->id, count, now));
+      break;
+    }
+  }
+  /* the adapter's gates: True for a ready (or full) relay, False after a failed probe */
+  for (size_t i = 0; i < tf_engine_relay_count(op); i++) {
+    const tf_engine_relay *v = tf_engine_relay_at(op, i);
+    fake_pod *fp = pod_named(pods, *npods, v->name);
+    if (!fp || fp->deleting || !v->probe_ms) continue;
+    int gate = v->state == TF_ENGINE_RELAY_READY || v->state == TF_ENGINE_RELAY_FULL;
+    if (gate != fp->gate) {
+      fp->gate = gate;
+      pod_status(fp, now);
+    }
+  }
+}
+
+/* The operator's round: every pod in its cache read back into facts. */
+static void parity_observe(tf_engine *op, fake_pod *pods, size_t npods, int64_t now)
+{
+  for (size_t i = 0; i < npods; i++) {
+    if (pods[i].gone) continue; /* its STOP was done when it went, as the adapter does */
+    tf_adapter__pod p;
+    ck_assert_int_eq(tf_adapter__pod_parse(&p, pods[i].json), 0);
+    tf_engine_relay_facts f;
+    tf_adapter__pod_facts(&f, &p, PWALL + now, now);
+    TF_OK_OR_FAIL(tf_engine_observe(op, &f, now));
+    tf_adapter__pod_clear(&p);
+  }
+}
+
+/* The same relay states and conditions; the operator's URIs are up's (@p same_uris) or among them: it
+ * publishes a relay one round later, once the kubelet made its pod Ready after the gate went True (so that
+ * turn-uris never lists a pod that is not Ready). */
+static void parity_same(const tf_engine *up, const tf_engine *op, const char *when, int same_uris)
+{
+  ck_assert_uint_eq(tf_engine_relay_count(up), tf_engine_relay_count(op));
+  for (size_t i = 0; i < tf_engine_relay_count(up); i++) {
+    const tf_engine_relay *a = tf_engine_relay_at(up, i), *b = NULL;
+    for (size_t j = 0; j < tf_engine_relay_count(op); j++)
+      if (strcmp(tf_engine_relay_at(op, j)->name, a->name) == 0) b = tf_engine_relay_at(op, j);
+    ck_assert_msg(b, "%s: relay %s only under up", when, a->name);
+    ck_assert_msg(a->state == b->state, "%s: relay %s is %s under up, %s under the operator", when, a->name,
+                  tf_engine_relay_state_name(a->state), tf_engine_relay_state_name(b->state));
+  }
+  const tf_reconcile *ra = tf_engine_reconcile(up), *rb = tf_engine_reconcile(op);
+  if (same_uris) ck_assert_msg(tf_reconcile_uri_count(ra) == tf_reconcile_uri_count(rb), "%s: %zu URIs under up, "
+                               "%zu under the operator", when, tf_reconcile_uri_count(ra), tf_reconcile_uri_count(rb));
+  for (size_t i = 0; i < tf_reconcile_uri_count(rb); i++) {
+    int found = 0;
+    for (size_t j = 0; j < tf_reconcile_uri_count(ra); j++) found |= strcmp(tf_reconcile_uri(ra, j), tf_reconcile_uri(rb, i)) == 0;
+    ck_assert_msg(found, "%s: %s published by the operator only", when, tf_reconcile_uri(rb, i));
+  }
+  ck_assert_uint_eq(tf_reconcile_condition_count(ra), tf_reconcile_condition_count(rb));
+  for (size_t i = 0; i < tf_reconcile_condition_count(ra); i++) {
+    const char *ta, *sa, *rsa, *tb, *sb, *rsb;
+    TF_OK_OR_FAIL(tf_reconcile_condition(ra, i, &ta, &sa, &rsa, NULL, NULL));
+    TF_OK_OR_FAIL(tf_reconcile_condition(rb, i, &tb, &sb, &rsb, NULL, NULL));
+    ck_assert_str_eq(ta, tb);
+    ck_assert_msg(strcmp(sa, sb) == 0 && strcmp(rsa, rsb) == 0, "%s: %s is %s/%s under up, %s/%s under the operator",
+                  when, ta, sa, rsa, sb, rsb);
+  }
+}
+
+/* One fact sequence through both runtimes: `turnfleet up` acknowledges its processes and probes directly;
+ * the operator reads the same facts back from the relay pods it built (tf_manifest_relay_pod, the kubelet's
+ * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, scale down with a drain,
+ * stop: the same actions, relay states, published URIs and conditions at every step. */
+START_TEST(test_adapter__both_runtimes_decide_the_same)
+{
+  tf_engine *up = parity_engine(3), *op = parity_engine(3);
+  fake_pod pods[16];
+  size_t npods = 0;
+  int64_t t = PT0;
+  const char *steps[] = {"start", "probe", "ready (the gates go True)", "published", "counted"};
+  for (size_t k = 0; k < 5; k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    parity_same(up, op, steps[k], k != 2);
+    if (k == 2) { /* up serves its relays at once; the operator's pods are not Ready yet */
+      ck_assert_uint_gt(tf_reconcile_uri_count(tf_engine_reconcile(up)), 0);
+      ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(op)), 0);
+    }
+    if (k == 4) {
+      /* a new leader: an engine made anew from the pods alone (no probe of its own yet) decides as up does */
+      tf_engine *fresh = parity_engine(3);
+      parity_observe(fresh, pods, npods, t);
+      TF_OK_OR_FAIL(tf_engine_step(fresh, t, PWALL + t));
+      parity_same(up, fresh, "a new leader's first step", 1);
+      for (size_t i = 0; i < tf_engine_action_count(fresh); i++) /* nothing started, drained or stopped again */
+        ck_assert_msg(tf_engine_action_at(fresh, i)->kind == TF_ENGINE_PROBE ||
+                      tf_engine_action_at(fresh, i)->kind == TF_ENGINE_COUNT, "a new leader's %s",
+                      tf_engine_action_name(tf_engine_action_at(fresh, i)->kind));
+      tf_engine_free(fresh);
+    }
+    parity_ack(up, op, pods, &npods, t, 1, 0);
+  }
+  const size_t uris = tf_reconcile_uri_count(tf_engine_reconcile(up)); /* each relay's listeners */
+  ck_assert_uint_eq(uris % 3, 0);
+  ck_assert_uint_gt(uris, 0);
+  /* scale down to 2: one relay drains (its URI first, then its pod), then stops */
+  char *pool_json = NULL;
+  TF_OK_OR_FAIL(tf_pool_to_json(&pool_json, tf_engine_pool(up)));
+  char *smaller = strdup(pool_json);
+  char *at = strstr(smaller, "\"replicas\":");
+  ck_assert_ptr_nonnull(at);
+  at[strlen("\"replicas\":")] = '2';
+  tf_pool *pa = NULL, *pb = NULL;
+  TF_OK_OR_FAIL(tf_pool_parse(&pa, smaller, strlen(smaller), TF_FORMAT_JSON));
+  TF_OK_OR_FAIL(tf_pool_parse(&pb, smaller, strlen(smaller), TF_FORMAT_JSON));
+  TF_OK_OR_FAIL(tf_engine_set_pool(up, pa));
+  TF_OK_OR_FAIL(tf_engine_set_pool(op, pb));
+  int drained = 0, stopped = 0;
+  for (size_t k = 0; k < 12; k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    parity_same(up, op, "scale-down", 1);
+    for (size_t i = 0; i < tf_engine_action_count(up); i++) {
+      drained += tf_engine_action_at(up, i)->kind == TF_ENGINE_DRAIN;
+      stopped += tf_engine_action_at(up, i)->kind == TF_ENGINE_STOP;
+    }
+    parity_ack(up, op, pods, &npods, t, 1, 0);
+  }
+  ck_assert_int_eq(drained, 1);
+  ck_assert_int_eq(stopped, 1);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(up)), uris / 3 * 2);
+  for (size_t i = 0; i < npods; i++) free(pods[i].json);
+  tf_free(pool_json);
+  free(smaller);
+  tf_engine_free(up);
+  tf_engine_free(op);
+}
+END_TEST
+
+/* ---- the one write and its one retry, against the API stand-in (127.0.9.1:29000, control 29001) ---- */
+
+static tf_test_cluster ad_kt;
+static void ad_setup(void) { tf_test_cluster_start(&ad_kt, "127.0.9.1", 29000, NULL); }
+static void ad_teardown(void) { tf_test_cluster_stop(&ad_kt); }
+static void ad_each(void) { tf_test_reset(&ad_kt); }
+
+#define AD_COLL "/api/v1/namespaces/default/configmaps"
+#define AD_PATH AD_COLL "/applied"
+
+static char *ad_cm(const char *value)
+{
+  char *s = NULL;
+  ck_assert_int_ge(asprintf(&s, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"applied\","
+                                "\"namespace\":\"default\"},\"data\":{\"k\":\"%s\"}}", value), 0);
+  return s;
+}
+
+START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
+{
+  tf_kube *k = tf_test_kube(&ad_kt, NULL);
+  (void)tf_kube_delete(k, AD_PATH, NULL, NULL, NULL);
+  char *v1 = ad_cm("one"), *v2 = ad_cm("two"), *what = NULL, *seen = NULL;
+  int written = -1;
+  /* absent: created */
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, NULL, &written, &what));
+  ck_assert_int_eq(written, 1);
+  ck_assert_str_eq(what, "create " AD_COLL "/applied");
+  free(what);
+  TF_OK_OR_FAIL(tf_kube_get(k, AD_PATH, &seen, NULL));
+  /* as it is: nothing sent */
+  tf_test_reset(&ad_kt);
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, seen, &written, &what));
+  ck_assert_int_eq(written, 0);
+  ck_assert_ptr_null(what);
+  ck_assert_int_eq(tf_test_count(&ad_kt, NULL, "/configmaps", NULL), 0);
+  /* changed by someone else since `seen` was read: the PUT with seen's resourceVersion gets a 409, then
+   * one GET and one PUT against the fresh resourceVersion */
+  TF_OK_OR_FAIL(tf_kube_patch(k, AD_PATH, TF_KUBE_PATCH_MERGE, "{\"data\":{\"k\":\"three\"}}", NULL, NULL));
+  tf_test_reset(&ad_kt);
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, seen, &written, &what));
+  ck_assert_int_eq(written, 1);
+  ck_assert_str_eq(what, "update " AD_COLL "/applied (data.k differs)");
+  free(what);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 2);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
+  char *now = NULL;
+  TF_OK_OR_FAIL(tf_kube_get(k, AD_PATH, &now, NULL));
+  ck_assert_ptr_nonnull(strstr(now, "\"two\""));
+  tf_free(now);
+  /* a 409 on every PUT: two PUTs and one GET, then the conflict is the answer (never a loop) */
+  tf_test_reset(&ad_kt);
+  tf_test_fault(&ad_kt, "{\"method\":\"PUT\",\"path\":\"/configmaps/applied$\",\"status\":409,\"count\":100}");
+  char *v4 = ad_cm("four");
+  ck_assert_int_eq(tf_adapter__apply(k, AD_COLL, "applied", v4, seen, &written, &what), TF_ECONFLICT);
+  free(v4);
+  ck_assert_int_eq(written, 0);
+  ck_assert_ptr_nonnull(what);
+  ck_assert_ptr_nonnull(strstr(what, "update " AD_COLL "/applied (data.k differs): "));
+  free(what);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 2);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
+  /* a create of an object that exists (a cache behind): one GET, and a PUT only if it differs */
+  tf_test_reset(&ad_kt);
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, NULL, &written, &what));
+  ck_assert_int_eq(written, 0);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "POST", "/configmaps", NULL), 1);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
+  ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 0);
+  free(what);
+  (void)tf_kube_delete(k, AD_PATH, NULL, NULL, NULL);
+  tf_free(seen);
+  free(v1);
+  free(v2);
+  tf_kube_free(k);
+}
+END_TEST
+
+Suite *tf_test_adapter_suite(void)
+{
+  Suite *s = suite_create("adapter");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_adapter__status_keeps_the_probe_time_while_the_outcome_holds);
+  tcase_add_test(tc, test_adapter__a_refused_pool_keeps_its_transition_time);
+  tcase_add_test(tc, test_adapter__writes_only_what_differs);
+  tcase_add_test(tc, test_adapter__vantage_condition_in_the_status);
+  tcase_add_test(tc, test_adapter__cli_port_slots);
+  tcase_add_test(tc, test_adapter__a_failure_keeps_its_time_and_says_the_current_error);
+  tcase_add_test(tc, test_adapter__times_parse_as_rfc3339);
+  tcase_add_test(tc, test_adapter__the_drain_finalizer_is_added_and_removed_once);
+  tcase_add_test(tc, test_adapter__status_order_and_times_alone_are_no_change);
+  tcase_add_test(tc, test_adapter__expectations);
+  tcase_add_test(tc, test_adapter__cli_port_collisions);
+  tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
+  suite_add_tcase(s, tc);
+  TCase *live = tcase_create("live");
+  tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);
+  tcase_add_checked_fixture(live, ad_each, NULL);
+  tcase_set_timeout(live, 120);
+  tcase_add_test(live, test_adapter__apply_writes_only_what_differs_and_retries_a_409_once);
+  suite_add_tcase(s, live);
+  return s;
+}
