@@ -231,6 +231,9 @@ START_TEST(test_manifest__pod_hostnetwork_with_a_port_below_1024)
   ck_assert_ptr_nonnull(live);
   ck_assert(live > agent);
   ck_assert_ptr_null(strstr(live + 1, "livenessProbe"));
+  /* an exec of the heartbeat check: no connection to the agent's public port, which a flood could fill */
+  ck_assert_ptr_nonnull(strstr(live, "[\"turnfleet\", \"agent\", \"healthz\", \"--config\", \"/etc/turnfleet/turnserver.conf\"]"));
+  ck_assert_ptr_null(strstr(pod, "httpGet"));
   ck_assert_ptr_nonnull(strstr(pod, "> '/var/lib/turnfleet/"));
   ck_assert_ptr_nonnull(strstr(pod, "until grep -qx \\\"request=$id\\\""));
   tf_free(pod);
@@ -257,7 +260,9 @@ START_TEST(test_manifest__pod_podip_asks_multus_for_the_address)
   char *pod = pod_of(&f, 0);
   golden("pod-podip", pod);
   ck_assert_ptr_null(strstr(pod, "hostNetwork"));
-  ck_assert_ptr_null(strstr(pod, "livenessProbe"));
+  /* the liveness probe is an exec: it needs no route from the node to the Multus address */
+  ck_assert_ptr_nonnull(strstr(pod, "\"livenessProbe\""));
+  ck_assert_ptr_null(strstr(pod, "httpGet"));
   ck_assert_ptr_nonnull(strstr(pod, "\"k8s.v1.cni.cncf.io/networks\":\t\"[{\\\"name\\\":\\\"relay-net\\\","
                                     "\\\"namespace\\\":\\\"net-ns\\\",\\\"ips\\\":[\\\"10.1.0.5/32\\\"]}]\""));
   tf_free(pod);

@@ -371,16 +371,14 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   tf_man__str(&b, p, "name", "agent");
   tf_man__num(&b, p, "containerPort", agent_port);
   tf_man__str(&b, p, "protocol", "TCP");
-  if (!pod_ip) {
-    /* the kubelet probes from the node: it reaches a host-network address, not a Multus one */
+  {
+    /* an exec of the agent's heartbeat check, not an HTTP GET: no connection to the agent's public port,
+     * so no flood of it can fail the probe (and a Multus address the node cannot reach does not matter) */
     cJSON *live = tf_man__obj(&b, c, "livenessProbe");
-    cJSON *get = tf_man__obj(&b, live, "httpGet");
-    char host[64];
-    tf_addr_format(host, sizeof(host), &addrs[0]);
-    tf_man__str(&b, get, "host", host);
-    tf_man__str(&b, get, "path", "/healthz");
-    tf_man__num(&b, get, "port", agent_port);
+    const char *const check[] = {"turnfleet", "agent", "healthz", "--config", TF_MANIFEST_CONFIG_PATH, NULL};
+    tf_man__strs(&b, tf_man__obj(&b, live, "exec"), "command", check);
     tf_man__num(&b, live, "periodSeconds", 10);
+    tf_man__num(&b, live, "timeoutSeconds", 5);
     tf_man__num(&b, live, "failureThreshold", 3);
   }
   tf_man__mounts(&b, c, run_dir ? run_dir : "", 0);

@@ -434,6 +434,52 @@ class TestAgent(unittest.TestCase):
         self.stop(ts)
         self.assertEqual(self.stop(agent), 0)
 
+    def healthz(self):
+        return subprocess.run([TURNFLEET, "agent", "healthz", "--config", self.conf], capture_output=True, text=True,
+                              timeout=30)
+
+    def test_9_a_flood_of_half_open_connections_fails_neither_liveness_nor_counts(self):
+        health = os.path.join(self.rundir, "health")
+        if os.path.exists(health):  # an earlier case's agent left its heartbeat
+            os.unlink(health)
+        r = self.healthz()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no heartbeat", r.stdout)
+        r = subprocess.run([TURNFLEET, "agent", "healthz", "--config", self.conf, "--listen", LISTEN], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("healthz takes --config only", r.stderr)
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("the heartbeat ok", lambda: self.healthz().returncode == 0, 30)
+        self.assertEqual(self.healthz().stdout, "ok: 0 allocations\n")
+        # 200 connections that never send a request, from one address (this suite's own 127.0.10.5)
+        flood = []
+        try:
+            for _ in range(200):
+                s = socket.socket()
+                s.bind(("127.0.10.5", 0))
+                s.settimeout(5)
+                s.connect((ADDR, 3950))
+                flood.append(s)
+            # the liveness probe needs no connection; the agent's port still serves every other client
+            self.assertEqual(self.healthz().returncode, 0)
+            self.assertEqual(get("/healthz")[0], 200)
+            holder = self.hold(1)
+            wait_for("the allocation counted during the flood", lambda: self.in_use() == 1, 30)
+            self.stop(holder)
+            wait_for("its release counted during the flood", lambda: self.in_use() == 0, 30)
+            self.assertEqual(self.healthz().returncode, 0)
+            self.assertIsNone(agent.poll())
+        finally:
+            for s in flood:
+                s.close()
+        # a stopped agent's heartbeat goes stale: the probe fails
+        self.assertEqual(self.stop(agent), 0)
+        r = wait_for("the stale heartbeat", lambda: (r := self.healthz()).returncode == 1 and r, 30)
+        self.assertIn("no count for", r.stdout)
+        self.stop(ts)
+
 
 if __name__ == "__main__":
     TURNFLEET, PROBE, TURNSERVER, VERSION = sys.argv[1:5]

@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOOL_HTTP_CONNECTIONS 64 /* at once; more wait in the kernel's backlog, refused past it */
-#define TOOL_HTTP_IDLE_S 5      /* an idle connection is closed after this */
+#define TOOL_HTTP_CONNECTIONS 256 /* at once; more wait in the kernel's backlog, refused past it */
+#define TOOL_HTTP_PER_IP 8        /* at once from one client address: one client cannot take every slot */
+#define TOOL_HTTP_IDLE_S 5        /* an idle (or half-open: no request yet) connection is closed after this */
 
 int tool_http_sockaddr(const char *addr_port, struct sockaddr_storage *ss, int *is_v6)
 {
@@ -49,6 +50,7 @@ struct MHD_Daemon *tool_http_start(const char *addr_port, MHD_AccessHandlerCallb
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | (v6 ? MHD_USE_IPv6 : 0);
   return MHD_start_daemon(flags, 0, NULL, NULL, handler, cls, MHD_OPTION_SOCK_ADDR,
                           (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)TOOL_HTTP_CONNECTIONS,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)TOOL_HTTP_PER_IP,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)TOOL_HTTP_IDLE_S, MHD_OPTION_END);
 }
 

@@ -6,7 +6,8 @@
 #include <microhttpd.h>
 
 /* Serve @p handler on "ADDR:PORT" ("[v6]:PORT" too) with a connection limit
- * and a per-connection idle timeout. NULL when the address is malformed or
+ * (256), a limit per client address (8: a flood from one address is refused
+ * past it, the others are served) and a per-connection idle timeout (5 s). NULL when the address is malformed or
  * cannot be bound (errno set by libmicrohttpd where it says). */
 struct MHD_Daemon *tool_http_start(const char *addr_port, MHD_AccessHandlerCallback handler, void *cls);
 

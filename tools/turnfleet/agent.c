@@ -47,6 +47,7 @@ static const char agent_usage[] =
   "usage: turnfleet agent --config CONF --coturn-version V --listen ADDR:PORT\n"
   "                       --namespace NS --pool POOL --relay NAME [--interval S] [--probe-user U]\n"
   "       turnfleet agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
+  "       turnfleet agent healthz --config CONF\n"
   "\n"
   "agent:   counts the relay's allocations through coturn's CLI (`pu`) every S seconds (default 5)\n"
   "         and serves /metrics and /healthz on ADDR:PORT, which must be one of the config's\n"
@@ -59,6 +60,8 @@ static const char agent_usage[] =
   "         or S seconds passed, then writes FILE (`request=ID`, then the outcome). Without a request\n"
   "         (a restart of the agent container, not a deletion) nothing is drained and FILE is not\n"
   "         written. Exit 0 drained or nothing asked, 1 the deadline passed first.\n"
+  "healthz: the liveness probe: exit 0 while the running agent's heartbeat (`health` beside coturn's\n"
+  "         pidfile, written every interval) says coturn answered within three intervals, else 1.\n"
   "CONF is the relay's rendered turnserver.conf: cli-port, cli-password and listening-ip are read\n"
   "from it. See docs/operator.md.\n";
 
@@ -210,6 +213,29 @@ static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t un
   return text;
 }
 
+/* Healthy while coturn answered within @p stale_ms: 1 (or 0) with the line that says so in @p body. */
+static int health(char *body, size_t size, int64_t counted_ms, int64_t stale_ms, int64_t count, const char *why)
+{
+  int64_t age = up_now_ms() - counted_ms;
+  if (!counted_ms) snprintf(body, size, "no count yet%s%s\n", why[0] ? ": " : "", why);
+  else if (age > stale_ms) snprintf(body, size, "no count for %" PRId64 " ms: %s\n", age, why);
+  else snprintf(body, size, "ok: %" PRId64 " allocations\n", count);
+  return counted_ms && age <= stale_ms;
+}
+
+/* The heartbeat `health` beside coturn's pidfile, for `agent healthz` (the liveness probe, an exec: no
+ * connection to the agent, so no flood of its port can fail it): "COUNTED_MS STALE_MS COUNT" then why. */
+static void write_heartbeat(const agent *a, int64_t counted_ms, int64_t count, const char *why)
+{
+  const char *pidfile = tf_relayctl_config_pidfile(a->config), *slash = pidfile ? strrchr(pidfile, '/') : NULL;
+  if (!slash) return;
+  char dir[512], text[384];
+  snprintf(dir, sizeof(dir), "%.*s", slash == pidfile ? 1 : (int)(slash - pidfile), pidfile);
+  int n = snprintf(text, sizeof(text), "%" PRId64 " %" PRId64 " %" PRId64 "\n%s\n", counted_ms,
+                   3 * a->interval_ms + AGENT_CLI_TIMEOUT_MS, count, why);
+  (void)tool_write_atomic(dir, "health", text, (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, 0644);
+}
+
 static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -231,20 +257,9 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
     return rc;
   }
   if (!strcmp(url, "/healthz")) {
-    /* healthy while coturn answered within the last three intervals */
-    int64_t stale_ms = 3 * a->interval_ms + AGENT_CLI_TIMEOUT_MS;
     char body[320];
-    unsigned int code = MHD_HTTP_OK;
-    if (!counted) {
-      code = MHD_HTTP_SERVICE_UNAVAILABLE;
-      snprintf(body, sizeof(body), "no count yet%s%s\n", why[0] ? ": " : "", why);
-    } else if (up_now_ms() - counted > stale_ms) {
-      code = MHD_HTTP_SERVICE_UNAVAILABLE;
-      snprintf(body, sizeof(body), "no count for %" PRId64 " ms: %s\n", up_now_ms() - counted, why);
-    } else {
-      snprintf(body, sizeof(body), "ok: %" PRId64 " allocations\n", count);
-    }
-    return tool_http_reply(conn, code, "text/plain", body);
+    int ok = health(body, sizeof(body), counted, 3 * a->interval_ms + AGENT_CLI_TIMEOUT_MS, count, why);
+    return tool_http_reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", body);
   }
   return tool_http_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n");
 }
@@ -375,7 +390,9 @@ static int agent_serve(const agent_args *args)
       memcpy(a.why, why, sizeof(why));
       a.failures++;
     }
+    int64_t beat_ms = a.counted_ms, beat_count = a.count;
     pthread_mutex_unlock(&a.lock);
+    write_heartbeat(&a, beat_ms, beat_count, rc == 0 ? "" : why);
     if ((rc == 0) != was_ok) { /* say it when it changes, not every interval */
       if (rc == 0) fprintf(stderr, "%s: counting: %" PRId64 " allocations\n", PROG, n);
       else complain("count", "%s", why);
@@ -515,9 +532,41 @@ static int agent_prestop(const agent_args *args)
   return drained ? 0 : EXIT_FAILED;
 }
 
+/* `agent healthz`: the liveness probe, from the heartbeat the running agent writes (no connection). */
+static int agent_healthz(const agent_args *args)
+{
+  if (!args->config) return agent_usage_error("%s", "healthz: --config is required");
+  if (args->coturn_version || args->listen || args->namespace_ || args->pool || args->relay || args->interval ||
+      args->probe_user || args->marker || args->deadline)
+    return agent_usage_error("%s", "healthz takes --config only");
+  tf_relayctl_config *config = load_config(args->config);
+  if (!config) return EXIT_BAD_INPUT;
+  const char *pidfile = tf_relayctl_config_pidfile(config), *slash = pidfile ? strrchr(pidfile, '/') : NULL;
+  char path[560];
+  if (slash) snprintf(path, sizeof(path), "%.*s/health", (int)(slash - pidfile), pidfile);
+  tf_relayctl_config_free(config);
+  if (!slash) {
+    complain("--config", "%s: names no pidfile, beside which the agent's heartbeat is", args->config);
+    return EXIT_BAD_INPUT;
+  }
+  char *text = tool_read_file(path, NULL, 1024), why[320] = "", body[400];
+  long long counted = 0, stale = 0, count = 0;
+  if (!text || sscanf(text, "%lld %lld %lld", &counted, &stale, &count) != 3) {
+    printf("%s: no heartbeat in %s%s: the agent is not running (yet)\n", PROG, path, text ? " (malformed)" : "");
+    free(text);
+    return EXIT_FAILED;
+  }
+  const char *nl = strchr(text, '\n');
+  if (nl) snprintf(why, sizeof(why), "%.*s", (int)strcspn(nl + 1, "\n"), nl + 1);
+  free(text);
+  int ok = health(body, sizeof(body), counted, stale, count, why);
+  fputs(body, stdout);
+  return ok ? 0 : EXIT_FAILED;
+}
+
 int agent_main(int argc, char **argv)
 {
-  int prestop = argc > 1 && !strcmp(argv[1], "prestop");
+  int prestop = argc > 1 && !strcmp(argv[1], "prestop"), healthz = argc > 1 && !strcmp(argv[1], "healthz");
   enum { A_CONFIG = 256, A_VERSION, A_LISTEN, A_NAMESPACE, A_POOL, A_RELAY, A_MARKER, A_INTERVAL, A_DEADLINE,
          A_PROBE_USER };
   static const struct option opts[] = {
@@ -532,7 +581,7 @@ int agent_main(int argc, char **argv)
   agent_args a;
   memset(&a, 0, sizeof(a));
   opterr = 0;
-  optind = prestop ? 2 : 1;
+  optind = prestop || healthz ? 2 : 1;
   int opt;
   while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (opt) {
@@ -553,5 +602,5 @@ int agent_main(int argc, char **argv)
     }
   }
   if (optind < argc) return agent_usage_error("unexpected argument \"%s\"", argv[optind]);
-  return prestop ? agent_prestop(&a) : agent_serve(&a);
+  return prestop ? agent_prestop(&a) : healthz ? agent_healthz(&a) : agent_serve(&a);
 }
