@@ -70,17 +70,14 @@ struct tf_adapter {
 
 /* ---- small helpers ---- */
 
+static void say(const tf_adapter *c, tf_log_level level, const char *fmt, ...) TF__PRINTF(3, 4);
 static void say(const tf_adapter *c, tf_log_level level, const char *fmt, ...)
 {
-  if (!c->o.log) return;
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
+  tf_log__emitv(c->o.log, c->o.log_payload, TF_LOG_DEBUG, level, fmt, ap);
   va_end(ap);
-  c->o.log(level, line, c->o.log_payload);
 }
-
 
 static int64_t wall_ms(void)
 {
