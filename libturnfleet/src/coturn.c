@@ -389,6 +389,9 @@ tf_err tf_coturn_render(char **out, const tf_pool *pool, const tf_plan *plan, co
   tf_buf__printf(&b, "# identity %s\n", relay->identity ? relay->identity : "");
   tf_buf__printf(&b, "# rendered by Turnfleet %s for coturn %u.%u.%u\n", TF_VERSION_STRING, version >> 16,
                  (version >> 8) & 0xffu, version & 0xffu);
+  /* the image it runs, in the config and so in its hash: a new image rolls the relays as a new config does */
+  const char *image = tf_pool_image(pool);
+  if (image && *image) tf_buf__printf(&b, "# image %s\n", image);
   tf_buf__puts(&b, "# Holds the shared secrets: keep it private (mode 0600), never log it.\n");
 
   /* Bind only the relay's own addresses (coturn's defaults are every address). */
