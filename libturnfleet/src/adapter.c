@@ -1059,15 +1059,16 @@ static int put_finalizer(tf_adapter *c, const char *pool_json, const char *ns, c
     body = tf_adapter__with_finalizer(fresh, FINALIZER, want, &err);
     rc = body ? tf_kube_update(c->kube, path, body, NULL, &st) : err ? TF_ENOMEM : TF_OK;
   }
-  if (!want && rc == TF_ENOTFOUND) rc = 0;
-  say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
+  int gone = !want && rc == TF_ENOTFOUND; /* removed already (the cache had not seen it): nothing written */
+  if (gone) rc = 0;
+  if (!gone) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
       rc ? (want ? "not added" : "not removed") : want ? "added" : "removed", rc ? ": " : "",
       rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : "");
   tf_kube_status_free(st);
   tf_free(fresh);
   tf_free(path);
   free(body);
-  return rc == 0 ? 1 : -1;
+  return rc != 0 ? -1 : gone ? 0 : 1;
 }
 
 /* A pool being deleted whose inputs are refused (its Secret went first, say) and that has no engine in this
