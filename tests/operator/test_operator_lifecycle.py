@@ -269,6 +269,9 @@ class Lifecycle(e2e.OperatorE2E):
         _, pods, _ = self.converged(3)
         on_n3 = [p for p in pods if p["spec"]["nodeName"] == "n3"][0]
         addr = on_n3["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+        # a node gone NotReady takes its pods' Ready away before any operator can know (as kube's node
+        # lifecycle controller does): n3's relay listed in that moment is not the operator's ordering
+        seen_before = len(MONITOR.violations)
         e2e.control("POST", "/kubelets/n3/stop")
         try:
             def node_unknown():
@@ -281,6 +284,9 @@ class Lifecycle(e2e.OperatorE2E):
                          .get("deletionTimestamp"), 30)
         finally:
             e2e.control("POST", "/kubelets/n3/start")
+        kept = [v for v in MONITOR.violations[seen_before:] if uri_host(v[2]) != addr]
+        del MONITOR.violations[seen_before:]
+        MONITOR.violations.extend(kept)
         self.converged(3)
         self.assert_monitor_clean()
 
