@@ -762,23 +762,25 @@ class PodWorker(threading.Thread):
         if q.get("follow") not in ("true", "1"):
             return [data]
 
+        try:
+            f = open(path, "rb")  # held: a pod's directory removed at its end does not cut the last read
+        except OSError:
+            return [data]
+        f.seek(size)
+
         def follow():
-            yield data
-            pos = size
-            live = True
-            while live:
-                live = not self.done.is_set() and c.proc is not None    # one last read after the end
-                if live:
-                    time.sleep(0.2)
-                try:
-                    with open(path, "rb") as f:
-                        f.seek(pos)
-                        more = f.read()
-                except OSError:
-                    return
-                pos += len(more)
-                if more:
-                    yield more
+            try:
+                yield data
+                live = True
+                while live:
+                    live = not self.done.is_set() and c.proc is not None    # one last read after the end
+                    if live:
+                        time.sleep(0.2)
+                    more = f.read()
+                    if more:
+                        yield more
+            finally:
+                f.close()
         return follow()
 
 
