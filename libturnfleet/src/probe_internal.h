@@ -169,6 +169,7 @@ typedef struct leg {
   int has_mapped;
   uint32_t lifetime;
   uint16_t port; /* local UDP port when the loop chose it (0: the kernel did) */
+  uint32_t walk; /* the loop's walk the port came from (ploop.walk then) */
   uint16_t relayed_port, mapped_port;
   tf_addr relayed, mapped;
   /* credentials (the password and key are secret) */
@@ -245,6 +246,7 @@ typedef struct ploop {
    * socket closed, so no port comes back while the relay may remember its 5-tuple */
   uint32_t *recent; /* 65536 stamps, or NULL: the kernel picks ports */
   uint16_t port_lo, port_hi, port_next;
+  uint32_t walk; /* counts the walk's jumps (a 437 on a port of an earlier walk moves it no more) */
   /* transaction ids drawn from the CSPRNG in bulk: one RAND_bytes() per PROBE_TIDS */
   uint8_t tids[PROBE_TIDS * TF_STUN_TID_SIZE];
   size_t tids_used;

@@ -50,6 +50,7 @@ static uint16_t next_port(leg *l, struct sockaddr_storage *ss, socklen_t *len)
 {
   ploop *L = l->p->loop;
   if (!L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return 0;
+  l->walk = L->walk;
   uint32_t stamp = port_stamp(L);
   for (int skips = 0; skips < PORT_SKIP_MAX; skips++) {
     uint16_t port = L->port_next;
@@ -110,15 +111,20 @@ void tf_probe__leg_jump_ports(leg *l)
 {
   ploop *L = l->p->loop;
   uint16_t r = 0;
-  if (!L || !L->recent || tf_probe__random(&r, sizeof(r)) < 0) return;
-  /* to the coldest port near a random place: the walk goes on from there for every probe of the
-   * loop, and a place the walk passed a few seconds ago is where a loaded coturn may still hold
-   * released 5-tuples (one 437 there would be followed by more) */
+  /* one jump per walk: the probes whose ports the old walk handed out meet their 437s after
+   * it moved, and follow the new walk with their next socket */
+  if (!L || !L->recent || l->walk != L->walk || tf_probe__random(&r, sizeof(r)) < 0) return;
+  /* Another socket's 5-tuple the relay still holds (another process's, or a run's before it)
+   * lies ahead: the walk goes on from the first port at or after a random place that this loop
+   * left cold (never used, or PROBE_PORT_COLD_MS ago), else from the port it left longest ago.
+   * Never into its own recent trail: the ports after such a place were all used within the
+   * quarantine, and the walk would skip them all and leave the kernel to pick ports the relay
+   * may still hold. The whole range is read, once per jump. */
   const unsigned span = (unsigned)L->port_hi - L->port_lo + 1;
   const uint32_t stamp = port_stamp(L);
-  uint16_t best = (uint16_t)(L->port_lo + r % span);
+  uint16_t best = L->port_next;
   uint32_t best_age = 0;
-  for (unsigned k = 0; k < PORT_SKIP_MAX && k < span; k++) {
+  for (unsigned k = 0; k < span; k++) {
     uint16_t port = (uint16_t)(L->port_lo + (r + k) % span);
     uint32_t age = L->recent[port] ? stamp - L->recent[port] : UINT32_MAX;
     if (age > best_age) {
@@ -128,6 +134,7 @@ void tf_probe__leg_jump_ports(leg *l)
     if (age >= PROBE_PORT_COLD_MS) break;
   }
   L->port_next = best;
+  L->walk++;
 }
 
 void tf_probe__leg_close(leg *l)
