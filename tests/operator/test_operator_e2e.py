@@ -79,6 +79,25 @@ def last_seq():
     return r[-1]["seq"] if r else 0
 
 
+def add_lo_ipv6(addrs):
+    """Put each IPv6 address on lo for the run; the ones this call added (an address already
+    there, from a run killed before its teardown, stays the host's: iproute2 answers "File exists"
+    or, newer, "address already assigned")."""
+    added = []
+    for addr in addrs:
+        r = subprocess.run(["ip", "-6", "addr", "add", addr + "/128", "dev", "lo"], capture_output=True, text=True)
+        if r.returncode == 0:
+            added.append(addr)
+        elif "exists" not in r.stderr and "already assigned" not in r.stderr:
+            raise AssertionError("ip -6 addr add %s: %s" % (addr, r.stderr))
+    return added
+
+
+def del_lo_ipv6(addrs):
+    for addr in addrs:
+        subprocess.run(["ip", "-6", "addr", "del", addr + "/128", "dev", "lo"], capture_output=True, text=True)
+
+
 def kubectl(*args, input=None, check=True, kubeconfig=None, timeout=60):
     cmd = [KUBECTL, "--kubeconfig", kubeconfig or os.path.join(TMP, "cluster", "kubeconfig"),
            "--cache-dir", os.path.join(TMP, "kcache")] + list(args)

@@ -44,17 +44,8 @@ MONITOR = None
 WRITES = e2e.WRITES
 
 
-def ip6(action, addr):
-    return subprocess.run(["ip", "-6", "addr", action, addr + "/128", "dev", "lo"], capture_output=True, text=True)
-
-
 def setUpModule():
-    for addr in V6.values():
-        r = ip6("add", addr)
-        if r.returncode != 0 and "exists" not in r.stderr:
-            raise AssertionError("ip -6 addr add %s: %s" % (addr, r.stderr))
-        if r.returncode == 0:
-            ADDED.append(addr)
+    ADDED.extend(e2e.add_lo_ipv6(V6.values()))
     e2e.setUpModule()
     global MONITOR
     MONITOR = Monitor()
@@ -65,8 +56,7 @@ def tearDownModule():
     if MONITOR:
         MONITOR.stop()
     e2e.tearDownModule()
-    for addr in ADDED:
-        ip6("del", addr)
+    e2e.del_lo_ipv6(ADDED)
 
 
 def api(path):

@@ -92,10 +92,6 @@ SECRET_FILE = [None]   # written once: the probes run in parallel (e2e.write_sec
 RESULTS = {}     # (mode, family, listener) -> "ok (n URIs)" or the failure, printed at the end
 
 
-def ip6(action, addr):
-    return subprocess.run(["ip", "-6", "addr", action, addr + "/128", "dev", "lo"], capture_output=True, text=True)
-
-
 def fnv_slot(name):
     h = 2166136261
     for ch in ("%s/%s" % (NS, name)).encode():
@@ -105,12 +101,7 @@ def fnv_slot(name):
 
 def setUpModule():
     try:
-        for addr in V6:
-            r = ip6("add", addr)
-            if r.returncode != 0 and "exists" not in r.stderr:
-                raise AssertionError("ip -6 addr add %s: %s" % (addr, r.stderr))
-            if r.returncode == 0:
-                ADDED.append(addr)
+        ADDED.extend(e2e.add_lo_ipv6(V6))
         e2e.setUpModule()
         # the nodes' roles and addresses, as an administrator sets them (real kubectl)
         for node, role in NODE_ROLES.items():
@@ -133,8 +124,7 @@ def setUpModule():
 
 def tearDownModule():
     e2e.tearDownModule()
-    for addr in ADDED:
-        ip6("del", addr)
+    e2e.del_lo_ipv6(ADDED)
     del ADDED[:]
     if RESULTS:
         print("\nmatrix (mode, family, listener):", file=sys.stderr)

@@ -380,12 +380,15 @@ class TestUp(unittest.TestCase):
             # `pu` counts sessions: a probe's passing session may add one for a moment, so the
             # others lead the emptiest by two, and a probe on it at the scale-down cannot make a tie
             low = n["127.0.0.83"]
-            return low >= 2 and n["127.0.0.81"] >= low + 2 and n["127.0.0.82"] >= low + 2 and s
+            # and all three published: the URIs before the scale-down are the whole pool's
+            published = all([u for u in self.uris() if "turn:%s:" % a in u] for a in n)
+            return low >= 2 and n["127.0.0.81"] >= low + 2 and n["127.0.0.82"] >= low + 2 and published and s
 
         try:
             wait_for("127.0.0.83 counted with the fewest allocations", counted, 15)
         except AssertionError:
-            raise AssertionError("127.0.0.83 not the emptiest: %s" % json.dumps(self.status()["relays"]))
+            raise AssertionError("127.0.0.83 not the emptiest, or not all three published: %s %s" % (
+                self.uris(), json.dumps(self.status()["relays"])))
         before = self.last()
         pids = {r["name"]: r["pid"] for r in before["relays"]}
         uris_before = set(self.uris())
@@ -401,7 +404,8 @@ class TestUp(unittest.TestCase):
         self.assertEqual(addr, "127.0.0.83")
         # URI first: out of turn-uris while its process still runs with the held allocations
         self.assertFalse([u for u in self.uris() if ":%s:" % addr in u or "turn:%s:" % addr in u])
-        self.assertTrue(uris_before > set(self.uris()))
+        self.assertTrue(uris_before > set(self.uris()), "turn-uris %s after %s: %s" % (
+            self.uris(), sorted(uris_before), json.dumps(st["relays"])))
         self.assertTrue(alive(pids[gone]))
         self.assertGreaterEqual(r["allocations"] or 0, 2)
 
