@@ -397,9 +397,10 @@ class TestUp(unittest.TestCase):
         ev = wait_for("a draining relay", lambda: [r for r in self.last()["relays"] if r["state"] == "Draining"], 10)
         gone = ev[0]["name"]
         t_drain = time.monotonic()
-        st = self.status()
+        # status.json is written after the event line: read once it has the drain
+        st = wait_for("status.json with %s draining" % gone, lambda: (s := self.status()) and [
+            r for r in s["relays"] if r["name"] == gone and r["draining"]] and s, 5)
         r = [r for r in st["relays"] if r["name"] == gone][0]
-        self.assertTrue(r["draining"])
         addr = r["relayAddress"]
         self.assertEqual(addr, "127.0.0.83")
         # URI first: out of turn-uris while its process still runs with the held allocations
