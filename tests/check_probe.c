@@ -14,6 +14,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2430,6 +2431,137 @@ START_TEST(test_probe__cli_users_uris_quiet_and_progress)
 }
 END_TEST
 
+/* A lossy path between the probe and coturn: a UDP relay that forwards each client's datagrams
+ * from a socket of its own (coturn sees one 5-tuple per client), and drops the first copy of
+ * every Refresh request and one in five of every other datagram, both ways. */
+#define LOSSY_CLIENTS 256
+typedef struct lossy {
+  int down;            /* where the probe sends: 127.0.0.67:3525 */
+  struct sockaddr_in up; /* coturn */
+  struct {
+    struct sockaddr_in from;
+    int fd;
+  } c[LOSSY_CLIENTS];
+  int n;
+  uint8_t refreshed[LOSSY_CLIENTS * 4][12]; /* transaction ids of Refresh requests seen */
+  int nrefreshed;
+  volatile int stop;
+  unsigned seen, dropped, refresh_dropped;
+  pthread_t thread;
+} lossy;
+
+static int lossy_drop(lossy *x, const uint8_t *d, ssize_t n, int from_client)
+{
+  x->seen++;
+  if (from_client && n >= 20 && d[0] == 0x00 && d[1] == 0x04) { /* a Refresh request */
+    for (int i = 0; i < x->nrefreshed; i++)
+      if (!memcmp(x->refreshed[i], d + 8, 12)) goto counted;
+    if (x->nrefreshed < LOSSY_CLIENTS * 4) memcpy(x->refreshed[x->nrefreshed++], d + 8, 12);
+    x->refresh_dropped++;
+    x->dropped++;
+    return 1;
+  }
+counted:
+  if (x->seen % 5 == 0) {
+    x->dropped++;
+    return 1;
+  }
+  return 0;
+}
+
+static void *lossy_run(void *arg)
+{
+  lossy *x = arg;
+  uint8_t buf[2048];
+  while (!x->stop) {
+    struct pollfd p[1 + LOSSY_CLIENTS];
+    p[0] = (struct pollfd){x->down, POLLIN, 0};
+    for (int i = 0; i < x->n; i++) p[1 + i] = (struct pollfd){x->c[i].fd, POLLIN, 0};
+    if (poll(p, (nfds_t)(1 + x->n), 100) <= 0) continue;
+    if (p[0].revents & POLLIN) {
+      struct sockaddr_in from;
+      socklen_t fl = sizeof(from);
+      ssize_t n = recvfrom(x->down, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+      int k = 0;
+      while (n > 0 && k < x->n && memcmp(&x->c[k].from, &from, sizeof(from))) k++;
+      if (n > 0 && k == x->n && x->n < LOSSY_CLIENTS) {
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        inet_pton(AF_INET, "127.0.0.67", &me.sin_addr);
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0 &&
+            connect(fd, (struct sockaddr *)&x->up, sizeof(x->up)) == 0) {
+          x->c[x->n].from = from;
+          x->c[x->n++].fd = fd;
+        } else if (fd >= 0) {
+          close(fd);
+        }
+      }
+      if (n > 0 && k < x->n && !lossy_drop(x, buf, n, 1)) (void)!send(x->c[k].fd, buf, (size_t)n, 0);
+    }
+    for (int i = 0; i < x->n; i++) {
+      if (!(p[1 + i].revents & POLLIN)) continue;
+      ssize_t n = recv(x->c[i].fd, buf, sizeof(buf), 0);
+      if (n > 0 && !lossy_drop(x, buf, n, 0))
+        (void)!sendto(x->down, buf, (size_t)n, 0, (struct sockaddr *)&x->c[i].from, sizeof(x->c[i].from));
+    }
+  }
+  return NULL;
+}
+
+/* The probe releases what it allocated, on success and on failure alike, though datagrams are
+ * lost: its Refresh(0) is a transaction, retransmitted until answered, so nothing is left on the
+ * relay for the allocation's lifetime (coturn's count read through its CLI after each run). */
+START_TEST(test_probe__a_lossy_path_leaves_no_allocation_behind)
+{
+  pc_start_v4("plossy", 66, 3525, 0, 59100, 59149, NULL, PC_CLI);
+  int64_t deadline = tf_ts_now_ms() + 5000;
+  int64_t n = -1;
+  while (pc_relay_cli(TF_RELAYCTL_COUNT, &n) < 0) {
+    PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", tf_error_last()->message);
+    tf_ts_sleep_ms(100);
+  }
+  static lossy x;
+  memset(&x, 0, sizeof(x));
+  x.down = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(3525)};
+  inet_pton(AF_INET, "127.0.0.67", &at.sin_addr);
+  PC_CHECK(x.down >= 0 && bind(x.down, (struct sockaddr *)&at, sizeof(at)) == 0, "the lossy relay: %s", strerror(errno));
+  x.up = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(3525)};
+  inet_pton(AF_INET, "127.0.0.66", &x.up.sin_addr);
+  PC_CHECK(pthread_create(&x.thread, NULL, lossy_run, &x) == 0, "pthread_create");
+  const char *secret = pc_write_secret(SECRET);
+  const char *uri = "turn:127.0.0.67:3525";
+  /* every probe fails after its Allocate (the relayed address is not the one expected), so
+   * only the release after a failure can free it */
+  const char *runs[][2] = {{"--expect-address", "127.0.0.200"}, {"--user-prefix", "ok-"}};
+  for (size_t k = 0; k < 2; k++) {
+    unsigned before = x.refresh_dropped;
+    cli_out r;
+    CLI(&r, "--uri", uri, "--secret-file", secret, "--count", "24", "--concurrency", "6", "--timeout-ms", "20000",
+        runs[k][0], runs[k][1], "--json", "--quiet");
+    PC_CHECK(r.code == (k == 0 ? 1 : 0) &&
+                 strstr(r.out.ptr, k == 0 ? "\"allocations\":0,\"failures\":{\"verify\":24}"
+                                          : "\"probes\":24,\"allocations\":24,\"failures\":{}"),
+             "run %zu: exit %d: %s %s", k, r.code, r.out.ptr, r.err.ptr);
+    pc_cli_free(&r);
+    PC_CHECK(x.refresh_dropped >= before + 24, "run %zu: only %u Refresh requests were lost", k,
+             x.refresh_dropped - before);
+    /* coturn frees a released allocation a moment after its Refresh(0) */
+    deadline = tf_ts_now_ms() + 10000;
+    while ((n = pc_cli_count()) != 0) {
+      PC_CHECK(tf_ts_now_ms() < deadline, "run %zu: %" PRId64 " allocations left on the relay", k, n);
+      tf_ts_sleep_ms(100);
+    }
+  }
+  x.stop = 1;
+  pthread_join(x.thread, NULL);
+  for (int i = 0; i < x.n; i++) close(x.c[i].fd);
+  close(x.down);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
 Suite *tf_test_probe_suite(void)
 {
   Suite *s = suite_create("probe");
@@ -2493,6 +2625,7 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(cli, test_probe__cli_slow_results_are_not_held_back);
   tcase_add_test(cli, test_probe__cli_count_2000_at_concurrency_64);
   tcase_add_test(cli, test_probe__cli_users_uris_quiet_and_progress);
+  tcase_add_test(cli, test_probe__a_lossy_path_leaves_no_allocation_behind);
   suite_add_tcase(s, cli);
   return s;
 }

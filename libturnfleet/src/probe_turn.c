@@ -165,10 +165,61 @@ void tf_probe__free(probe *p)
   free(p);
 }
 
-/* Record the failure, tidy up (best-effort release), finish. Reason and message
+/* A failed probe's end: its allocations released as far as they were, its sockets closed. */
+static void probe_cleanup_end(probe *p)
+{
+  p->finished = 1;
+  tf_probe__release_all(p);
+  p->phase = PH_DONE;
+}
+
+/* Does @p l hold a UDP allocation (or may: an authenticated Allocate went unanswered) whose
+ * release has not been tried as a transaction yet? */
+static int leg_needs_release(const leg *l)
+{
+  if (l->fd < 0 || l->conn != CONN_READY || !l->have_key || l->released) return 0;
+  if (l->req == REQ_REFRESH && l->req_lifetime == 0) return 0; /* its release is what failed */
+  return l->allocated || (l->req == REQ_ALLOCATE && l->authed);
+}
+
+/* A failure that leaves a UDP allocation on the relay releases it as a success does: a
+ * Refresh(0) retransmitted on the UDP schedule until answered, for at most PROBE_CLEANUP_RTOS
+ * RTOs, so one lost datagram leaves nothing behind for the allocation's lifetime. The result is
+ * set already and only handed over after. Over TCP and TLS closing the connection ends the
+ * allocation. 1: the probe is cleaning up. */
+static int probe_cleanup_begin(probe *p)
+{
+  if (p->mode != TF_URI_MODE_UDP) return 0;
+  int n = 0;
+  for (int i = 0; i < p->nlegs; i++) n += leg_needs_release(&p->legs[i]);
+  if (!n) return 0;
+  double now = p->loop ? p->loop->now : tf_probe__now_ms();
+  p->phase = PH_CLEANUP;
+  p->finished = 0;
+  p->deadline = now + (double)PROBE_CLEANUP_RTOS * p->opts->o.rto_ms;
+  tf_probe__loop_due(p, p->deadline);
+  int need[2] = {0, 0};
+  for (int i = 0; i < p->nlegs; i++) need[i] = leg_needs_release(&p->legs[i]);
+  for (int i = 0; i < p->nlegs && !p->finished; i++) {
+    leg *l = &p->legs[i];
+    if (!need[i]) {
+      l->req = REQ_NONE;
+      continue;
+    }
+    l->req_lifetime = 0;
+    tf_probe__leg_request(l, REQ_REFRESH, now);
+  }
+  return 1;
+}
+
+/* Record the failure, release what it leaves allocated, finish. Reason and message
  * are kept printable: they may carry the relay's bytes. */
 void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const char *fmt, ...)
 {
+  if (p->phase == PH_CLEANUP) { /* the release after a failure: as far as it got */
+    probe_cleanup_end(p);
+    return;
+  }
   if (p->finished) return;
   stage_end(p);
   tf_probe_result *r = p->res;
@@ -200,6 +251,7 @@ void tf_probe__fail(probe *p, tf_err status, int code, const char *reason, const
     p->phase = PH_HELD;
     return;
   }
+  if (probe_cleanup_begin(p)) return;
   tf_probe__release_all(p);
   p->phase = PH_DONE;
 }
@@ -528,7 +580,7 @@ static void probe_next(probe *p, double now)
     p->res->mapped_port = a->mapped_port;
     p->res->lifetime = a->lifetime;
     probe_verify(p);
-    if (p->finished) return;
+    if (p->finished || p->phase == PH_CLEANUP) return;
     if (p->opts->o.peer_check) {
       p->phase = PH_B_OPEN;
       leg_reset(p, b);
@@ -627,6 +679,11 @@ static void probe_next(probe *p, double now)
   case PH_REFRESH:
     p->phase = PH_HELD;
     p->finished = 1;
+    return;
+  case PH_CLEANUP:
+    for (int i = 0; i < p->nlegs; i++)
+      if (p->legs[i].req != REQ_NONE) return;
+    probe_cleanup_end(p);
     return;
   default:
     return;
@@ -1010,8 +1067,9 @@ void tf_probe__timers(probe *p, double now)
       return;
     }
     if (l->give_up == 0 && now >= l->next_send) {
+      int phase = p->phase;
       tf_probe__leg_write(l, l->msg, l->msg_len);
-      if (p->finished) return;
+      if (p->finished || p->phase != phase) return; /* it failed: a cleanup sends its own */
       l->sends++;
       if (l->sends >= PROBE_RC) {
         l->give_up = now + (double)PROBE_RM * p->opts->o.rto_ms;

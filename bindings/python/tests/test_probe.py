@@ -224,6 +224,29 @@ class ProbeTest(unittest.TestCase):
             turnfleet.allocate(self.relay.uri(), "wrong secret", timeout=T)
         self.assertEqual(cm.exception.result.error_code, 401)
 
+    def test_an_allocation_dropped_unclosed_is_released_with_a_resource_warning(self):
+        import gc
+        import warnings
+
+        a = turnfleet.allocate(self.relay.uri(), h.SECRET, timeout=T)
+        address, port = a.relayed
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            del a
+            gc.collect()
+        self.assertEqual([w.category for w in seen], [ResourceWarning], [str(w.message) for w in seen])
+        self.assertIn("unclosed <turnfleet.Allocation %s:%d" % (address, port), str(seen[0].message))
+        # closed ones and with-blocks warn nothing
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with turnfleet.allocate(self.relay.uri(), h.SECRET, timeout=T):
+                pass
+            b = turnfleet.allocate(self.relay.uri(), h.SECRET, timeout=T)
+            b.close()
+            del b
+            gc.collect()
+        self.assertEqual(seen, [])
+
     def test_the_example_plans_and_probes(self):
         with tempfile.TemporaryDirectory() as d:
             secret = h.private_file(d, "secret", h.SECRET + "\n")

@@ -317,12 +317,26 @@ class Allocation(Handle):
     """One allocation kept open (``tf_allocation``): ``turnfleet-probe --hold``.
 
     ``close()`` (or the end of ``with``) releases it if not yet released and
-    closes its socket.
+    closes its socket. One dropped without ``close()`` is released when it is
+    collected, with a ResourceWarning (as an unclosed file).
     """
 
     def __init__(self, h, result):
         super().__init__(h)
         self.result = result  # the Allocate's ProbeResult
+
+    def __del__(self):
+        # dropped without close(): released all the same (Refresh 0, as close() does), with a
+        # ResourceWarning, as an unclosed file gives one
+        if getattr(self, "_h", None) is None:
+            return
+        try:
+            import warnings
+
+            warnings.warn(f"unclosed {self!r}: released when collected", ResourceWarning, stacklevel=2)
+        except Exception:  # interpreter shutdown: no warnings left, the release still happens
+            pass
+        self.close()
 
     @property
     @locked
