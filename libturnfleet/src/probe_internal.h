@@ -27,7 +27,7 @@
 #define PROBE_CHANNEL 0x4000
 #define PROBE_RC 7          /* RFC 8489 §6.2.1: sends per transaction */
 #define PROBE_RM 16         /* wait Rm * RTO after the last send */
-#define PROBE_CLEANUP_RTOS 8 /* a failed probe's release: at most this many RTOs (sends at 0, 1, 3, 7) */
+#define PROBE_CLEANUP_RTOS 16 /* a failed probe's release: at most this many RTOs (sends at 0, 1, 3, 7, 15) */
 #define PROBE_MAX_SOCKETS 6 /* 437 on Allocate: a new 5-tuple (on a cold port), at most 6 in all */
 #define PROBE_MAX_STALE 2   /* 438 retries per transaction */
 #define PROBE_PAYLOAD 32
