@@ -448,6 +448,52 @@ END_TEST
 
 /* ---- rendering rules ---- */
 
+/* denyPrivate covers every entry of IANA's special-purpose registries: each lies inside one
+ * denied-peer-ip range of the rendered config (coturn's a-b form). */
+START_TEST(test_coturn__deny_private_covers_the_special_purpose_registries)
+{
+  tf_pool *pool = tf_test_pool(golden_ipv4_pool);
+  tf_plan *plan = plan_of(pool, golden_ipv4_nodes);
+  const char *secrets[] = {SECRET_A};
+  tf_coturn_options o = TF_COTURN_OPTIONS_INIT;
+  o.secrets = secrets;
+  o.secrets_count = 1;
+  char *t = render_ok(pool, plan, tf_relay_name(tf_plan_relay(plan, 0)), &o);
+  ASSERT_LINE(t, "no-multicast-peers");
+  tf_addr lo[64], hi[64];
+  size_t n = 0;
+  for (const char *p = strstr(t, "\ndenied-peer-ip="); p; p = strstr(p + 1, "\ndenied-peer-ip=")) {
+    char a[TF_ADDR_STRLEN], z[TF_ADDR_STRLEN];
+    ck_assert_int_eq(sscanf(p + 16, "%45[^-\n]-%45[^\n]", a, z), 2);
+    ck_assert_uint_lt(n, 64);
+    TF_OK_OR_FAIL(tf_addr_parse(&lo[n], a));
+    TF_OK_OR_FAIL(tf_addr_parse(&hi[n], z));
+    n++;
+  }
+  char *list = tf_test_read(tf_test_data("iana-special-purpose.txt"), NULL);
+  size_t entries = 0;
+  for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    char cidr[64];
+    ck_assert_int_eq(sscanf(line, "%63s", cidr), 1);
+    tf_prefix pre;
+    TF_OK_OR_FAIL(tf_prefix_parse(&pre, cidr));
+    tf_addr first, last;
+    tf_prefix_bounds(&pre, &first, &last);
+    int covered = 0;
+    for (size_t i = 0; i < n && !covered; i++)
+      covered = lo[i].family == first.family && tf_addr_compare(&lo[i], &first) <= 0 && tf_addr_compare(&last, &hi[i]) <= 0;
+    ck_assert_msg(covered, "%s is not inside one denied-peer-ip range", line);
+    entries++;
+  }
+  ck_assert_uint_ge(entries, 50);
+  free(list);
+  tf_free(t);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+}
+END_TEST
+
 START_TEST(test_coturn__render_is_deterministic)
 {
   tf_pool *pool = tf_test_pool(golden_ipv4_pool);
@@ -1308,6 +1354,7 @@ Suite *tf_test_coturn_suite(void)
   TCase *tc = tcase_create("render");
   tcase_set_tags(tc, "normal");
   tcase_add_test(tc, test_coturn__version_parse);
+  tcase_add_test(tc, test_coturn__deny_private_covers_the_special_purpose_registries);
   tcase_add_test(tc, test_coturn__features_follow_the_version_map);
   tcase_add_test(tc, test_coturn__options_init);
   tcase_add_test(tc, test_coturn__version_1_options_are_read_up_to_their_end);

@@ -1303,6 +1303,73 @@ START_TEST(test_plan__properties_over_random_inventories)
 }
 END_TEST
 
+/* A node address no relay can use is refused, naming the node, the address and why: unspecified,
+ * link-local (the cloud metadata address), multicast, broadcast and reserved, IPv6's too; and an
+ * address whose reserved endpoint (the API server's) lies in the pool's ports. The webhook warns
+ * with the same AddressConflict message. */
+START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
+{
+  static const tnode bad[] = {
+      {"n-any", NULL, "0.0.0.0", NULL, NULL, NULL, "True", 0, 0},
+      {"n-api", NULL, "198.51.100.10", NULL, NULL, NULL, "True", 0, 0},
+      {"n-bcast", NULL, "255.255.255.255", NULL, NULL, NULL, "True", 0, 0},
+      {"n-good", NULL, "203.0.113.7", NULL, NULL, NULL, "True", 0, 0},
+      {"n-meta", NULL, "169.254.169.254", NULL, NULL, NULL, "True", 0, 0},
+      {"n-mcast", "224.0.0.1", NULL, NULL, NULL, NULL, "True", 0, 0},
+      {"n-resv", NULL, "240.0.0.9", NULL, NULL, NULL, "True", 0, 0},
+  };
+  tf_nodes *nodes = nodes_of(bad, sizeof(bad) / sizeof(*bad));
+  tf_addr api;
+  TF_OK_OR_FAIL(tf_addr_parse(&api, "198.51.100.10"));
+  /* outside the pool's ports: no matter */
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 6443, "the Kubernetes API server"));
+  tf_pool *pool = pool_of("p", 7, "{mode: HostNetwork, family: IPv4}", 49152, 49200);
+  tf_plan *plan = plan_of(pool, nodes, NULL);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 2);
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 0)), "n-api");
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 1)), "n-good");
+  assert_condition(plan, 1, "AddressConflict", "True", "UnusableAddress",
+                   "node n-any: 0.0.0.0 is refused: unspecified (0.0.0.0/8, \"this network\"); "
+                   "node n-bcast: 255.255.255.255 is refused: the limited broadcast address; "
+                   "node n-mcast: 224.0.0.1 is refused: multicast; "
+                   "node n-meta: 169.254.169.254 is refused: link-local (169.254.0.0/16, with the cloud metadata "
+                   "address); node n-resv: 240.0.0.9 is refused: reserved (240.0.0.0/4)");
+  tf_plan_free(plan);
+  /* inside them (a relay port, or a listener's): refused */
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 49160, "the Kubernetes API server"));
+  plan = plan_of(pool, nodes, NULL);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  const char *t, *st, *r, *m;
+  TF_OK_OR_FAIL(tf_plan_condition(plan, 1, &t, &st, &r, &m));
+  ck_assert_msg(strstr(m, "node n-api: 198.51.100.10 is refused: the Kubernetes API server listens on port 49160 "
+                          "there, within the pool's ports") != NULL, "%s", m);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+  /* IPv6: unspecified, link-local, multicast */
+  static const tnode bad6[] = {
+      {"v-any", NULL, "::", NULL, NULL, NULL, "True", 0, 0},
+      {"v-good", NULL, "2001:db8::7", NULL, NULL, NULL, "True", 0, 0},
+      {"v-link", NULL, "fe80::1", NULL, NULL, NULL, "True", 0, 0},
+      {"v-mcast", NULL, "ff02::1", NULL, NULL, NULL, "True", 0, 0},
+  };
+  tf_nodes *nodes6 = nodes_of(bad6, 4);
+  pool = pool_of("p", 4, "{mode: HostNetwork, family: IPv6}", 49152, 49200);
+  plan = plan_of(pool, nodes6, NULL);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  assert_condition(plan, 1, "AddressConflict", "True", "UnusableAddress",
+                   "node v-any: :: is refused: unspecified (::); node v-link: fe80::1 is refused: link-local "
+                   "(fe80::/10); node v-mcast: ff02::1 is refused: multicast");
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+  /* bad arguments */
+  ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 0, "x"), TF_EINVALID);
+  for (int i = 0; i < TF_NODES_RESERVED_MAX - 2; i++) TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"));
+  ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"), TF_ERESOURCE);
+  tf_nodes_free(nodes);
+  tf_nodes_free(nodes6);
+}
+END_TEST
+
 Suite *tf_test_plan_suite(void)
 {
   Suite *s = suite_create("plan");
@@ -1326,6 +1393,7 @@ Suite *tf_test_plan_suite(void)
   tcase_add_test(tc, test_plan__json_output);
   tcase_add_test(tc, test_plan__fleet_parses_plan_output);
   tcase_add_test(tc, test_plan__fleet_parse_errors);
+  tcase_add_test(tc, test_plan__unusable_and_reserved_addresses_are_refused);
   tcase_add_test(tc, test_plan__invalid_pool_and_arguments);
   tcase_add_test(tc, test_plan__properties_over_random_inventories);
   suite_add_tcase(s, tc);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -447,6 +448,75 @@ static int refuse(tf_adapter *c, const char *pool_json, const char *ns, const ch
   return rc < 0 ? -1 : 0;
 }
 
+/* The API server this adapter talks to, where its URL names an address: no relay may take that
+ * address with a range or listener holding its port (a relay there would shadow the API server
+ * for the node's pods, or be shadowed by it). Through libcurl's URL parser. */
+static void reserve_api_server(tf_adapter *c, tf_nodes *nodes)
+{
+  const char *url = tf_kube_server(c->kube);
+  CURLU *u = url ? curl_url() : NULL;
+  char *host = NULL, *port = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+    size_t n = strlen(host);
+    if (n > 2 && host[0] == '[' && host[n - 1] == ']') { /* an IPv6 literal */
+      memmove(host, host + 1, n - 2);
+      host[n - 2] = '\0';
+    }
+    tf_addr a;
+    long p = strtol(port, NULL, 10);
+    if (tf_addr_parse(&a, host) == 0 && p > 0 && p <= 65535)
+      (void)tf_nodes_reserve_endpoint(nodes, &a, (uint16_t)p, "the Kubernetes API server");
+  }
+  curl_free(host);
+  curl_free(port);
+  curl_url_cleanup(u);
+}
+
+/* The pool's conditions that went wrong with the status just written, each as a Warning Event
+ * named by the condition's reason with its message. A transition is one Event: the old status
+ * is the pool's as read, so a leader that takes over and writes the same status writes none. A
+ * pool that is only starting (Ready False, RelaysNotReady) is no warning. */
+static void condition_events(tf_adapter *c, const char *pool_json, const char *body)
+{
+  static const struct {
+    const char *type, *bad;
+  } trouble[] = {{"Ready", "False"},
+                 {"ProbeSucceeded", "False"},
+                 {"CapacityPressure", "True"},
+                 {"AddressConflict", "True"},
+                 {"ReachableFromVantage", "False"}};
+  cJSON *now = cJSON_Parse(body), *was = cJSON_Parse(pool_json);
+  const cJSON *nst = cJSON_GetObjectItemCaseSensitive(now, "status");
+  const cJSON *nc = cJSON_GetObjectItemCaseSensitive(nst ? nst : now, "conditions");
+  const cJSON *wc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(was, "status"), "conditions");
+  const cJSON *cond;
+  cJSON_ArrayForEach(cond, nc)
+  {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "type"));
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "status"));
+    const char *reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "reason"));
+    const char *message = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "message"));
+    if (!type || !status || !reason) continue;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof(trouble) / sizeof(*trouble); i++)
+      bad |= strcmp(type, trouble[i].type) == 0 && strcmp(status, trouble[i].bad) == 0;
+    if (!bad || (strcmp(type, "Ready") == 0 && strcmp(reason, "RelaysNotReady") == 0)) continue;
+    int same = 0;
+    const cJSON *old;
+    cJSON_ArrayForEach(old, wc)
+    {
+      const char *ot = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "type"));
+      const char *os = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "status"));
+      const char *orr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "reason"));
+      same |= ot && os && orr && !strcmp(ot, type) && !strcmp(os, status) && !strcmp(orr, reason);
+    }
+    if (!same) event(c, pool_json, "Warning", reason, "%s: %s", type, message ? message : "");
+  }
+  cJSON_Delete(now);
+  cJSON_Delete(was);
+}
+
 typedef struct pool_inputs {
   tf_pool *pool;
   char tls_digest[65];      /* the tls/dtls listeners' certificate and key (SHA-256); "" without such listeners */
@@ -626,6 +696,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     tf_free(pool_text);
     return -1;
   }
+  reserve_api_server(c, nodes);
   int rc = 0;
   if (!s->engine) {
     tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
@@ -1016,8 +1087,11 @@ static int write_status(tf_adapter *c, pool_state *s, const char *pool_json, con
   if (tf_engine_status_json(&status, s->engine) == 0 &&
       tf_manifest_status(&body, tf_engine_pool(s->engine), status, strlen(status), tf_adapter__generation(pool_json)) == 0 &&
       (stable = tf_adapter__status_stable(body, pool_json)) != NULL &&
-      (full = with_vantage(c, stable, pool_json, ns, name)) != NULL)
-    rc = patch_status(c, pool_json, ns, name, full) < 0 ? -1 : 0;
+      (full = with_vantage(c, stable, pool_json, ns, name)) != NULL) {
+    int w = patch_status(c, pool_json, ns, name, full);
+    if (w > 0) condition_events(c, pool_json, full);
+    rc = w < 0 ? -1 : 0;
+  }
   free(full);
   free(stable);
   tf_free(body);

@@ -176,21 +176,29 @@ static tf_err tf_coturn__check_path(const char *what, const char *option, const 
 
 /* ---- peer policy ---- */
 
-/* The ranges denied by peerPolicy.denyPrivate: private, loopback, link-local
- * (which holds the cloud metadata address 169.254.169.254), shared/CGNAT,
- * "this network", IETF protocol assignments, benchmarking, reserved (with
- * broadcast); IPv6 loopback, unique-local, link-local and IPv4-mapped (so a
- * mapped address cannot reach what the IPv4 rules deny). Multicast is covered
- * by `no-multicast-peers`. coturn only takes `a` or `a-b` here: a CIDR is
- * logged as "Wrong address format" and the rule is silently dropped. */
+/* The ranges denied by peerPolicy.denyPrivate: every entry of IANA's IPv4 and IPv6
+ * Special-Purpose Address Registries (tests/data/iana-special-purpose.txt), nested ones within
+ * their parent: private, loopback, link-local (which holds the cloud metadata address
+ * 169.254.169.254), shared/CGNAT, "this network", IETF protocol assignments, documentation,
+ * benchmarking, AS112, AMT, the 6to4 relay anycast, reserved (with broadcast); IPv6 unspecified,
+ * loopback, IPv4-mapped (so a mapped address cannot reach what the IPv4 rules deny), NAT64's
+ * well-known and local-use prefixes (which reach IPv4 through a translator), discard-only and
+ * dummy, IETF protocol assignments (Teredo, ORCHID, benchmarking), documentation, 6to4, SRv6
+ * SIDs, unique-local and link-local. Multicast is covered by `no-multicast-peers`. coturn only
+ * takes `a` or `a-b` here: a CIDR is logged as "Wrong address format" and the rule is silently
+ * dropped. */
 static const struct {
   const char *cidr;
   int loopback;
 } tf_coturn__private[] = {
-    {"0.0.0.0/8", 0},      {"10.0.0.0/8", 0},     {"100.64.0.0/10", 0},  {"127.0.0.0/8", 1},
-    {"169.254.0.0/16", 0}, {"172.16.0.0/12", 0},  {"192.0.0.0/24", 0},   {"192.168.0.0/16", 0},
-    {"198.18.0.0/15", 0},  {"240.0.0.0/4", 0},    {"::1/128", 1},        {"fc00::/7", 0},
-    {"fe80::/10", 0},      {"::ffff:0:0/96", 0},
+    {"0.0.0.0/8", 0},        {"10.0.0.0/8", 0},       {"100.64.0.0/10", 0},     {"127.0.0.0/8", 1},
+    {"169.254.0.0/16", 0},   {"172.16.0.0/12", 0},    {"192.0.0.0/24", 0},      {"192.0.2.0/24", 0},
+    {"192.31.196.0/24", 0},  {"192.52.193.0/24", 0},  {"192.88.99.0/24", 0},    {"192.168.0.0/16", 0},
+    {"192.175.48.0/24", 0},  {"198.18.0.0/15", 0},    {"198.51.100.0/24", 0},   {"203.0.113.0/24", 0},
+    {"240.0.0.0/4", 0},      {"::/128", 0},           {"::1/128", 1},           {"::ffff:0:0/96", 0},
+    {"64:ff9b::/96", 0},     {"64:ff9b:1::/48", 0},   {"100::/64", 0},          {"100:0:0:1::/64", 0},
+    {"2001::/23", 0},        {"2001:db8::/32", 0},    {"2002::/16", 0},         {"2620:4f:8000::/48", 0},
+    {"3fff::/20", 0},        {"5f00::/16", 0},        {"fc00::/7", 0},          {"fe80::/10", 0},
 };
 
 static tf_err tf_coturn__put_range(tf_buf *b, const char *option, const tf_prefix *p)

@@ -391,9 +391,26 @@ tf_err tf_nodes_parse_with(tf_nodes **out, const char *json, size_t len, const t
   return TF_OK;
 }
 
+tf_err tf_nodes_reserve_endpoint(tf_nodes *nodes, const tf_addr *addr, uint16_t port, const char *what)
+{
+  TF_ASSERT_ARG(nodes);
+  TF_ASSERT_ARG(addr);
+  TF_ASSERT_ARG(what);
+  if (addr->family != TF_AF_INET && addr->family != TF_AF_INET6)
+    return tf_error__set(TF_EINVALID, "addr: not an IPv4 or IPv6 address");
+  if (port == 0) return tf_error__set(TF_EINVALID, "port: must be 1-65535");
+  if (nodes->reserved_count == TF_NODES_RESERVED_MAX)
+    return tf_error__set(TF_ERESOURCE, "at most %d reserved endpoints", TF_NODES_RESERVED_MAX);
+  char *w = strdup(what);
+  if (!w) return tf_error__nomem();
+  nodes->reserved[nodes->reserved_count++] = (struct tf_nodes__reserved){*addr, port, w};
+  return TF_OK;
+}
+
 void tf_nodes_free(tf_nodes *nodes)
 {
   if (!nodes) return;
+  for (size_t i = 0; i < nodes->reserved_count; i++) free(nodes->reserved[i].what);
   if (nodes->items_heap) free(nodes->items);
   tf_arena__free(nodes->chunks);
   free(nodes);

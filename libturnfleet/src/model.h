@@ -101,6 +101,12 @@ struct tf_nodes {
   struct tf_nodes__chunk *chunks; /* arena holding items and everything they point to */
   size_t cap;     /* built inventories (tf_nodes_add): items is malloc'd with room for cap */
   int items_heap; /* 1: items is malloc'd, not in the arena */
+  struct tf_nodes__reserved {
+    tf_addr addr;
+    uint16_t port;
+    char *what;
+  } reserved[TF_NODES_RESERVED_MAX]; /* tf_nodes_reserve_endpoint() */
+  size_t reserved_count;
 };
 
 /* The address a node offers in HostNetwork/PartitionedIP mode for family @p af

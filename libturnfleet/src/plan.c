@@ -402,7 +402,70 @@ typedef struct tf_plan__work {
   size_t cand_count, cand_cap;
   tf_buf conflicts;      /* the AddressConflict message */
   size_t conflict_count; /* clauses, written or not */
+  size_t in_use;         /* of them: addresses claimed by another pool or offered twice */
+  struct tf_plan__refusal {
+    uint32_t node;
+    tf_addr addr;
+    const char *why;    /* static text, or the reserved endpoint's what */
+    uint16_t port;      /* the reserved endpoint's port, or 0 */
+  } *refused;           /* node addresses no relay may use, in node order */
+  size_t refused_count, refused_cap;
 } tf_plan__work;
+
+/* Why @p a can never be a relay's address (a relay there would listen on every address, on a
+ * group, on a link only, or on what no host owns), NULL when it can. */
+static const char *tf_plan__unusable(const tf_addr *a)
+{
+  const uint8_t *b = a->bytes;
+  if (a->family == TF_AF_INET) {
+    if (b[0] == 0) return "unspecified (0.0.0.0/8, \"this network\")";
+    if (b[0] == 169 && b[1] == 254) return "link-local (169.254.0.0/16, with the cloud metadata address)";
+    if (b[0] >= 224 && b[0] <= 239) return "multicast";
+    if (b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255) return "the limited broadcast address";
+    if (b[0] >= 240) return "reserved (240.0.0.0/4)";
+    return NULL;
+  }
+  static const uint8_t zero[16];
+  if (memcmp(b, zero, sizeof(zero)) == 0) return "unspecified (::)";
+  if (b[0] == 0xff) return "multicast";
+  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local (fe80::/10)";
+  return NULL;
+}
+
+/* 1 when @p port is the pool's relay range or one of its listener ports. */
+static int tf_plan__pool_holds_port(const tf_pool *pool, uint16_t port)
+{
+  if (port >= pool->range.start && port <= pool->range.end) return 1;
+  for (size_t i = 0; i < pool->listener_count; i++)
+    if (pool->listeners[i].port == port) return 1;
+  return 0;
+}
+
+/* 1 (and the refusal noted) when node @p node's address @p a may host no relay of this pool:
+ * an unusable address, or a reserved endpoint's address whose port the pool would take. */
+static int tf_plan__refuse(tf_plan__work *w, uint32_t node, const tf_addr *a)
+{
+  if (!a) return 0;
+  const char *why = tf_plan__unusable(a);
+  uint16_t port = 0;
+  for (size_t i = 0; !why && i < w->nodes->reserved_count; i++) {
+    const struct tf_nodes__reserved *r = &w->nodes->reserved[i];
+    if (tf_addr_compare(&r->addr, a) == 0 && tf_plan__pool_holds_port(w->pool, r->port)) {
+      why = r->what;
+      port = r->port;
+    }
+  }
+  if (!why) return 0;
+  if (w->refused_count == w->refused_cap) {
+    size_t cap = w->refused_cap ? 2 * w->refused_cap : 8;
+    struct tf_plan__refusal *n = realloc(w->refused, cap * sizeof(*n));
+    if (!n) return 1; /* refused all the same: out of memory, only its mention is lost */
+    w->refused = n;
+    w->refused_cap = cap;
+  }
+  w->refused[w->refused_count++] = (struct tf_plan__refusal){node, *a, why, port};
+  return 1;
+}
 
 static tf_err tf_plan__push(tf_plan__work *w, uint32_t node, const tf_addr *a4, const tf_addr *a6, tf_port_range range,
                             uint32_t slice)
@@ -443,11 +506,11 @@ static tf_err tf_plan__listed(tf_plan__work *w, uint32_t node, const tf_addr *li
   int filter = w->pool->mode == TF_MODE_EXTERNAL_IP_POOL;
   for (size_t k = 0; k < n; k++) {
     if (filter && !tf_plan__in_external_pool(w->pool, &list[k])) continue;
-    if (list[k].family == TF_AF_INET && want4) scratch[n4++] = list[k];
+    if (list[k].family == TF_AF_INET && want4 && !tf_plan__refuse(w, node, &list[k])) scratch[n4++] = list[k];
   }
   for (size_t k = 0; k < n; k++) {
     if (filter && !tf_plan__in_external_pool(w->pool, &list[k])) continue;
-    if (list[k].family == TF_AF_INET6 && want6) scratch[n4 + n6++] = list[k];
+    if (list[k].family == TF_AF_INET6 && want6 && !tf_plan__refuse(w, node, &list[k])) scratch[n4 + n6++] = list[k];
   }
   qsort(scratch, n4, sizeof(tf_addr), tf_plan__addr_cmp);
   qsort(scratch + n4, n6, sizeof(tf_addr), tf_plan__addr_cmp);
@@ -479,6 +542,8 @@ static tf_err tf_plan__candidates(tf_plan__work *w)
       const tf_addr *a4 = want4 ? tf_inventory__host_address(node, TF_AF_INET) : NULL;
       const tf_addr *a6 = want6 ? tf_inventory__host_address(node, TF_AF_INET6) : NULL;
       if ((want4 && !a4) || (want6 && !a6)) continue;
+      int r4 = tf_plan__refuse(w, (uint32_t)i, a4), r6 = tf_plan__refuse(w, (uint32_t)i, a6);
+      if (r4 || r6) continue;
       /* slice s gets size/k ports, the first size%k slices one more */
       uint32_t start = pool->range.start;
       for (uint32_t s = 0; s < k && rc == TF_OK; s++) {
@@ -544,6 +609,7 @@ static tf_err tf_plan__duplicates(tf_plan__work *w)
       /* the nodes sharing the address, in name order (refs are sorted by node) */
       size_t listed = 0, distinct = 0;
       int write = tf_plan__clause(w);
+      w->in_use++;
       char a[TF_ADDR_STRLEN];
       tf_addr_format(a, sizeof(a), &refs[g].addr);
       if (write) tf_buf__printf(&w->conflicts, "%s is offered by nodes ", a);
@@ -562,6 +628,23 @@ static tf_err tf_plan__duplicates(tf_plan__work *w)
   }
   free(refs);
   return TF_OK;
+}
+
+/* The refused node addresses as clauses of the AddressConflict message: the node, the address
+ * and why. */
+static void tf_plan__refusals(tf_plan__work *w)
+{
+  for (size_t i = 0; i < w->refused_count; i++) {
+    const struct tf_plan__refusal *r = &w->refused[i];
+    if (!tf_plan__clause(w)) continue;
+    char a[TF_ADDR_STRLEN];
+    tf_addr_format(a, sizeof(a), &r->addr);
+    if (r->port)
+      tf_buf__printf(&w->conflicts, "node %s: %s is refused: %s listens on port %u there, within the pool's ports",
+                     w->nodes->items[r->node].name, a, r->why, r->port);
+    else
+      tf_buf__printf(&w->conflicts, "node %s: %s is refused: %s", w->nodes->items[r->node].name, a, r->why);
+  }
 }
 
 static int tf_plan__is_other_pool(const tf_existing_record *r, const char *pool)
@@ -655,6 +738,7 @@ static tf_err tf_plan__claims(tf_plan__work *w)
     for (size_t g = 0; g < hit_count;) {
       size_t e = g + 1;
       while (e < hit_count && tf_addr_compare(&hits[e].addr, &hits[g].addr) == 0) e++;
+      w->in_use++;
       if (tf_plan__clause(w)) {
         char a[TF_ADDR_STRLEN];
         tf_addr_format(a, sizeof(a), &hits[g].addr);
@@ -946,11 +1030,13 @@ static tf_err tf_plan__conditions(tf_plan__work *w, tf_plan *plan)
   if (w->conflict_count == 0)
     return tf_plan__append_condition(plan, "AddressConflict", "False", "NoConflict",
                                      strdup("no relay address is claimed by another pool or offered by two nodes"));
+  /* in use by another pool or offered twice, else only refused (unusable, or a reserved endpoint's) */
+  const char *reason = w->in_use ? "AddressInUse" : "UnusableAddress";
   if (w->conflict_count > TF__CONFLICT_CLAUSES_MAX)
     tf_buf__printf(&w->conflicts, "; and %zu more", w->conflict_count - TF__CONFLICT_CLAUSES_MAX);
   char *msg = NULL;
   if ((rc = tf_buf__detach(&w->conflicts, &msg)) < 0) return rc;
-  return tf_plan__append_condition(plan, "AddressConflict", "True", "AddressInUse", msg);
+  return tf_plan__append_condition(plan, "AddressConflict", "True", reason, msg);
 }
 
 tf_err tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes, const tf_existing *fleet)
@@ -996,10 +1082,12 @@ tf_err tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes, co
   /* claims first: the message lists other pools' addresses before doubly offered ones */
   if (rc == TF_OK) rc = tf_plan__claims(&w);
   if (rc == TF_OK) rc = tf_plan__duplicates(&w);
+  if (rc == TF_OK) tf_plan__refusals(&w);
   if (rc == TF_OK && w.conflicts.failed) rc = tf_error__nomem();
   if (rc == TF_OK) rc = tf_plan__choose(&w, plan);
   if (rc == TF_OK) rc = tf_plan__conditions(&w, plan);
   free(w.cands);
+  free(w.refused);
   tf_buf__dispose(&w.conflicts, 0);
   if (rc < 0) {
     tf_plan_free(plan);

@@ -14,7 +14,10 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
 - the seed's pool form (`dataplane.image` with a version tag, no `coturnVersion`) renders for the
   coturn that runs: every relay counted exactly;
 - a shared secret past the cap (1 MiB) is refused with the Secret, its key and the cap named, in the
-  condition and an Event.
+  condition and an Event;
+- nodes offering the cloud metadata address, the unspecified address, a multicast address, or the API
+  server's address with its port in the pool's range host no relay: the AddressConflict condition and a
+  Warning Event name each node, its address and why.
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
 import os
@@ -186,6 +189,38 @@ class Hardening(e2e.OperatorE2E):
                                            if ev.get("reason") == "SecretInvalid" and ev["message"] == want], 60)
         self.assertEqual(e2e.relay_pods("big"), [])
         e2e.kubectl("delete", "-n", NS, "turnpool", "big")
+
+    def test_05_dangerous_node_addresses_are_refused_naming_the_node(self):
+        # nodes an adversary (or a mistake) gave the cloud metadata address, the unspecified, a multicast
+        # address, and the API server's own address with its port inside the pool's relay range
+        bad = {"n-meta": "169.254.169.254", "n-any": "0.0.0.0", "n-mcast": "224.0.0.1", "n-api": e2e.API_ADDR}
+        for node, addr in sorted(bad.items()):
+            e2e.kubectl("apply", "-f", "-", input=(
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels: {guard: \"true\"}\n"
+                "  annotations: {turnfleet.hzmi.dev/relay-address: \"%s\"}\n" % (node, addr)))
+        text = pool_yaml(4).replace("name: %s, namespace" % POOL, "name: guard, namespace").replace(
+            "relayPortRange: {start: 30100, end: 30119}",
+            "relayPortRange: {start: %d, end: %d}\n  nodeSelector: {guard: \"true\"}" % (e2e.API_PORT - 5,
+                                                                                       e2e.API_PORT + 5))
+        e2e.kubectl("apply", "-f", "-", input=text)
+        want = ["node n-any: 0.0.0.0 is refused: unspecified",
+                "node n-api: %s is refused: the Kubernetes API server listens on port %d there" % (e2e.API_ADDR,
+                                                                                                e2e.API_PORT),
+                "node n-mcast: 224.0.0.1 is refused: multicast",
+                "node n-meta: 169.254.169.254 is refused: link-local"]
+
+        def refused():
+            c = e2e.cond(e2e.pool_obj("guard"), "AddressConflict")
+            return c.get("status") == "True" and c.get("reason") == "UnusableAddress" and \
+                all(w in c.get("message", "") for w in want) and c
+        e2e.wait_for("AddressConflict naming each node", refused, 60)
+        ev = e2e.wait_for("the Warning Event", lambda: [e for e in events("UnusableAddress", "guard")
+                                                       if e.get("type") == "Warning"], 60)
+        self.assertTrue(all(w in ev[0]["message"] for w in want), ev[0]["message"])
+        self.assertEqual(e2e.cond(e2e.pool_obj("guard"), "Ready").get("reason"), "InsufficientAddresses")
+        self.assertEqual(e2e.relay_pods("guard"), [])
+        e2e.kubectl("delete", "-n", NS, "turnpool", "guard")
+        e2e.kubectl("delete", "node", *sorted(bad))
 
 
 def main():

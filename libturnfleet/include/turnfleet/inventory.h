@@ -89,6 +89,20 @@ TF_EXTERN(tf_err) tf_nodes_parse_with(tf_nodes **out, const char *json, size_t l
 /** Release an inventory. NULL does nothing. */
 TF_EXTERN(void) tf_nodes_free(tf_nodes *nodes);
 
+/** Most endpoints tf_nodes_reserve_endpoint() keeps. */
+#define TF_NODES_RESERVED_MAX 8
+
+/**
+ * An endpoint that must stay what it is: no relay is planned on @p addr whose relay port range
+ * or listener ports hold @p port (the Kubernetes API server's address and port, say). The
+ * planner refuses such a candidate in its AddressConflict condition, naming the node and @p what.
+ * @param addr borrowed; copied
+ * @param what what the endpoint is, e.g. "the Kubernetes API server" (copied)
+ * @return 0; TF_EINVALID for a NULL argument or port 0; TF_ERESOURCE past TF_NODES_RESERVED_MAX
+ *         endpoints; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_nodes_reserve_endpoint(tf_nodes *nodes, const tf_addr *addr, uint16_t port, const char *what);
+
 /** Number of nodes. */
 TF_EXTERN(size_t) tf_nodes_count(const tf_nodes *nodes);
 
