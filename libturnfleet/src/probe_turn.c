@@ -190,16 +190,14 @@ static int leg_needs_release(const leg *l)
 static int probe_cleanup_begin(probe *p)
 {
   if (p->mode != TF_URI_MODE_UDP) return 0;
-  int n = 0;
-  for (int i = 0; i < p->nlegs; i++) n += leg_needs_release(&p->legs[i]);
+  int need[2] = {0, 0}, n = 0;
+  for (int i = 0; i < p->nlegs; i++) n += need[i] = leg_needs_release(&p->legs[i]);
   if (!n) return 0;
   double now = p->loop ? p->loop->now : tf_probe__now_ms();
   p->phase = PH_CLEANUP;
   p->finished = 0;
   p->deadline = now + (double)PROBE_CLEANUP_RTOS * p->opts->o.rto_ms;
   tf_probe__loop_due(p, p->deadline);
-  int need[2] = {0, 0};
-  for (int i = 0; i < p->nlegs; i++) need[i] = leg_needs_release(&p->legs[i]);
   for (int i = 0; i < p->nlegs && !p->finished; i++) {
     leg *l = &p->legs[i];
     if (!need[i]) {
