@@ -557,7 +557,10 @@ START_TEST(test_coturn__render_rules)
   ASSERT_LINE(t, "denied-peer-ip=192.0.0.0-192.0.0.255");
   ASSERT_LINE(t, "denied-peer-ip=198.18.0.0-198.19.255.255");
   ASSERT_LINE(t, "denied-peer-ip=240.0.0.0-255.255.255.255");
-  ASSERT_LINE(t, "denied-peer-ip=::1-::1");
+  ASSERT_LINE(t, "denied-peer-ip=::-::1");
+  /* never a range that ends at the all-zero address: coturn reads it as "up to any" */
+  ck_assert_ptr_null(strstr(t, "-::\n"));
+  ck_assert_ptr_null(strstr(t, "-0.0.0.0\n"));
   ASSERT_LINE(t, "denied-peer-ip=fc00::-fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
   ASSERT_LINE(t, "denied-peer-ip=fe80::-febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
   ASSERT_LINE(t, "denied-peer-ip=::ffff:0.0.0.0-::ffff:255.255.255.255");

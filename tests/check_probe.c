@@ -1322,17 +1322,23 @@ static int64_t pc_cli_count(void)
   return n;
 }
 
-START_TEST(test_probe__cli_counts_and_drain_per_version)
+/* The CLI opens a moment after the TURN listeners: its first count. */
+static int64_t pc_cli_open(void)
 {
-  pc_start_v4("pdrain", 40, 3521, 0, 56900, 56949, NULL, PC_CLI);
-  /* the CLI opens a moment after the TURN listeners */
   int64_t deadline = tf_ts_now_ms() + 5000;
   int64_t n = -1;
   while (pc_relay_cli(TF_RELAYCTL_COUNT, &n) < 0) {
     PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", tf_error_last()->message);
     tf_ts_sleep_ms(100);
   }
-  PC_CHECK(pc_cli_count() == 0, "a fresh relay counts allocations");
+  return n;
+}
+
+START_TEST(test_probe__cli_counts_and_drain_per_version)
+{
+  pc_start_v4("pdrain", 40, 3521, 0, 56900, 56949, NULL, PC_CLI);
+  PC_CHECK(pc_cli_open() == 0, "a fresh relay counts allocations");
+  int64_t deadline;
   tf_probe_options o = pc_opts("turn:127.0.0.40:3521");
   tf_allocation *held[2] = {NULL, NULL};
   const char *uris[] = {"turn:127.0.0.40:3521", "turn:127.0.0.40:3521?transport=tcp"};
@@ -2515,12 +2521,7 @@ static void *lossy_run(void *arg)
 START_TEST(test_probe__a_lossy_path_leaves_no_allocation_behind)
 {
   pc_start_v4("plossy", 66, 3525, 0, 59100, 59149, NULL, PC_CLI);
-  int64_t deadline = tf_ts_now_ms() + 5000;
-  int64_t n = -1;
-  while (pc_relay_cli(TF_RELAYCTL_COUNT, &n) < 0) {
-    PC_CHECK(tf_ts_now_ms() < deadline, "coturn's CLI did not open: %s", tf_error_last()->message);
-    tf_ts_sleep_ms(100);
-  }
+  int64_t n = pc_cli_open(), deadline;
   static lossy x;
   memset(&x, 0, sizeof(x));
   x.seed = 3525;

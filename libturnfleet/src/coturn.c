@@ -186,7 +186,8 @@ static tf_err tf_coturn__check_path(const char *what, const char *option, const 
  * dummy, IETF protocol assignments (Teredo, ORCHID, benchmarking), documentation, 6to4, SRv6
  * SIDs, unique-local and link-local. Multicast is covered by `no-multicast-peers`. coturn only
  * takes `a` or `a-b` here: a CIDR is logged as "Wrong address format" and the rule is silently
- * dropped. */
+ * dropped. The unspecified `::` goes with loopback as `::-::1` (where it leads): coturn reads a
+ * range whose last address is all zeros as "up to any", so `::-::` would deny every peer. */
 static const struct {
   const char *cidr;
   int loopback;
@@ -195,7 +196,7 @@ static const struct {
     {"169.254.0.0/16", 0},   {"172.16.0.0/12", 0},    {"192.0.0.0/24", 0},      {"192.0.2.0/24", 0},
     {"192.31.196.0/24", 0},  {"192.52.193.0/24", 0},  {"192.88.99.0/24", 0},    {"192.168.0.0/16", 0},
     {"192.175.48.0/24", 0},  {"198.18.0.0/15", 0},    {"198.51.100.0/24", 0},   {"203.0.113.0/24", 0},
-    {"240.0.0.0/4", 0},      {"::/128", 0},           {"::1/128", 1},           {"::ffff:0:0/96", 0},
+    {"240.0.0.0/4", 0},      {"::/127", 1},           {"::ffff:0:0/96", 0},
     {"64:ff9b::/96", 0},     {"64:ff9b:1::/48", 0},   {"100::/64", 0},          {"100:0:0:1::/64", 0},
     {"2001::/23", 0},        {"2001:db8::/32", 0},    {"2002::/16", 0},         {"2620:4f:8000::/48", 0},
     {"3fff::/20", 0},        {"5f00::/16", 0},        {"fc00::/7", 0},          {"fe80::/10", 0},
