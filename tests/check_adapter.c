@@ -185,10 +185,10 @@ END_TEST
 /* A status whose relays only changed their order, and whose probes only their times, is no change. */
 START_TEST(test_adapter__status_order_and_times_alone_are_no_change)
 {
-  const char seen[] = "{\"status\":{\"readyReplicas\":2,\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\","
+  const char seen[] = "{\"status\":{\"readyRelays\":2,\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\","
                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"b\",\"lastProbe\":{\"time\":\"T1\","
                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
-  const char want[] = "{\"status\":{\"readyReplicas\":2,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
+  const char want[] = "{\"status\":{\"readyRelays\":2,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\","
                       "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
   char *out = tf_adapter__status_stable(want, seen);
@@ -198,14 +198,14 @@ START_TEST(test_adapter__status_order_and_times_alone_are_no_change)
   ck_assert_int_eq(matches, 1);
   free(out);
   /* a changed count is a change */
-  const char fewer[] = "{\"status\":{\"readyReplicas\":1,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
+  const char fewer[] = "{\"status\":{\"readyRelays\":1,\"relays\":[{\"name\":\"b\",\"lastProbe\":{\"time\":\"T3\","
                        "\"ok\":true,\"errorCode\":0,\"message\":\"\"}},{\"name\":\"a\",\"lastProbe\":{\"time\":\"T2\","
                        "\"ok\":true,\"errorCode\":0,\"message\":\"\"}}]}}";
   out = tf_adapter__status_stable(fewer, seen);
   char *path = NULL;
   TF_OK_OR_FAIL(tf_manifest_matches(&matches, &path, out, strlen(out), seen, strlen(seen)));
   ck_assert_int_eq(matches, 0);
-  ck_assert_str_eq(path, "status.readyReplicas");
+  ck_assert_str_eq(path, "status.readyRelays");
   tf_free(path);
   free(out);
 }

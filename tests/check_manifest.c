@@ -372,7 +372,7 @@ START_TEST(test_manifest__secret_configmap_status_event)
   golden("configmap", cm);
   golden("status", status);
   golden("event", ev);
-  ck_assert_ptr_nonnull(strstr(status, "\"readyReplicas\":\t2"));
+  ck_assert_ptr_nonnull(strstr(status, "\"readyRelays\":\t2"));
   ck_assert_ptr_nonnull(strstr(status, "\"observedGeneration\":\t7"));
   ck_assert_ptr_null(strstr(status, "stopping"));
   /* a pool whose relays all drain says what is left */

@@ -599,7 +599,9 @@ START_TEST(test_reconcile__status_uris_and_ice_servers)
            "      \"portsInUse\": null,\n      \"portsTotal\": 8,\n      \"lastProbe\": null\n    }",
            n2);
   snprintf(want, sizeof(want),
-           "{\n  \"replicas\": 2,\n  \"readyRelays\": 1,\n  \"relays\": [\n%s,\n%s\n  ],\n  \"conditions\": [\n"
+           "{\n  \"replicas\": 2,\n  \"readyRelays\": 1,\n  \"turnURIs\": [\n"
+           "    \"turn:203.0.113.1:3478?transport=udp\",\n    \"turn:203.0.113.1:3478?transport=tcp\"\n  ],\n"
+           "  \"relays\": [\n%s,\n%s\n  ],\n  \"conditions\": [\n"
            "    {\n      \"type\": \"Ready\",\n      \"status\": \"False\",\n      \"reason\": \"RelaysNotReady\",\n"
            "      \"message\": \"1/2 relays ready (%s: not probed since it started)\",\n"
            "      \"lastTransitionTime\": \"2024-05-06T12:53:20Z\"\n    },\n"

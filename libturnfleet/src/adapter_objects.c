@@ -203,6 +203,9 @@ char *tf_adapter__refused_status(const char *observed_pool, int64_t generation, 
   cJSON *root = cJSON_CreateObject();
   cJSON *st = cJSON_AddObjectToObject(root, "status");
   cJSON_AddNumberToObject(st, "observedGeneration", (double)generation);
+  /* a pool refused from its start shows 0 ready (kubectl's READY column), not a blank */
+  if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(seen, "status"), "readyRelays"))
+    cJSON_AddNumberToObject(st, "readyRelays", 0);
   cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
   cJSON *ready = cJSON_CreateObject();
   cJSON_AddStringToObject(ready, "type", "Ready");

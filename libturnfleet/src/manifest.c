@@ -600,7 +600,12 @@ tf_err tf_manifest_status(char **out, const tf_pool *pool, const char *status_js
   cJSON *s = tf_man__obj(&b, root, "status");
   tf_man__num(&b, s, "observedGeneration", generation);
   tf_man__num(&b, s, "replicas", tf_pool_replicas(pool));
-  tf_man__num(&b, s, "readyReplicas", ready);
+  tf_man__num(&b, s, "readyRelays", ready);
+  /* the published URIs as the status JSON lists them (what turn-uris says) */
+  cJSON *uris = cJSON_GetObjectItemCaseSensitive(st, "turnURIs");
+  cJSON *ul = tf_man__arr(&b, s, "turnURIs");
+  for (cJSON *u = cJSON_IsArray(uris) ? uris->child : NULL; u && ul; u = u->next)
+    if (cJSON_IsString(u)) tf_man__put(&b, ul, NULL, cJSON_CreateString(u->valuestring));
   tf_man__str(&b, s, "selector", selector ? selector : "");
   cJSON *rel = cJSON_DetachItemViaPointer(st, relays);
   if (s && rel) cJSON_AddItemToObject(s, "relays", rel);

@@ -1441,6 +1441,10 @@ static void tf_rec__status(tf_rec__jw *w, const char *key, const tf_reconcile *r
   tf_rec__jw_open(w, key, "{");
   tf_rec__jw_int(w, "replicas", (int64_t)rec->replicas);
   tf_rec__jw_int(w, "readyRelays", (int64_t)rec->ready);
+  /* what turn-uris publishes: the ready relays that are not draining */
+  tf_rec__jw_open(w, "turnURIs", "[");
+  for (size_t i = 0; i < rec->uri_count; i++) tf_rec__jw_str(w, NULL, rec->uris[i]);
+  tf_rec__jw_close(w, "]");
   tf_rec__jw_open(w, "relays", "[");
   for (size_t i = 0; i < rec->relay_count; i++) {
     const tf_rec__relay *r = &rec->relays[i];

@@ -54,7 +54,7 @@ def ice_servers(published):
 
 
 def status(draining=()):
-    return {"status": {"replicas": 3, "readyReplicas": 3 - len(draining), "relays": [
+    return {"status": {"replicas": 3, "readyRelays": 3 - len(draining), "relays": [
         {"name": n, "relayAddress": a, "portRange": {"start": 49152, "end": 49251}, "ready": True,
          "draining": a in draining, "allocations": 5 * i, "portsInUse": 5 * i, "portsTotal": 100,
          "lastProbe": None, "state": "Draining" if a in draining else "Ready", "restarts": 0}

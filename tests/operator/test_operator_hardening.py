@@ -219,6 +219,15 @@ class Hardening(e2e.OperatorE2E):
         self.assertTrue(all(w in ev[0]["message"] for w in want), ev[0]["message"])
         self.assertEqual(e2e.cond(e2e.pool_obj("guard"), "Ready").get("reason"), "InsufficientAddresses")
         self.assertEqual(e2e.relay_pods("guard"), [])
+        # none ready: 0, not a blank, in the status and in kubectl's READY column
+        st = e2e.pool_obj("guard")["status"]
+        self.assertEqual((st.get("readyRelays"), st.get("turnURIs")), (0, []), st)
+        row = e2e.kubectl("get", "-n", NS, "turnpool", "guard", "--no-headers").stdout.split()
+        self.assertEqual(row[3], "0", row)  # NAME MODE DESIRED READY STATUS AGE
+        # the running pool's status lists what its turn-uris ConfigMap publishes, and counts it
+        e2e.wait_for("status.turnURIs as turn-uris", lambda: (p := e2e.pool_obj()["status"]) and sorted(
+            p.get("turnURIs") or []) == sorted(e2e.uris(POOL) or []) and p.get("turnURIs") and
+            p.get("readyRelays") == len([x for x in e2e.live(e2e.relay_pods()) if e2e.pod_ready(x)]), 60)
         e2e.kubectl("delete", "-n", NS, "turnpool", "guard")
         e2e.kubectl("delete", "node", *sorted(bad))
 

@@ -170,6 +170,7 @@ class TestUp(unittest.TestCase):
         uris = self.uris()
         want = sorted("turn:%s:3701?transport=%s" % (a, t) for a in addrs for t in ("udp", "tcp"))
         self.assertEqual(sorted(uris), want)
+        self.assertEqual(sorted(st["turnURIs"]), want)  # status.json lists what turn-uris publishes, as the operator's status does
         with open(os.path.join(self.state, "iceServers.json")) as f:
             ice = json.load(f)
         self.assertEqual(sorted(u for s in ice for u in s["urls"]), want)

@@ -118,7 +118,8 @@ TF_EXTERN(tf_err) tf_manifest_turn_uris(char **out, const tf_pool *pool, const t
 /**
  * The body for the TURNPool's `/status` subresource: `{"status":
  * {observedGeneration, replicas (the desired count: spec.replicas),
- * readyReplicas, selector, relays, conditions}}`, every condition with its
+ * readyRelays, turnURIs (the published URIs: the status JSON's), selector, relays,
+ * conditions}}`, every condition with its
  * observedGeneration; while every relay drains (tf_engine_shutdown()) also
  * `stopping: true` and `shutdown: {relays, allocations, deadline}`.
  * @param status_json tf_engine_status_json() or tf_reconcile_status_json() text (borrowed)
