@@ -250,6 +250,15 @@ START_TEST(test_admission__mutate_adds_defaults_only)
   const cJSON *sel = cJSON_GetArrayItem(patch, 2);
   ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(sel, "value"), "turnfleet.hzmi.dev/relay-node")->valuestring,
                    "true");
+  /* and a word for each default, as kubectl prints it */
+  const char *w = warnings(root);
+  ck_assert_msg(strstr(w, "spec.nodeSelector: defaulted to {\"turnfleet.hzmi.dev/relay-node\":\"true\"}\n") &&
+                    strstr(w, "spec.peerPolicy: defaulted to {\"denyPrivate\":true") &&
+                    strstr(w, "spec.dataplane: defaulted to {") && strstr(w, "spec.auth.secretRef.key: defaulted to"),
+                "%s", w);
+  size_t lines = 0;
+  for (const char *c = w; *c; c++) lines += *c == '\n';
+  ck_assert_uint_eq(lines, 8);
   cJSON_Delete(patch);
   cJSON_Delete(root);
   tf_admission_free(r);
@@ -364,7 +373,22 @@ START_TEST(test_admission__cross_pool_conflict_denied)
   ck_assert_msg(strstr(denial(root), "spec.relayPortRange: address conflict with another pool") == denial(root), "%s",
                 denial(root));
   ck_assert_ptr_nonnull(strstr(denial(root), "203.0.113.1 is in use by pool demo.default"));
+  /* the denial says why: no placement warning beside it */
+  ck_assert_ptr_null(strstr(warnings(root), "spec.replicas:"));
   cJSON_Delete(root);
+  /* only a listener port on another pool's listener: the denial names that listener */
+  tf_pool *lis = tf_test_pool("metadata: {name: demo}\nspec:\n  relayPortRange: {start: 60000, end: 60099}\n"
+                              "  listeners: [{name: turn, protocol: udp, port: 3478}]\n"
+                              "  auth: {realm: r.test, secretRef: {name: s}}\n");
+  pools[0] = lis;
+  root = respond(r, TF_ADMISSION_VALIDATE, nodes, pools, 1, NULL, &allowed);
+  ck_assert_int_eq(allowed, 0);
+  ck_assert_msg(strstr(denial(root), "spec.listeners[0].port: address conflict with another pool: port 3478") &&
+                    !strstr(denial(root), "spec.relayPortRange"),
+                "%s", denial(root));
+  cJSON_Delete(root);
+  tf_pool_free(lis);
+  pools[0] = demo;
   /* a disjoint relay range on the same addresses is no conflict */
   tf_pool *other = tf_test_pool("metadata: {name: demo}\nspec:\n  relayPortRange: {start: 51000, end: 51099}\n"
                                 "  listeners: [{name: turn, protocol: udp, port: 3479}]\n"

@@ -605,7 +605,8 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
     }
     char *skey_path = join3(ns, "/", sname), *sj = NULL;
     char *value = NULL;
-    if (skey_path && tf_informer_get(c->secrets, skey_path, &sj) == 0) value = secret_value(sj, skey);
+    int found = skey_path && tf_informer_get(c->secrets, skey_path, &sj) == 0;
+    if (found) value = secret_value(sj, skey);
     if (sj) OPENSSL_cleanse(sj, strlen(sj));
     tf_free(sj);
     free(skey_path);
@@ -614,6 +615,9 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
       wipe_free(value);
       char msg[512];
       if (bad) snprintf(msg, sizeof(msg), "%s", tf_error_last()->message);
+      else if (!found)
+        snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s/%s not found", prev ? "previousSecretRef" : "secretRef", ns,
+                 sname);
       else snprintf(msg, sizeof(msg), "spec.auth.%s: Secret %s/%s has no key %s", prev ? "previousSecretRef" : "secretRef",
                     ns, sname, skey);
       if (!prev) {

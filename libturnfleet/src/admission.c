@@ -264,6 +264,71 @@ static const char *tf_adm__condition(const tf_plan *plan, const char *type, cons
   return NULL;
 }
 
+static int tf_adm__in(uint16_t port, tf_port_range r) { return port >= r.start && port <= r.end; }
+
+/* 1 when the planned relays of @p a and @p b share an address. */
+static int tf_adm__share_address(const tf_plan *a, const tf_plan *b)
+{
+  for (size_t i = 0; i < tf_plan_relay_count(a); i++)
+    for (size_t k = 0; k < tf_relay_address_count(tf_plan_relay(a, i)); k++) {
+      tf_addr x;
+      if (tf_relay_address(&x, tf_plan_relay(a, i), k) < 0) continue;
+      for (size_t j = 0; j < tf_plan_relay_count(b); j++)
+        for (size_t l = 0; l < tf_relay_address_count(tf_plan_relay(b, j)); l++) {
+          tf_addr y;
+          if (tf_relay_address(&y, tf_plan_relay(b, j), l) == 0 && tf_addr_compare(&x, &y) == 0) return 1;
+        }
+    }
+  return 0;
+}
+
+/* The conflict denial, on the field that meets the other pools' ports on a shared address: a
+ * listener port in their range or on their listener (spec.listeners[i].port), the relay range
+ * over theirs or their listeners (spec.relayPortRange). */
+static void tf_adm__deny_conflict(tf_adm__verdict *v, const tf_pool *pool, const tf_plan *alone, const tf_nodes *nodes,
+                                  const tf_pool *const *pools, size_t count, const char *conflict)
+{
+  tf_port_range r1 = tf_pool_relay_port_range(pool);
+  size_t n1 = tf_pool_listener_count(pool);
+  int range = 0, listener[64] = {0};
+  for (size_t i = 0; i < count; i++) {
+    const tf_pool *o = pools[i];
+    if (!o || tf_adm__same_pool(o, tf_pool_namespace(pool), tf_pool_name(pool)) || tf_pool_validate(NULL, o) < 0) continue;
+    tf_plan *op = NULL;
+    if (tf_plan_new(&op, o, nodes, NULL) < 0) continue;
+    int shared = tf_adm__share_address(alone, op);
+    tf_plan_free(op);
+    if (!shared) continue;
+    tf_port_range r2 = tf_pool_relay_port_range(o);
+    range |= r1.start <= r2.end && r2.start <= r1.end;
+    for (size_t l = 0; l < tf_pool_listener_count(o); l++) range |= tf_adm__in(tf_pool_listener_port(o, l), r1);
+    for (size_t k = 0; k < n1 && k < 64; k++) {
+      uint16_t port = tf_pool_listener_port(pool, k);
+      int hit = tf_adm__in(port, r2);
+      for (size_t l = 0; l < tf_pool_listener_count(o); l++) hit |= tf_pool_listener_port(o, l) == port;
+      listener[k] |= hit;
+    }
+  }
+  int first = !range; /* the first denial carries the planner's message */
+  if (range)
+    tf_adm__deny(v, "spec.relayPortRange", "address conflict with another pool (its relay range or a listener port on "
+                                           "the same address): %s", conflict);
+  for (size_t k = 0; k < n1 && k < 64; k++) {
+    if (!listener[k]) continue;
+    char path[48];
+    snprintf(path, sizeof(path), "spec.listeners[%zu].port", k);
+    if (first)
+      tf_adm__deny(v, path, "address conflict with another pool: port %u is its relay port or listener on the same "
+                            "address: %s", tf_pool_listener_port(pool, k), conflict);
+    else
+      tf_adm__deny(v, path, "port %u is another pool's relay port or listener on the same address",
+                   tf_pool_listener_port(pool, k));
+    first = 0;
+  }
+  if (first) /* no port shared with a pool it could name: what the planner says */
+    tf_adm__deny(v, "spec.relayPortRange", "address conflict with another pool: %s", conflict);
+}
+
 /* Placement warnings and cross-pool conflicts from dry-run plans. */
 static tf_err tf_adm__plan(tf_adm__verdict *v, const tf_pool *pool, const tf_nodes *nodes, const tf_pool *const *pools,
                            size_t count)
@@ -276,11 +341,11 @@ static tf_err tf_adm__plan(tf_adm__verdict *v, const tf_pool *pool, const tf_nod
   if (rc < 0) goto done;
   /* fewer identities with the other pools' claims than without: they hold some of ours */
   const char *conflict = tf_adm__condition(shared, "AddressConflict", NULL);
-  if (tf_plan_placeable_count(shared) < tf_plan_placeable_count(alone) && conflict)
-    tf_adm__deny(v, "spec.relayPortRange", "address conflict with another pool (relay range or listener port on the "
-                                           "same address): %s", conflict);
+  int denied = tf_plan_placeable_count(shared) < tf_plan_placeable_count(alone) && conflict;
+  if (denied) tf_adm__deny_conflict(v, pool, alone, nodes, pools, count, conflict);
   const char *dup = tf_adm__condition(alone, "AddressConflict", NULL);
   if (dup) tf_adm__warn(v, "nodes: %s", dup);
+  if (denied) goto done; /* the denial says why: no placement warning beside it */
   size_t eligible = 0, n = tf_nodes_count(nodes);
   for (size_t i = 0; i < n; i++) eligible += tf_nodes_eligible(nodes, i, pool) == 1;
   long long replicas = (long long)tf_pool_replicas(pool);
@@ -385,6 +450,28 @@ static int tf_adm__diff(cJSON *patch, const cJSON *given, const cJSON *full, con
     }
   }
   return 0;
+}
+
+/* A warning for each default the patch adds ("spec.dataplane.image: defaulted to ..."), so nobody
+ * is surprised by what the object says afterwards. */
+static void tf_adm__default_warnings(tf_adm__verdict *v)
+{
+  const cJSON *op;
+  cJSON_ArrayForEach(op, v->patch)
+  {
+    const char *ptr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(op, "path"));
+    char *val = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(op, "value"));
+    char field[256];
+    size_t n = 0;
+    for (const char *c = ptr ? ptr + 1 : ""; *c && n + 2 < sizeof(field); c++) {
+      if (*c == '~' && (c[1] == '0' || c[1] == '1')) field[n++] = *++c == '0' ? '~' : '/';
+      else field[n++] = *c == '/' ? '.' : *c;
+    }
+    field[n] = '\0';
+    if (val && strlen(val) > 120) memcpy(val + 117, "...", 4);
+    tf_adm__warn(v, "%s: defaulted to %s", field, val ? val : "?");
+    cJSON_free(val);
+  }
 }
 
 static tf_err tf_adm__defaults(tf_adm__verdict *v, const cJSON *object, const tf_pool *pool)
@@ -615,12 +702,15 @@ tf_err tf_admission_respond(char **out, int *allowed, const tf_admission *review
     rc = tf_adm__judge_scale(&v, review, nodes, pools, pool_count, &lim);
   if (rc == TF_OK && v.failed) rc = tf_error__nomem();
   if (rc == TF_OK && kind == TF_ADMISSION_MUTATE) {
-    /* the mutating answer only defaults; denials and warnings are the validating webhook's */
+    /* the mutating answer only defaults, each with its warning; denials and the other warnings are
+     * the validating webhook's */
     tf_problems_free(v.denials);
     v.denials = tf_problems__new();
     if (!v.denials) rc = tf_error__nomem();
     for (size_t i = 0; i < v.warning_count; i++) free(v.warnings[i]);
     v.warning_count = v.warnings_dropped = 0;
+    if (v.patch) tf_adm__default_warnings(&v);
+    if (v.failed) rc = tf_error__nomem();
   }
   if (rc == TF_OK) rc = tf_adm__write(out, review, &v);
   if (rc == TF_OK && allowed) *allowed = tf_problems_count(v.denials) == 0;
