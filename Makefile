@@ -6,7 +6,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-plain test-asan demo demo-operator bench fuzz clean
+.PHONY: all deps build build-asan test test-plain test-asan demo demo-operator bench fuzz clean
 
 all: build
 
@@ -17,18 +17,28 @@ build: deps
 	cmake -S . -B $(BUILD) -DTF_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The test command: warnings as errors, every test through ctest, then the same
-# suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
-test: deps test-plain test-asan
+SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# The test command: warnings as errors, the build and the same suite again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, all in one ctest run over both build trees
+# ($(BUILD)/both includes them), so the resource locks that keep two suites off one address hold
+# across the two, and the sanitized tests use the cores the others leave waiting on real
+# processes. (The sanitizer options only reach instrumented binaries.) test-plain and test-asan
+# run one tree each.
+test: deps build build-asan
+	@mkdir -p $(BUILD)/both
+	@printf 'subdirs("%s")\nsubdirs("%s")\n' "$(abspath $(BUILD))" "$(abspath $(ASAN_BUILD))" > $(BUILD)/both/CTestTestfile.cmake
+	$(SANITIZER_ENV) ctest --test-dir $(BUILD)/both --output-on-failure -j $(TEST_JOBS)
 
 test-plain: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
 
-test-asan: deps
+build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DTF_WERROR=ON -DTF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
+
+test-asan: build-asan
+	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
 # The demo runs `turnfleet up` on loopback: 3 relays, held allocations, scale to 2 with a drain, a browser
 # call through each relay with credentials from turnfleet-issuer (headless Chromium), stop.
