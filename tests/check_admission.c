@@ -361,6 +361,17 @@ START_TEST(test_admission__unplaceable_replicas_warned_with_why)
 }
 END_TEST
 
+/* Another pool "demo" on the same nodes with this relay range and one udp listener. */
+static tf_pool *demo_with(int start, int end, int port)
+{
+  char text[256];
+  snprintf(text, sizeof(text),
+           "metadata: {name: demo}\nspec:\n  relayPortRange: {start: %d, end: %d}\n"
+           "  listeners: [{name: turn, protocol: udp, port: %d}]\n  auth: {realm: r.test, secretRef: {name: s}}\n",
+           start, end, port);
+  return tf_test_pool(text);
+}
+
 START_TEST(test_admission__cross_pool_conflict_denied)
 {
   tf_admission *r = review_of("06-create-conflict"); /* "clash": HostNetwork on the same nodes and range as demo */
@@ -377,9 +388,7 @@ START_TEST(test_admission__cross_pool_conflict_denied)
   ck_assert_ptr_null(strstr(warnings(root), "spec.replicas:"));
   cJSON_Delete(root);
   /* only a listener port on another pool's listener: the denial names that listener */
-  tf_pool *lis = tf_test_pool("metadata: {name: demo}\nspec:\n  relayPortRange: {start: 60000, end: 60099}\n"
-                              "  listeners: [{name: turn, protocol: udp, port: 3478}]\n"
-                              "  auth: {realm: r.test, secretRef: {name: s}}\n");
+  tf_pool *lis = demo_with(60000, 60099, 3478);
   pools[0] = lis;
   root = respond(r, TF_ADMISSION_VALIDATE, nodes, pools, 1, NULL, &allowed);
   ck_assert_int_eq(allowed, 0);
@@ -390,9 +399,7 @@ START_TEST(test_admission__cross_pool_conflict_denied)
   tf_pool_free(lis);
   pools[0] = demo;
   /* a disjoint relay range on the same addresses is no conflict */
-  tf_pool *other = tf_test_pool("metadata: {name: demo}\nspec:\n  relayPortRange: {start: 51000, end: 51099}\n"
-                                "  listeners: [{name: turn, protocol: udp, port: 3479}]\n"
-                                "  auth: {realm: r.test, secretRef: {name: s}}\n");
+  tf_pool *other = demo_with(51000, 51099, 3479);
   pools[0] = other;
   root = respond(r, TF_ADMISSION_VALIDATE, nodes, pools, 1, NULL, &allowed);
   ck_assert_int_eq(allowed, 1);
