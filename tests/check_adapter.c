@@ -17,6 +17,34 @@
 
 
 
+/* A condition that turns bad is one Warning Event, named by its reason; the same status again, a pool
+ * only starting, or a good condition, none. */
+START_TEST(test_adapter__conditions_turning_bad_are_named_once)
+{
+  const char was[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"RelaysNotReady\"},"
+                     "{\"type\":\"AddressConflict\",\"status\":\"False\",\"reason\":\"NoConflict\"},"
+                     "{\"type\":\"CapacityPressure\",\"status\":\"True\",\"reason\":\"PortsNearlyExhausted\"}]}}";
+  const char now[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"RelaysNotReady\","
+                     "\"message\":\"1/2\"},{\"type\":\"AddressConflict\",\"status\":\"True\",\"reason\":\"UnusableAddress\","
+                     "\"message\":\"node n: 0.0.0.0 is refused\"},{\"type\":\"CapacityPressure\",\"status\":\"True\","
+                     "\"reason\":\"PortsNearlyExhausted\",\"message\":\"r: 9/10\"},{\"type\":\"ProbeSucceeded\","
+                     "\"status\":\"True\",\"reason\":\"ProbesSucceeded\"}]}}";
+  char *t = tf_adapter__condition_troubles(now, was);
+  ck_assert_str_eq(t, "[{\"reason\":\"UnusableAddress\",\"message\":\"AddressConflict: node n: 0.0.0.0 is refused\"}]");
+  free(t);
+  /* written again over itself: nothing new */
+  t = tf_adapter__condition_troubles(now, now);
+  ck_assert_str_eq(t, "[]");
+  free(t);
+  /* a first status (nothing observed): every bad one but the starting pool */
+  t = tf_adapter__condition_troubles(now, NULL);
+  ck_assert_str_eq(t, "[{\"reason\":\"UnusableAddress\",\"message\":\"AddressConflict: node n: 0.0.0.0 is refused\"},"
+                      "{\"reason\":\"PortsNearlyExhausted\",\"message\":\"CapacityPressure: r: 9/10\"}]");
+  free(t);
+  ck_assert_ptr_null(tf_adapter__condition_troubles("{", was));
+}
+END_TEST
+
 START_TEST(test_adapter__status_keeps_the_probe_time_while_the_outcome_holds)
 {
   const char seen[] = "{\"status\":{\"relays\":[{\"name\":\"a\",\"lastProbe\":{\"time\":\"T1\",\"ok\":true,"
@@ -671,6 +699,7 @@ Suite *tf_test_adapter_suite(void)
   Suite *s = suite_create("adapter");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_adapter__status_keeps_the_probe_time_while_the_outcome_holds);
+  tcase_add_test(tc, test_adapter__conditions_turning_bad_are_named_once);
   tcase_add_test(tc, test_adapter__a_refused_pool_keeps_its_transition_time);
   tcase_add_test(tc, test_adapter__writes_only_what_differs);
   tcase_add_test(tc, test_adapter__vantage_condition_in_the_status);

@@ -67,6 +67,8 @@ struct tf_adapter {
   pool_state **states;
   size_t state_count;
   uint64_t next_epoch;
+  tf_addr api_addr; /* the API server's, when its URL names an address (api_port not 0) */
+  uint16_t api_port;
 };
 
 /* ---- small helpers ---- */
@@ -448,10 +450,10 @@ static int refuse(tf_adapter *c, const char *pool_json, const char *ns, const ch
   return rc < 0 ? -1 : 0;
 }
 
-/* The API server this adapter talks to, where its URL names an address: no relay may take that
- * address with a range or listener holding its port (a relay there would shadow the API server
- * for the node's pods, or be shadowed by it). Through libcurl's URL parser. */
-static void reserve_api_server(tf_adapter *c, tf_nodes *nodes)
+/* The API server this adapter talks to, where its URL names an address (read once, at start):
+ * no relay may take that address with a range or listener holding its port (a relay there would
+ * shadow the API server for the node's pods, or be shadowed by it). Through libcurl's URL parser. */
+static void find_api_server(tf_adapter *c)
 {
   const char *url = tf_kube_server(c->kube);
   CURLU *u = url ? curl_url() : NULL;
@@ -463,58 +465,30 @@ static void reserve_api_server(tf_adapter *c, tf_nodes *nodes)
       memmove(host, host + 1, n - 2);
       host[n - 2] = '\0';
     }
-    tf_addr a;
     long p = strtol(port, NULL, 10);
-    if (tf_addr_parse(&a, host) == 0 && p > 0 && p <= 65535)
-      (void)tf_nodes_reserve_endpoint(nodes, &a, (uint16_t)p, "the Kubernetes API server");
+    if (p > 0 && p <= 65535 && tf_addr_parse(&c->api_addr, host) == 0) c->api_port = (uint16_t)p;
   }
   curl_free(host);
   curl_free(port);
   curl_url_cleanup(u);
 }
 
-/* The pool's conditions that went wrong with the status just written, each as a Warning Event
- * named by the condition's reason with its message. A transition is one Event: the old status
- * is the pool's as read, so a leader that takes over and writes the same status writes none. A
- * pool that is only starting (Ready False, RelaysNotReady) is no warning. */
+/* The conditions the status just written turned bad: a Warning Event each, named by its reason. A
+ * transition is one Event: the old status is the pool's as read, so a leader that takes over and
+ * writes the same status sends none. */
 static void condition_events(tf_adapter *c, const char *pool_json, const char *body)
 {
-  static const struct {
-    const char *type, *bad;
-  } trouble[] = {{"Ready", "False"},
-                 {"ProbeSucceeded", "False"},
-                 {"CapacityPressure", "True"},
-                 {"AddressConflict", "True"},
-                 {"ReachableFromVantage", "False"}};
-  cJSON *now = cJSON_Parse(body), *was = cJSON_Parse(pool_json);
-  const cJSON *nst = cJSON_GetObjectItemCaseSensitive(now, "status");
-  const cJSON *nc = cJSON_GetObjectItemCaseSensitive(nst ? nst : now, "conditions");
-  const cJSON *wc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(was, "status"), "conditions");
-  const cJSON *cond;
-  cJSON_ArrayForEach(cond, nc)
+  char *list = tf_adapter__condition_troubles(body, pool_json);
+  cJSON *a = list ? cJSON_Parse(list) : NULL;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, a)
   {
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "type"));
-    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "status"));
-    const char *reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "reason"));
-    const char *message = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cond, "message"));
-    if (!type || !status || !reason) continue;
-    int bad = 0;
-    for (size_t i = 0; i < sizeof(trouble) / sizeof(*trouble); i++)
-      bad |= strcmp(type, trouble[i].type) == 0 && strcmp(status, trouble[i].bad) == 0;
-    if (!bad || (strcmp(type, "Ready") == 0 && strcmp(reason, "RelaysNotReady") == 0)) continue;
-    int same = 0;
-    const cJSON *old;
-    cJSON_ArrayForEach(old, wc)
-    {
-      const char *ot = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "type"));
-      const char *os = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "status"));
-      const char *orr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(old, "reason"));
-      same |= ot && os && orr && !strcmp(ot, type) && !strcmp(os, status) && !strcmp(orr, reason);
-    }
-    if (!same) event(c, pool_json, "Warning", reason, "%s: %s", type, message ? message : "");
+    const char *reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "reason"));
+    const char *message = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "message"));
+    if (reason && message) event(c, pool_json, "Warning", reason, "%s", message);
   }
-  cJSON_Delete(now);
-  cJSON_Delete(was);
+  cJSON_Delete(a);
+  cJSON_free(list);
 }
 
 typedef struct pool_inputs {
@@ -700,7 +674,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     tf_free(pool_text);
     return -1;
   }
-  reserve_api_server(c, nodes);
+  if (c->api_port) (void)tf_nodes_reserve_endpoint(nodes, &c->api_addr, c->api_port, "the Kubernetes API server");
   int rc = 0;
   if (!s->engine) {
     tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
@@ -1386,6 +1360,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   c->configmaps = opts->configmaps;
   c->queue = opts->queue;
   c->recorder = opts->recorder;
+  find_api_server(c);
   if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
     free(c);
     return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");

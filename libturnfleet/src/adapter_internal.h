@@ -81,6 +81,13 @@ char *tf_adapter__with_condition(const char *desired, const char *observed_pool,
 char *tf_adapter__refused_status(const char *observed_pool, int64_t generation, const char *reason,
                                  const char *message, const char *now);
 
+/* The conditions of @p body (a status body just written) that turned bad against @p observed_pool: a JSON
+ * array of {"reason", "message"} (message "Type: the condition's message"), one per condition whose status
+ * went wrong (Ready, ProbeSucceeded, ReachableFromVantage False; CapacityPressure, AddressConflict True) or
+ * whose reason changed while wrong; a pool only starting (Ready False, RelaysNotReady) is none. NULL on bad
+ * JSON or memory. */
+char *tf_adapter__condition_troubles(const char *body, const char *observed_pool);
+
 /* What to write for one owned object: TF_ADAPTER__NONE when @p observed (NULL: absent) already has
  * everything @p desired says; CREATE when absent; UPDATE with *update = @p desired carrying the observed
  * metadata.resourceVersion. -1 on malformed input or no memory; *path names the first difference (never a

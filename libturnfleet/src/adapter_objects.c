@@ -221,6 +221,56 @@ char *tf_adapter__refused_status(const char *observed_pool, int64_t generation, 
   return out;
 }
 
+char *tf_adapter__condition_troubles(const char *body, const char *observed_pool)
+{
+  static const struct {
+    const char *type, *bad;
+  } trouble[] = {{"Ready", "False"},
+                 {"ProbeSucceeded", "False"},
+                 {"CapacityPressure", "True"},
+                 {"AddressConflict", "True"},
+                 {"ReachableFromVantage", "False"}};
+  cJSON *now = cJSON_Parse(body), *was = observed_pool ? cJSON_Parse(observed_pool) : NULL;
+  cJSON *out = now ? cJSON_CreateArray() : NULL;
+  const cJSON *nst = cJSON_GetObjectItemCaseSensitive(now, "status");
+  const cJSON *wc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(was, "status"), "conditions");
+  const cJSON *cond;
+  cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(nst ? nst : now, "conditions"))
+  {
+    const char *type = str_at(cond, "type"), *status = str_at(cond, "status"), *reason = str_at(cond, "reason");
+    if (!out || !type || !status || !reason) continue;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof(trouble) / sizeof(*trouble); i++)
+      bad |= !strcmp(type, trouble[i].type) && !strcmp(status, trouble[i].bad);
+    if (!bad || (!strcmp(type, "Ready") && !strcmp(reason, "RelaysNotReady"))) continue;
+    int same = 0;
+    const cJSON *old;
+    cJSON_ArrayForEach(old, wc)
+    {
+      const char *ot = str_at(old, "type"), *os = str_at(old, "status"), *orr = str_at(old, "reason");
+      same |= ot && os && orr && !strcmp(ot, type) && !strcmp(os, status) && !strcmp(orr, reason);
+    }
+    if (same) continue;
+    const char *m = str_at(cond, "message");
+    size_t len = strlen(type) + (m ? strlen(m) : 0) + 3;
+    char *text = malloc(len);
+    cJSON *t = cJSON_CreateObject();
+    if (text) snprintf(text, len, "%s: %s", type, m ? m : "");
+    if (!text || !t || !cJSON_AddStringToObject(t, "reason", reason) || !cJSON_AddStringToObject(t, "message", text) ||
+        !cJSON_AddItemToArray(out, t)) {
+      cJSON_Delete(t);
+      cJSON_Delete(out);
+      out = NULL;
+    }
+    free(text);
+  }
+  char *text = out ? cJSON_PrintUnformatted(out) : NULL;
+  cJSON_Delete(out);
+  cJSON_Delete(now);
+  cJSON_Delete(was);
+  return text;
+}
+
 int tf_adapter__diff(char **update, char **path, const char *desired, const char *observed)
 {
   *update = NULL;
