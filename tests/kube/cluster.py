@@ -162,8 +162,9 @@ def main():
     token = secrets.token_urlsafe(32)
     si.auth.add(token, "kubernetes-admin", ["system:masters", "system:authenticated"])
     si.start()
+    # the API server holds its address and port now: a namespace of their prefix is a dead run's
+    netns.remove(netns.prefix_for(a.address, a.port))
     if nets:
-        # after the API server holds its address and port: a namespace of this prefix is a dead run's
         try:
             nets.start()
         except netns.NetnsError as e:

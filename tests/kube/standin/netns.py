@@ -16,8 +16,9 @@ interface, nothing host-wide (no forwarding: the bridge carries node to node).
 
 Every name starts with a prefix made of the API server's address and port,
 so a crashed run's leftovers are found and removed when a cluster starts on
-the same address and port (which it then owns), and everything is removed at
-stop. Requires root and iproute2."""
+the same address and port (which it then owns), with --node-netns or without
+(its nodes' addresses would otherwise still be routed to a dead bridge), and
+everything is removed at stop. Requires root and iproute2."""
 import hashlib
 import ipaddress
 import subprocess
@@ -43,6 +44,21 @@ def _sysctl_in(ns, key, value):
 
 def prefix_for(api_addr, api_port):
     return "tfk" + hashlib.sha1(("%s:%d" % (api_addr, api_port)).encode()).hexdigest()[:6]
+
+
+def remove(prefix):
+    """Every link and namespace of this prefix (the routes go with the bridge). Never fails."""
+    try:
+        links = [l.split(":")[1].strip().split("@")[0] for l in _ip("-o", "link", "show", check=False).splitlines() if ":" in l]
+        namespaces = [l.split()[0] for l in _ip("netns", "list", check=False).splitlines() if l.split()]
+    except OSError:          # no iproute2: nothing of ours can exist either
+        return
+    mine = [l for l in links if l.startswith(prefix)]
+    for l in sorted(mine, key=lambda l: l == prefix + "b"):      # the veths (taking their peers) first
+        _ip("link", "del", l, check=False)
+    for ns in namespaces:
+        if ns.startswith(prefix + "-"):
+            _ip("netns", "del", ns, check=False)
 
 
 class NodeNetworks:
@@ -82,15 +98,7 @@ class NodeNetworks:
         return None
 
     def remove(self):
-        """Every link and namespace of this prefix (the routes go with the bridge). Never fails."""
-        links = [l.split(":")[1].strip().split("@")[0] for l in _ip("-o", "link", "show", check=False).splitlines() if ":" in l]
-        mine = [l for l in links if l.startswith(self.prefix)]
-        for l in sorted(mine, key=lambda l: l == self.bridge):      # the veths (taking their peers) first
-            _ip("link", "del", l, check=False)
-        for line in _ip("netns", "list", check=False).splitlines():
-            ns = line.split()[0] if line.split() else ""
-            if ns.startswith(self.prefix + "-"):
-                _ip("netns", "del", ns, check=False)
+        remove(self.prefix)
 
     def start(self):
         self.remove()
