@@ -19,7 +19,9 @@ the other replica takes over and acts, the pool is deleted and everything it own
 
     test_install.py BUILD_DIR
 
-Addresses: the stand-in on 127.0.0.250:16700 with nodes 127.0.0.251-253 (tests/webhook/harness.py);
+Addresses: the stand-in on 127.0.0.250:16700 with nodes 127.0.0.251-253 (tests/webhook/harness.py),
+each node in its own network namespace (cluster.py --node-netns: a pod's 127.0.0.1 is its node's, as
+on a cluster, so the operator's replicas and the relays never meet on one loopback);
 the operator's metrics and the webhook on the pods' addresses (:8080, :8443); relays on the nodes'
 addresses, UDP 3478, relay ports 60200-60219, agents on 9700; the pool inst/edge takes the
 operator's CLI port slot 5 (127.0.0.1:15850-15859)."""
@@ -95,7 +97,7 @@ def main():
 
         ca = harness.make_ca(tmp)
         key, crt = harness.make_cert(tmp, ca, "svc", ["DNS:turnfleet-webhook.%s.svc" % SYS])
-        cluster = harness.Cluster(tmp, build=build, images=["*turnfleet*=" + image])
+        cluster = harness.Cluster(tmp, build=build, images=["*turnfleet*=" + image], netns=True)
         for crd in CERT_MANAGER_CRDS:                    # in place of cert-manager
             cluster.apply(crd)
         cluster.kubectl("wait", "--for=condition=established", "--timeout=20s", "crd/certificates.cert-manager.io")

@@ -6,8 +6,8 @@
 
 Writes DIR/ca.crt, DIR/kubeconfig (admin token), DIR/token, DIR/control (the
 control endpoint's URL) and, last, DIR/ready; runs until SIGTERM/SIGINT, then
-stops every pod gracefully, removes DIR/ready and exits, leaving no process.
-See tests/kube/README.md."""
+stops every pod gracefully, removes DIR/ready and exits, leaving no process
+(and, with --node-netns, no namespace, link or route). See tests/kube/README.md."""
 import argparse
 import base64
 import json
@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "standin"))
 
 import kubelet  # noqa: E402
+import netns  # noqa: E402
 import server  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(HERE))
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--restart-backoff", type=float, default=10.0, help="first crash-loop back-off (s), doubling to 300")
     ap.add_argument("--shutdown-grace", type=float, default=30.0, help="cap on a pod's grace period when the cluster stops (s)")
     ap.add_argument("--bookmark-interval", type=float, default=60.0)
+    ap.add_argument("--node-netns", action="store_true",
+                    help="each node its own network namespace holding its addresses (root; see tests/kube/README.md)")
     a = ap.parse_args()
 
     d = os.path.abspath(a.dir)
@@ -124,6 +127,12 @@ def main():
         if not name or not addrs:
             sys.exit("cluster: --node wants NAME=ADDR[,ADDR...], got %r" % spec)
         nodes.append((name, addrs.split(",")))
+    nets = None
+    if a.node_netns:
+        try:
+            nets = netns.NodeNetworks(a.address, a.port, nodes)
+        except netns.NetnsError as e:
+            sys.exit("cluster: %s" % e)
 
     def kv(items):
         out = {}
@@ -141,6 +150,10 @@ def main():
         images.append((pat, r, binds))
     images += default_images(a.build)
 
+    # from here on a signal asks for the orderly stop (the namespaces removed)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     ca, crt, key = make_certs(d, sorted({a.address, "127.0.0.1"}))
     ca_pem = open(ca).read()
     si = server.StandIn(a.address, a.port, crt, key, ca_pem, a.control_port or a.port + 1, a.history)
@@ -149,12 +162,27 @@ def main():
     token = secrets.token_urlsafe(32)
     si.auth.add(token, "kubernetes-admin", ["system:masters", "system:authenticated"])
     si.start()
+    # the API server holds its address and port now: a namespace of their prefix is a dead run's
+    netns.remove(netns.prefix_for(a.address, a.port))
+    if nets:
+        try:
+            nets.start()
+        except netns.NetnsError as e:
+            si.stop()
+            sys.exit("cluster: %s" % e)
+    try:
+        return run(a, d, si, nodes, images, labels, annotations, ca_pem, token, nets, stop)
+    finally:
+        if nets:
+            nets.remove()
 
+
+def run(a, d, si, nodes, images, labels, annotations, ca_pem, token, nets, stop):
     kubelets = {}
     imap = kubelet.ImageMap(images)
     for name, addrs in nodes:
         k = kubelet.Kubelet(si, name, addrs, d, imap, labels.get(name), annotations.get(name),
-                            heartbeat=a.heartbeat, backoff_base=a.restart_backoff)
+                            heartbeat=a.heartbeat, backoff_base=a.restart_backoff, netns=nets and nets.path(name))
         k.shutdown_grace = a.shutdown_grace
         kubelets[name] = k
         k.start()
@@ -188,9 +216,6 @@ def main():
     with open(os.path.join(d, "control"), "w") as f:
         f.write("http://%s:%d\n" % (a.address, a.control_port or a.port + 1))
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     # the nodes are registered before the cluster says it is ready
     for k in kubelets.values():
         while not stop.is_set() and si.store.get(("", "nodes"), "", k.name) is None:

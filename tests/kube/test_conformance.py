@@ -7,7 +7,9 @@ usage: /usr/bin/python3 tests/kube/test_conformance.py [TURNFLEET TURNFLEET_PROB
 One cluster (tests/kube/cluster.py) serves the whole run: API 127.0.0.200:16443,
 control :16444, nodes n1-n3 on 127.0.0.201-203, a pod on 127.0.0.204:16458,
 webhooks on 127.0.0.205:16450-16457, the coturn 4.18 relay on 127.0.0.20x:62478
-with relays 62100-62119; a second, SIGKILLed launcher on 127.0.0.206:16446-16447.
+with relays 62100-62119; a second, SIGKILLed launcher on 127.0.0.206:16446-16447;
+launchers with a network namespace per node on 127.0.17.200:37443-37444, nodes
+127.0.17.1-2 and fd00:17::1-2, pods on 37100-37101.
 Every process is stopped by its PID; the last test stops the cluster and checks
 that it left no process behind. A client that is missing fails the run."""
 import base64
@@ -18,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -1551,6 +1554,142 @@ class CoturnAcceptance(unittest.TestCase):
         self.assertEqual(p.returncode, 3)       # the relay is gone with its pod
 
 
+# ---- each node its own network namespace (cluster.py --node-netns) ---------
+
+NETNS_API = ("127.0.17.200", 37443)        # control 37444; pods listen on 37100 (127.0.0.1) and 37101 (any)
+NETNS_NODES = [("m1", "127.0.17.1", "fd00:17::1"), ("m2", "127.0.17.2", "fd00:17::2")]
+
+# a host-network pod: listens on its own 127.0.0.1:37100 and on every address at 37101 (answering its node's
+# name), prints its addresses, which of the others' addresses it can bind, the API server's version (asked
+# with its service-account token), and what the other node answers on 37101
+NETNS_POD = r"""
+import errno, json, os, signal, socket, ssl, sys, threading, urllib.request
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+node = os.environ["NODE"].encode()
+def serve(s):
+    while True:
+        c, _ = s.accept(); c.sendall(node); c.close()
+lo = socket.socket(); lo.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); lo.bind(("127.0.0.1", 37100)); lo.listen()
+anyaddr = socket.socket(socket.AF_INET6); anyaddr.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+anyaddr.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); anyaddr.bind(("::", 37101)); anyaddr.listen()
+for s in (lo, anyaddr):
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+print("listening", flush=True)
+print("addrs", " ".join(sorted(l.split()[3].split("/")[0] for l in os.popen("ip -o addr").read().splitlines()
+                                if " scope link" not in l)), flush=True)
+for other in os.environ["OTHERS"].split(","):
+    t = socket.socket(socket.AF_INET6 if ":" in other else socket.AF_INET)
+    try:
+        t.bind((other, 0)); print("bind", other, "ok", flush=True)
+    except OSError as e:
+        print("bind", other, errno.errorcode.get(e.errno, e.errno), flush=True)
+sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+r = urllib.request.Request("https://%s:%s/version" % (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]),
+                           headers={"Authorization": "Bearer " + open(sa + "token").read()})
+try:
+    v = json.load(urllib.request.urlopen(r, context=ssl.create_default_context(cafile=sa + "ca.crt"), timeout=10))
+    print("api", v["major"] + "." + v["minor"], flush=True)
+except Exception as e:
+    print("api", e, flush=True)
+for peer in os.environ["PEERS"].split(","):
+    for _ in range(100):
+        try:
+            print("peer", peer, socket.create_connection((peer, 37101), 2).recv(64).decode(), flush=True)
+            break
+        except OSError:
+            threading.Event().wait(0.1)     # the peer's pod may not listen yet
+    else:
+        print("peer", peer, "unreachable", flush=True)
+threading.Event().wait()
+"""
+
+
+def _host_net():
+    """The stand-in's names (prefix tfk) among the host's namespaces and links."""
+    ns = {l.split()[0] for l in subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, text=True).stdout.splitlines() if l.startswith("tfk")}
+    links = {l.split(":")[1].strip().split("@")[0] for l in subprocess.run(["ip", "-o", "link"], stdout=subprocess.PIPE, text=True).stdout.splitlines()}
+    return ns | {l for l in links if l.startswith("tfk")}
+
+
+class NodeNetworks(unittest.TestCase):
+    """cluster.py --node-netns, on its own launcher (127.0.17.200:37443, nodes 127.0.17.1-2, fd00:17::1-2)."""
+
+    def launch(self, d, nodes):
+        cmd = [sys.executable, os.path.join(HERE, "cluster.py"), "--dir", d, "--address", NETNS_API[0], "--port", str(NETNS_API[1]),
+               "--node-netns", "--heartbeat", "1", "--shutdown-grace", "3"]
+        for n in nodes:
+            cmd += ["--node", n]
+        log = open(d + ".log", "wb")
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        def stop():           # a failed test still stops it in order (its namespaces removed)
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.addCleanup(stop)
+        wait_for("the netns cluster", lambda: os.path.exists(d + "/ready") or p.poll() is not None, 600)
+        self.assertIsNone(p.poll(), open(d + ".log").read())
+        return p
+
+    def k(self, d, *args, input=None):
+        p = subprocess.run([CLIENTS["kubectl-rootfs"], "--kubeconfig", d + "/kubeconfig", "--cache-dir", d + ".cache"] + list(args),
+                           input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, "kubectl %s: %s%s" % (" ".join(args), p.stdout, p.stderr))
+        return p.stdout
+
+    def test_nodes_have_their_own_network(self):
+        base = _host_net()
+        top = tempfile.mkdtemp(prefix="netns-", dir=TMP)
+        # a launcher killed outright leaves its namespaces behind ...
+        dead = self.launch(top + "/dead", ["gone=127.0.17.1"])
+        self.k(top + "/dead", "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "idle"},
+               "spec": {"nodeName": "gone", "containers": [{"name": "c", "image": "debian:bookworm", "command": ["/bin/sleep", "1000"]}]}}))
+        self.k(top + "/dead", "wait", "--for=condition=Ready", "--timeout=30s", "pod/idle")
+        dead.kill()
+        dead.wait()
+        left = _host_net() - base
+        self.assertTrue(any(n.endswith("-gone") for n in left), left)
+        # ... which the next launcher on that address and port removes before it makes its own
+        d = top + "/c"
+        p = self.launch(d, ["%s=%s,%s" % n for n in NETNS_NODES])
+        self.assertFalse([n for n in _host_net() if n.endswith("-gone")])
+        pods = []
+        for name, v4, v6 in NETNS_NODES:
+            others = [a for n in NETNS_NODES if n[0] != name for a in n[1:]]
+            env = {"NODE": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-" + name}, "spec": {
+                "nodeName": name, "hostNetwork": True, "terminationGracePeriodSeconds": 5, "containers": [{
+                    "name": "c", "image": "debian:bookworm", "command": ["/usr/bin/python3", "-c", NETNS_POD],
+                    "env": [{"name": k, "valueFrom": v} for k, v in env.items()] +
+                           [{"name": "OTHERS", "value": ",".join(others)}, {"name": "PEERS", "value": ",".join(others)}],
+                    # an exec probe runs in the pod's network: its 127.0.0.1:37100 answers with its own node's name
+                    "readinessProbe": {"periodSeconds": 1, "exec": {"command": ["/usr/bin/python3", "-c",
+                        "import os, socket, sys; sys.exit(socket.create_connection(('127.0.0.1', 37100), 2).recv(64).decode() != os.environ['NODE'])"]}}}]}})
+        self.k(d, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+        self.k(d, "wait", "--for=condition=Ready", "--timeout=60s", "pod/on-m1", "pod/on-m2")
+        for name, v4, v6 in NETNS_NODES:
+            others = [a for n in NETNS_NODES if n[0] != name for a in n[1:]]
+            want = ["listening", "addrs " + " ".join(sorted(["127.0.0.1", v4, "::1", v6]))] + \
+                   ["bind %s EADDRNOTAVAIL" % a for a in others] + ["api 1.32"] + \
+                   ["peer %s %s" % (a, n[0]) for n in NETNS_NODES if n[0] != name for a in n[1:]]
+            log = wait_for("on-%s's checks" % name, lambda: (l := self.k(d, "logs", "on-" + name)).count("\n") >= len(want) and l)
+            self.assertEqual(log.splitlines(), want)
+            # the host (here the test) reaches each node's addresses
+            for a in (v4, v6):
+                self.assertEqual(socket.create_connection((a, 37101), 5).recv(64).decode(), name)
+            self.assertEqual(self.k(d, "get", "pod", "on-" + name, "-o", "jsonpath={.status.podIP}"), v4)
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+        self.assertEqual(p.returncode, 0, open(d + ".log").read())
+        self.assertEqual(_host_net() - base, set())
+        route = subprocess.run(["ip", "route", "get", NETNS_NODES[0][1]], stdout=subprocess.PIPE, text=True).stdout
+        self.assertIn("dev lo", route)
+
+
 # ---- the launcher stops everything -----------------------------------------
 
 def _proc_table():
@@ -1655,7 +1794,8 @@ def main():
         TURNFLEET, TURNFLEET_PROBE = os.path.abspath(args[0]), os.path.abspath(args[1])
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (PythonClient, Kubectl120, KubectlRootfs, KubectlHost, ServerSideApply, CoturnAcceptance, ZLauncherLeavesNothing):
+    for cls in (PythonClient, Kubectl120, KubectlRootfs, KubectlHost, ServerSideApply, CoturnAcceptance, NodeNetworks,
+                ZLauncherLeavesNothing):
         if cls is KubectlHost and not os.path.exists("/usr/bin/kubectl"):
             continue      # "the machine's own kubectl when present"
         suite.addTests(loader.loadTestsFromTestCase(cls))

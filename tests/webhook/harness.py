@@ -77,7 +77,7 @@ def b64file(path):
 class Cluster:
     """The stand-in with three relay nodes; stop() ends it by PID."""
 
-    def __init__(self, tmp, build=None, images=(), port=API_PORT):
+    def __init__(self, tmp, build=None, images=(), port=API_PORT, netns=False):
         self.dir = os.path.join(tmp, "cluster")
         self.home = os.path.join(tmp, "kubectl-home")
         os.makedirs(self.home, exist_ok=True)
@@ -87,6 +87,8 @@ class Cluster:
             cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:%s=true" % (name, RELAY_LABEL)]
         if build:
             cmd += ["--build", build]
+        if netns:
+            cmd += ["--node-netns"]   # each node its own network namespace (tests/kube/README.md)
         for im in images:
             cmd += ["--image", im]
         self.log_path = os.path.join(tmp, "cluster.log")

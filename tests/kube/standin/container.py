@@ -7,7 +7,9 @@ namespace), /proc of the new PID namespace, /dev and /sys bound in, the pod's
 volumes bound at their mount paths, chroot, then exec of the command as PID 1
 of its namespace (or, when the spec names a pod's shared PID namespace
 `pidns`, joined with setns(2): the pause process is PID 1 there, as the
-pod sandbox is in Kubernetes). This process stays outside as the container's parent
+pod sandbox is in Kubernetes). When the spec names the node's network
+namespace `netns` (cluster.py --node-netns), it is joined first, so every
+process of the container is in it. This process stays outside as the container's parent
 (and dies with the kubelet thread that started it):
 it forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the container,
 writes the container's host PID to the spec's pidfile, and exits with its
@@ -22,6 +24,7 @@ import sys
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -154,6 +157,18 @@ def main():
         return 127
     with open(sys.argv[1]) as f:
         spec = json.load(f)
+    if spec.get("netns"):
+        # the node's network namespace (cluster.py --node-netns), before the mount namespace is made
+        try:
+            fd = os.open(spec["netns"], os.O_RDONLY)
+        except OSError as e:
+            sys.stderr.write("container: the node's network namespace: %s\n" % e)
+            return 127
+        rc = libc.setns(fd, CLONE_NEWNET)
+        os.close(fd)
+        if rc != 0:
+            sys.stderr.write("container: setns (network): %s\n" % os.strerror(ctypes.get_errno()))
+            return 127
     if spec.get("pidns"):
         # the pod's shared PID namespace: children forked from here on are in it
         try:

@@ -294,6 +294,8 @@ class PodWorker(threading.Thread):
                 "statusfile": os.path.join(cdir, "status"), "uid": uid, "gid": gid, "groups": groups,
                 "readOnlyRoot": ro_root}
         c.uid, c.gid = uid, gid
+        if self.k.netns:
+            spec["netns"] = self.k.netns    # hostNetwork or not: the node's (pods have no network of their own)
         if self.pod["spec"].get("shareProcessNamespace"):
             spec["pidns"] = "/proc/%d/ns/pid" % self._pause()
         with open(os.path.join(cdir, "spec.json"), "w") as f:
@@ -384,7 +386,7 @@ class PodWorker(threading.Thread):
         env = self._env(c)
         try:
             ids = ["-S", str(c.uid), "-G", str(c.gid)] if c.uid or c.gid else []
-            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-p", "-r", "-w"] + ids + ["--"] + list(cmd),
+            p = subprocess.run(["nsenter", "-t", str(c.pid), "-m", "-n", "-p", "-r", "-w"] + ids + ["--"] + list(cmd),
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                timeout=timeout, start_new_session=True)
             return p.returncode
@@ -818,13 +820,14 @@ class _Gone(Exception):
 
 class Kubelet(threading.Thread):
     def __init__(self, si, name, addresses, workdir, images, labels=None, annotations=None,
-                 heartbeat=10.0, backoff_base=10.0, backoff_max=300.0):
+                 heartbeat=10.0, backoff_base=10.0, backoff_max=300.0, netns=None):
         super().__init__(daemon=True)
         self.si = si
         self.store = si.store
         self.registry = si.registry
         self.name = name
         self.addresses = addresses
+        self.netns = netns                # the node's network namespace (a path to setns), or None: the host's
         self.dir = os.path.join(workdir, "kubelet", name)
         self.images = images
         self.labels = labels or {}
