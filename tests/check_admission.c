@@ -347,14 +347,36 @@ START_TEST(test_admission__unplaceable_replicas_warned_with_why)
   int allowed = 0;
   cJSON *root = respond(r, TF_ADMISSION_VALIDATE, one, NULL, 0, NULL, &allowed);
   ck_assert_int_eq(allowed, 1);
-  ck_assert_str_eq(warnings(root), "spec.replicas: 2 replicas, only 1 placeable on 1 of 1 nodes (one relay identity "
-                                   "per eligible node address of the family)\n");
+  ck_assert_str_eq(warnings(root), "spec.replicas: 1 of 2 replicas placed: 1 relay identity on 1 of 1 nodes (one per "
+                                   "eligible node address of the family)\n");
   cJSON_Delete(root);
   tf_nodes *none = tf_test_nodes("{\"kind\":\"NodeList\",\"items\":[]}");
   root = respond(r, TF_ADMISSION_VALIDATE, none, NULL, 0, NULL, &allowed);
-  ck_assert_str_eq(warnings(root), "spec.replicas: 2 replicas, only 0 placeable on 0 of 0 nodes (no node matches "
-                                   "spec.nodeSelector, is schedulable and not NotReady)\n");
+  ck_assert_str_eq(warnings(root), "spec.replicas: 0 of 2 replicas placed: 0 relay identities on 0 of 0 nodes (no node is "
+                                   "eligible)\n");
   cJSON_Delete(root);
+  /* each node left out is named with the rule that excluded it */
+  tf_nodes *out = tf_test_nodes(
+      "{\"kind\":\"List\",\"items\":["
+      "{\"metadata\":{\"name\":\"c1\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},\"spec\":{\"unschedulable\":true},"
+      "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.1\"}],"
+      "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}},"
+      "{\"metadata\":{\"name\":\"d2\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
+      "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.2\"}],"
+      "\"conditions\":[{\"type\":\"Ready\",\"status\":\"Unknown\"}]}},"
+      "{\"metadata\":{\"name\":\"u3\"},"
+      "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.3\"}],"
+      "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}},"
+      "{\"metadata\":{\"name\":\"ok4\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
+      "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.4\"}],"
+      "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}]}");
+  root = respond(r, TF_ADMISSION_VALIDATE, out, NULL, 0, NULL, &allowed);
+  ck_assert_str_eq(warnings(root),
+                   "spec.replicas: 1 of 2 replicas placed: 1 relay identity on 1 of 4 nodes (one per eligible node address "
+                   "of the family); not eligible: c1 (cordoned), d2 (NotReady), u3 (nodeSelector "
+                   "turnfleet.hzmi.dev/relay-node=true)\n");
+  cJSON_Delete(root);
+  tf_nodes_free(out);
   tf_nodes_free(none);
   tf_nodes_free(one);
   tf_admission_free(r);
@@ -435,8 +457,8 @@ START_TEST(test_admission__scale_checked)
   const tf_pool *pools[] = {demo};
   root = respond(r, TF_ADMISSION_VALIDATE, nodes, pools, 1, &o, &allowed);
   ck_assert_int_eq(allowed, 1);
-  ck_assert_str_eq(warnings(root), "spec.replicas: 5 replicas, only 3 placeable on 3 of 3 nodes (one relay identity "
-                                   "per eligible node address of the family)\n");
+  ck_assert_str_eq(warnings(root), "spec.replicas: 3 of 5 replicas placed: 3 relay identities on 3 of 3 nodes (one per "
+                                   "eligible node address of the family)\n");
   cJSON_Delete(root);
   /* a negative or fractional count */
   static const char *const bad[][2] = {{"-1", "spec.replicas: -1 is negative"},

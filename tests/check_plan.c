@@ -253,7 +253,8 @@ START_TEST(test_plan__host_network_families)
   ck_assert_uint_eq(tf_relay_address_count(r), 1);
   ck_assert_uint_eq(tf_plan_placeable_count(plan), 3);
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "3 of 5 replicas placed: only 3 relay identities are placeable");
+                   "3 of 5 replicas placed: 3 relay identities on 3 of 7 nodes (one per eligible node address of the family); "
+                   "not eligible: control-plane (nodeSelector turnfleet.hzmi.dev/relay-node=true), worker-2 (NotReady), worker-3 (cordoned), worker-6 (nodeSelector turnfleet.hzmi.dev/relay-node=true)");
   assert_condition(plan, 1, "AddressConflict", "False", "NoConflict", NULL);
   tf_plan_free(plan);
   tf_pool_free(pool);
@@ -296,7 +297,7 @@ START_TEST(test_plan__dual_stack_needs_both_families)
   assert_summary(plan, "relay-a 127.0.0.11,::1/50000-50099 0\n");
   ck_assert_uint_eq(tf_plan_placeable_count(plan), 1);
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "1 of 3 replicas placed: only 1 relay identity is placeable");
+                   "1 of 3 replicas placed: 1 relay identity on 3 of 3 nodes (one per eligible node address of the family)");
   tf_plan_free(plan);
   tf_pool_free(pool);
   /* the same for PartitionedIP */
@@ -319,7 +320,8 @@ START_TEST(test_plan__external_ip_pool_families)
   tf_plan *plan = plan_of(pool, nodes, NULL);
   assert_summary(plan, "worker-1 203.0.113.100/49152-49200 0\nworker-1 203.0.113.101/49152-49200 0\n");
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "2 of 4 replicas placed: only 2 relay identities are placeable");
+                   "2 of 4 replicas placed: 2 relay identities on 3 of 7 nodes (too few spec.addressing.externalIPPool addresses "
+                   "on eligible nodes); not eligible: control-plane (nodeSelector turnfleet.hzmi.dev/relay-node=true), worker-2 (NotReady), worker-3 (cordoned), worker-6 (nodeSelector turnfleet.hzmi.dev/relay-node=true)");
   tf_plan_free(plan);
   tf_pool_free(pool);
 
@@ -633,7 +635,7 @@ START_TEST(test_plan__insufficient_addresses)
   tf_plan *plan = plan_of(pool, nodes, NULL);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 3);
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "3 of 5 replicas placed: only 3 relay identities are placeable");
+                   "3 of 5 replicas placed: 3 relay identities on 3 of 3 nodes (one per eligible node address of the family)");
   tf_plan_free(plan);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
@@ -646,7 +648,8 @@ START_TEST(test_plan__insufficient_addresses)
   plan = plan_of(pool, nodes, NULL);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 0);
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "0 of 1 replicas placed: only 0 relay identities are placeable");
+                   "0 of 1 replicas placed: 0 relay identities on 0 of 3 nodes (no node is eligible); not eligible: n1 (NotReady), "
+                   "n2 (cordoned), n3 (nodeSelector turnfleet.hzmi.dev/relay-node=true)");
   tf_plan_free(plan);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
@@ -718,7 +721,7 @@ START_TEST(test_plan__address_conflict_with_other_pools)
   assert_summary(plan, "relay-a 127.0.0.11/50000-50099 0\n");
   ck_assert_uint_eq(tf_plan_placeable_count(plan), 1);
   assert_condition(plan, 0, "Placed", "False", "InsufficientAddresses",
-                   "1 of 3 replicas placed: only 1 relay identity is placeable");
+                   "1 of 3 replicas placed: 1 relay identity on 3 of 3 nodes (one per eligible node address of the family)");
   assert_condition(plan, 1, "AddressConflict", "True", "AddressInUse",
                    "127.0.0.12 is in use by pool blue; 127.0.0.13 is in use by pools blue, green");
   tf_plan_free(plan);
@@ -818,7 +821,7 @@ static const char DEMO_JSON[] =
     "  ],\n"
     "  \"conditions\": [\n"
     "    {\"type\": \"Placed\", \"status\": \"False\", \"reason\": \"InsufficientAddresses\", \"message\": "
-    "\"1 of 2 replicas placed: only 1 relay identity is placeable\"},\n"
+    "\"1 of 2 replicas placed: 1 relay identity on 1 of 1 nodes (one per eligible node address of the family)\"},\n"
     "    {\"type\": \"AddressConflict\", \"status\": \"False\", \"reason\": \"NoConflict\", \"message\": "
     "\"no relay address is claimed by another pool or offered by two nodes\"}\n"
     "  ]\n"

@@ -346,22 +346,12 @@ static tf_err tf_adm__plan(tf_adm__verdict *v, const tf_pool *pool, const tf_nod
   const char *dup = tf_adm__condition(alone, "AddressConflict", NULL);
   if (dup) tf_adm__warn(v, "nodes: %s", dup);
   if (denied) goto done; /* the denial says why: no placement warning beside it */
-  size_t eligible = 0, n = tf_nodes_count(nodes);
-  for (size_t i = 0; i < n; i++) eligible += tf_nodes_eligible(nodes, i, pool) == 1;
-  long long replicas = (long long)tf_pool_replicas(pool);
-  size_t placeable = tf_plan_placeable_count(shared);
-  if ((long long)placeable < replicas) {
-    const char *why;
-    if (eligible == 0)
-      why = "no node matches spec.nodeSelector, is schedulable and not NotReady";
-    else if (tf_pool_mode(pool) == TF_MODE_EXTERNAL_IP_POOL)
-      why = "eligible nodes hold too few addresses of spec.addressing.externalIPPool";
-    else if (tf_pool_mode(pool) == TF_MODE_POD_IP)
-      why = "eligible nodes list too few relay-pod-addresses";
-    else
-      why = "one relay identity per eligible node address of the family";
-    tf_adm__warn(v, "spec.replicas: %lld replicas, only %zu placeable on %zu of %zu nodes (%s)", replicas, placeable,
-                 eligible, n, why);
+  /* the planner's own words: the identities, the eligible nodes, the rule, each node left out and why */
+  for (size_t i = 0; i < tf_plan_condition_count(shared); i++) {
+    const char *t, *status, *msg;
+    if (tf_plan_condition(shared, i, &t, &status, NULL, &msg) == 0 && strcmp(t, "Placed") == 0 &&
+        strcmp(status, "False") == 0)
+      tf_adm__warn(v, "spec.replicas: %s", msg);
   }
 done:
   tf_plan_free(alone);

@@ -520,16 +520,26 @@ static const char *tf_inventory__label(const tf_node *node, const char *key)
   return NULL;
 }
 
+const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector)
+{
+  *selector = NULL;
+  if (node->unschedulable) return "cordoned";
+  if (node->ready == 0) return "NotReady";
+  for (size_t k = 0; k < pool->node_selector_count; k++) {
+    const char *v = tf_inventory__label(node, pool->node_selector[k].key);
+    if (!v || strcmp(v, pool->node_selector[k].value) != 0) {
+      *selector = &pool->node_selector[k];
+      return "nodeSelector";
+    }
+  }
+  return NULL;
+}
+
 int tf_nodes_eligible(const tf_nodes *nodes, size_t i, const tf_pool *pool)
 {
   if (!nodes || !pool || i >= nodes->count) return 0;
-  const tf_node *node = &nodes->items[i];
-  if (node->unschedulable || node->ready == 0) return 0;
-  for (size_t k = 0; k < pool->node_selector_count; k++) {
-    const char *v = tf_inventory__label(node, pool->node_selector[k].key);
-    if (!v || strcmp(v, pool->node_selector[k].value) != 0) return 0;
-  }
-  return 1;
+  const tf_kv *selector;
+  return tf_inventory__excluded(&nodes->items[i], pool, &selector) == NULL;
 }
 
 static const tf_addr *tf_inventory__first(const tf_addr *addrs, size_t n, int af)

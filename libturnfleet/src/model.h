@@ -113,6 +113,9 @@ struct tf_nodes {
  * (TF_AF_INET/TF_AF_INET6): relay-address annotation, else first ExternalIP,
  * else first InternalIP. NULL when it has none. Borrowed from the node. */
 const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
+/* Why @p node takes no relay of @p pool ("cordoned", "NotReady", "nodeSelector" with the first
+ * selector entry it fails in *selector), or NULL when it is eligible. */
+const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector);
 /* 1 when @p s is a lowercase RFC 1123 subdomain of at most @p max characters
  * (Kubernetes object names: nodes, pools, relays). */
 int tf_inventory__valid_name(const char *s, size_t max);

@@ -1011,6 +1011,53 @@ done:
   return rc;
 }
 
+#define TF__EXCLUDED_NAMED_MAX 8
+
+/* Why too few replicas were placed: the identities, the nodes eligible of all, the rule that bounds
+ * the identities in this mode, and each node left out with the rule that excluded it (the first
+ * TF__EXCLUDED_NAMED_MAX named). The webhook warns with the same words. */
+static tf_err tf_plan__insufficient(const tf_plan__work *w, const tf_plan *plan, char **out)
+{
+  const tf_nodes *nodes = w->nodes;
+  size_t n = nodes ? nodes->count : 0, eligible = 0, excluded = 0;
+  tf_buf left;
+  tf_buf__init(&left);
+  for (size_t i = 0; i < n; i++) {
+    const tf_kv *sel;
+    const char *why = tf_inventory__excluded(&nodes->items[i], w->pool, &sel);
+    if (!why) {
+      eligible++;
+      continue;
+    }
+    if (excluded++ >= TF__EXCLUDED_NAMED_MAX) continue;
+    tf_buf__printf(&left, "%s%s (%s", excluded > 1 ? ", " : "", nodes->items[i].name, why);
+    if (sel) tf_buf__printf(&left, " %s=%s", sel->key, sel->value);
+    tf_buf__putn(&left, ")", 1);
+  }
+  if (excluded > TF__EXCLUDED_NAMED_MAX) tf_buf__printf(&left, " and %zu more", excluded - TF__EXCLUDED_NAMED_MAX);
+  const char *rule;
+  if (eligible == 0)
+    rule = "no node is eligible";
+  else if (tf_pool_mode(w->pool) == TF_MODE_EXTERNAL_IP_POOL)
+    rule = "too few spec.addressing.externalIPPool addresses on eligible nodes";
+  else if (tf_pool_mode(w->pool) == TF_MODE_POD_IP)
+    rule = "too few relay-pod-addresses on eligible nodes";
+  else
+    rule = "one per eligible node address of the family";
+  tf_buf b;
+  tf_buf__init(&b);
+  tf_buf__printf(&b, "%zu of %lld replicas placed: %zu relay %s on %zu of %zu nodes (%s)", plan->relay_count,
+                 (long long)plan->replicas, plan->placeable, plan->placeable == 1 ? "identity" : "identities", eligible,
+                 n, rule);
+  if (excluded) {
+    tf_buf__printf(&b, "; not eligible: ");
+    if (left.len) tf_buf__putn(&b, left.ptr, left.len);
+  }
+  if (left.failed) b.failed = 1;
+  tf_buf__dispose(&left, 0);
+  return tf_buf__detach(&b, out);
+}
+
 static tf_err tf_plan__conditions(tf_plan__work *w, tf_plan *plan)
 {
   plan->conditions = calloc(2, sizeof(tf_condition));
@@ -1021,10 +1068,9 @@ static tf_err tf_plan__conditions(tf_plan__work *w, tf_plan *plan)
     rc = tf_plan__append_condition(plan, "Placed", "True", "AllPlaced",
                                    tf_asprintf__("%zu of %lld replicas placed", plan->relay_count, replicas));
   } else {
-    rc = tf_plan__append_condition(
-        plan, "Placed", "False", "InsufficientAddresses",
-        tf_asprintf__("%zu of %lld replicas placed: only %zu relay %s placeable", plan->relay_count, replicas,
-                      plan->placeable, plan->placeable == 1 ? "identity is" : "identities are"));
+    char *msg = NULL;
+    if ((rc = tf_plan__insufficient(w, plan, &msg)) < 0) return rc;
+    rc = tf_plan__append_condition(plan, "Placed", "False", "InsufficientAddresses", msg);
   }
   if (rc < 0) return rc;
   if (w->conflict_count == 0)

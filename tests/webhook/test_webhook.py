@@ -251,7 +251,7 @@ def main():
                                       "cluster's maximum of 6" % VALIDATE) in p.stderr,
                "kubectl scale past --max-replicas is denied", p.stderr)
         p = cluster.kubectl("scale", "tp", "demo", "--replicas=5", check=False)
-        expect(p.returncode == 0 and "Warning: spec.replicas: 5 replicas, only 3 placeable on 3 of 3 nodes" in p.stderr,
+        expect(p.returncode == 0 and "Warning: spec.replicas: 3 of 5 replicas placed: 3 relay identities on 3 of 3 nodes" in p.stderr,
                "kubectl scale within the cap is allowed with the placement warning", p.stderr + p.stdout)
 
         # 1000 malformed reviews over keep-alive connections: 400 each, and it keeps answering
