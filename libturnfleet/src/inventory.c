@@ -520,6 +520,12 @@ static const char *tf_inventory__label(const tf_node *node, const char *key)
   return NULL;
 }
 
+int tf_inventory__development(const tf_node *node)
+{
+  const char *v = tf_inventory__label(node, TF_LABEL_DEVELOPMENT);
+  return v && !strcmp(v, "true");
+}
+
 const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector)
 {
   *selector = NULL;

@@ -21,11 +21,14 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "standin"))
 
+import api  # noqa: E402
 import kubelet  # noqa: E402
 import netns  # noqa: E402
 import server  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(HERE))
+# the label that lets a node's loopback addresses host relays (TF_LABEL_DEVELOPMENT)
+DEVELOPMENT = "node-restriction.kubernetes.io/turnfleet-development"
 
 
 def make_certs(d, ips):
@@ -220,6 +223,15 @@ def run(a, d, si, nodes, images, labels, annotations, ca_pem, token, nets, stop)
     for k in kubelets.values():
         while not stop.is_set() and si.store.get(("", "nodes"), "", k.name) is None:
             stop.wait(0.05)
+    # then, as the cluster's administrator, marked as development nodes: every address here is a
+    # loopback one, which the planner takes only on such a node (a kubelet cannot set a
+    # node-restriction.kubernetes.io/ label on its own Node)
+    node_type = si.store.type_for("", "v1", "nodes")
+    for k in kubelets.values():
+        if stop.is_set():
+            break
+        si.registry.update(node_type, "", k.name, None, api.Context(), patcher=lambda cur: dict(
+            cur, metadata=dict(cur["metadata"], labels=dict(cur["metadata"].get("labels") or {}, **{DEVELOPMENT: "true"}))))
     with open(os.path.join(d, "ready.tmp"), "w") as f:
         f.write("%d\n" % os.getpid())
     os.rename(os.path.join(d, "ready.tmp"), os.path.join(d, "ready"))

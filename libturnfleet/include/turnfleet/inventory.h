@@ -22,6 +22,15 @@ typedef struct tf_nodes tf_nodes;
 #define TF_ANNOTATION_RELAY_POD_ADDRESSES "turnfleet.hzmi.dev/relay-pod-addresses"
 
 /**
+ * The label (value `true`) that lets a node's loopback addresses (127.0.0.0/8, ::1) host relays:
+ * a development cluster whose nodes all run on one host. Elsewhere the planner refuses them, as
+ * it refuses unspecified, multicast, link-local and broadcast addresses. Under the
+ * `node-restriction.kubernetes.io/` prefix, which the NodeRestriction admission plugin keeps a
+ * kubelet from setting on its own Node: only the cluster's administrators can set it.
+ */
+#define TF_LABEL_DEVELOPMENT "node-restriction.kubernetes.io/turnfleet-development"
+
+/**
  * Parse a NodeList (`kind: List` or `NodeList`; `kind` may be absent) as
  * JSON. `items` is required; per node `metadata.name` (a lowercase RFC 1123
  * subdomain, unique), `metadata.labels`, the turnfleet.hzmi.dev/ annotations
