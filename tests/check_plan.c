@@ -1375,10 +1375,47 @@ START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
                    "node v-mcast: ff02::1 is refused: multicast");
   tf_plan_free(plan);
   tf_pool_free(pool);
+  /* the API servers of a `kubernetes` Endpoints object: n-good's address is one (port 49170, in the range);
+   * bad objects name the field and reserve nothing */
+  static const struct {
+    const char *json, *error;
+  } bad_eps[] = {
+      {"[]", "endpoints: must be an object"},
+      {"{\"subsets\": {}}", "subsets: must be a list"},
+      {"{\"subsets\": [{\"addresses\": [{\"ip\": \"203.0.113.7\"}, {\"ip\": \"nope\"}]}]}",
+       "subsets[0].addresses[1].ip: must be an IP address"},
+      {"{\"subsets\": [{\"addresses\": [{\"ip\": \"203.0.113.7\"}], \"ports\": [{\"port\": 0}]}]}",
+       "subsets[0].ports[0].port: must be an integer 1-65535"},
+      {"{\"subsets\": [{\"notReadyAddresses\": 1}]}", "subsets[0].notReadyAddresses: must be a list"},
+  };
+  for (size_t i = 0; i < sizeof(bad_eps) / sizeof(*bad_eps); i++) {
+    ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, bad_eps[i].json, strlen(bad_eps[i].json), "x"), TF_EINVALID);
+    ck_assert_str_eq(tf_error_last()->message, bad_eps[i].error);
+  }
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, "{", 1, "x"), TF_EPROTO);
+  const char *eps = "{\"kind\": \"Endpoints\", \"subsets\": [{\"addresses\": [{\"ip\": \"198.51.100.10\"}], "
+                    "\"notReadyAddresses\": [{\"ip\": \"203.0.113.7\"}], \"ports\": [{\"name\": \"https\", \"port\": 49170}]}]}";
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "the Kubernetes API server"));
+  /* the same again reserves nothing more */
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "the Kubernetes API server"));
+  pool = pool_of("p", 9, "{mode: HostNetwork, family: IPv4}", 49152, 49200);
+  plan = plan_of(pool, nodes, NULL);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 0)), "n-dev");
+  TF_OK_OR_FAIL(tf_plan_condition(plan, 1, &t, &st, &r, &m));
+  ck_assert_msg(strstr(m, "node n-good: 203.0.113.7 is refused: the Kubernetes API server listens on port 49170 "
+                          "there, within the pool's ports") != NULL, "%s", m);
+  tf_plan_free(plan);
+  tf_pool_free(pool);
   /* bad arguments */
   ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 0, "x"), TF_EINVALID);
-  for (int i = 0; i < TF_NODES_RESERVED_MAX - 2; i++) TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"));
-  ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"), TF_ERESOURCE);
+  uint16_t port = 1;
+  while (tf_nodes_reserve_endpoint(nodes, &api, port, "x") == TF_OK) ck_assert_uint_lt(port++, TF_NODES_RESERVED_MAX);
+  ck_assert_int_eq(tf_error_last()->code, TF_ERESOURCE);
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 1, "x")); /* held already: no new one */
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "x"), TF_OK); /* the same */
+  const char *more = "{\"subsets\": [{\"addresses\": [{\"ip\": \"192.0.2.1\"}], \"ports\": [{\"port\": 1}]}]}";
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, more, strlen(more), "x"), TF_ERESOURCE);
   tf_nodes_free(nodes);
   tf_nodes_free(nodes6);
 }

@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--restart-backoff", type=float, default=10.0, help="first crash-loop back-off (s), doubling to 300")
     ap.add_argument("--shutdown-grace", type=float, default=30.0, help="cap on a pod's grace period when the cluster stops (s)")
     ap.add_argument("--bookmark-interval", type=float, default=60.0)
+    ap.add_argument("--advertise-address", action="append", default=[], metavar="ADDR",
+                    help="another API server address the `kubernetes` Endpoints list (as an HA control plane's)")
     ap.add_argument("--node-netns", action="store_true",
                     help="each node its own network namespace holding its addresses (root; see tests/kube/README.md)")
     a = ap.parse_args()
@@ -160,6 +162,7 @@ def main():
     ca, crt, key = make_certs(d, sorted({a.address, "127.0.0.1"}))
     ca_pem = open(ca).read()
     si = server.StandIn(a.address, a.port, crt, key, ca_pem, a.control_port or a.port + 1, a.history)
+    si.advertise = a.advertise_address
     si.bookmark_interval = a.bookmark_interval
     si.controllers.node_grace = a.node_grace
     token = secrets.token_urlsafe(32)

@@ -112,6 +112,19 @@ TF_EXTERN(void) tf_nodes_free(tf_nodes *nodes);
  */
 TF_EXTERN(tf_err) tf_nodes_reserve_endpoint(tf_nodes *nodes, const tf_addr *addr, uint16_t port, const char *what);
 
+/**
+ * tf_nodes_reserve_endpoint() for every endpoint of a Kubernetes Endpoints object (`kubectl get
+ * endpoints kubernetes -n default -o json`, the API servers of the cluster): each
+ * `subsets[].addresses[].ip` and `subsets[].notReadyAddresses[].ip` with each of its subset's
+ * `ports[].port`. An endpoint already reserved is not reserved twice. Nothing is reserved on failure.
+ * @param json the object, borrowed for the call
+ * @param what as tf_nodes_reserve_endpoint()
+ * @return 0; TF_EPROTO for malformed JSON (byte offset in the message); TF_EINVALID naming the
+ *         field (`subsets[0].addresses[1].ip: must be an IP address`); TF_ERESOURCE when the
+ *         endpoints would pass TF_NODES_RESERVED_MAX; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_nodes_reserve_endpoints(tf_nodes *nodes, const char *json, size_t len, const char *what);
+
 /** Number of nodes. */
 TF_EXTERN(size_t) tf_nodes_count(const tf_nodes *nodes);
 
