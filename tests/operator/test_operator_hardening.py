@@ -17,12 +17,15 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
   condition and an Event;
 - nodes offering the cloud metadata address, the unspecified address, a multicast address, the API
   server's address with its port in the pool's range (the URL's, and another API server's from the
-  `kubernetes` Endpoints), or a loopback address without the development label host no relay: the AddressConflict condition and a
-  Warning Event name each node, its address and why.
+  `kubernetes` Endpoints), or a loopback address without the development label host no relay: the
+  AddressConflict condition and a Warning Event name each node, its address and why;
+- 200 half-open connections to an agent's port from one address (127.0.10.9): the relay keeps serving,
+  is not drained, its agent is not killed for liveness, and its counts keep arriving.
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
 import os
 import signal
+import socket
 import sys
 import unittest
 
@@ -41,6 +44,7 @@ e2e.METRICS = ["%s:%d" % (e2e.API_ADDR, 30610), "%s:%d" % (e2e.API_ADDR, 30611)]
 e2e.DRAIN_S = 120   # far past every step here: a pod that goes early went for its marker, not its deadline
 NS, POOL, SECRET = e2e.NS, e2e.POOL, e2e.SECRET1
 EXTRA = ["--agent-port", "30700", "--cli-port", "30800"]
+FLOODER = "127.0.10.9"   # the address a stranger floods the agent's port from
 
 
 def pool_yaml(replicas, dataplane=None):
@@ -242,6 +246,50 @@ class Hardening(e2e.OperatorE2E):
             p.get("readyRelays") == len([x for x in e2e.live(e2e.relay_pods()) if e2e.pod_ready(x)]), 60)
         e2e.kubectl("delete", "-n", NS, "turnpool", "guard")
         e2e.kubectl("delete", "node", *sorted(bad))
+
+    def test_07_a_flood_of_half_open_connections_fails_neither_liveness_nor_counts(self):
+        e2e.kubectl("apply", "-f", "-", input=pool_yaml(2))
+        pods = self.converged(2)
+        victim = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
+        name, uri = victim["metadata"]["name"], uri_of(victim)
+        addr = victim["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+        path = "/api/v1/namespaces/%s/pods/%s" % (NS, name)
+        before = life.restarts(life.api(path), "agent")
+
+        def liveness_kills():  # test_01 killed this very agent once: what counts is none more
+            return sum(ev.get("count", 1) for ev in events("Killing", name) if "liveness" in ev.get("message", ""))
+        kills = liveness_kills()
+        # 200 connections to the agent's port on the relay's public address that never send a whole request,
+        # from one stranger's address (this suite's 127.0.10.9)
+        flood = []
+        try:
+            for _ in range(200):
+                s = socket.socket()
+                s.bind((FLOODER, 0))
+                s.settimeout(5)
+                s.connect((addr, 30700))
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                flood.append(s)
+            # the relay keeps serving, and its counts keep arriving: a hold made now is counted, and its release
+            holder = e2e.hold(uri, SECRET, 1)
+            e2e.wait_for("the hold counted during the flood",
+                         lambda: (self.status_relays().get(name) or {}).get("allocations") == 1, 60)
+            e2e.stop(holder)
+            e2e.wait_for("its release counted during the flood",
+                         lambda: (self.status_relays().get(name) or {}).get("allocations") == 0, 60)
+            self.assertEqual(refused(uri), 0)
+            # two count rounds later: never killed for liveness, never drained, still Ready and listed
+            pod = life.api(path)
+            self.assertEqual(pod["metadata"]["uid"], victim["metadata"]["uid"])
+            self.assertIsNone(pod["metadata"].get("deletionTimestamp"))
+            self.assertEqual(life.restarts(pod, "agent"), before)
+            self.assertEqual(liveness_kills(), kills)
+            self.assertFalse(os.path.exists(os.path.join(run_dir(pod), "drained")))
+            self.assertTrue(e2e.pod_ready(pod))
+            self.assertIn(uri, e2e.uris(POOL) or [])
+        finally:
+            for s in flood:
+                s.close()
 
 
 def main():
