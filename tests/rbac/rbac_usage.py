@@ -32,15 +32,18 @@ PROFILES = {
 # Denials a suite provokes on purpose: each is a test of a forbidden path, not a missing grant.
 EXPECTED_DENIALS = [
     {"suite": "issuer_kube", "user": "system:serviceaccount:turnfleet-system:turnfleet-issuer", "verb": "create",
-     "group": "", "resource": "secrets", "via": "request",
+     "group": "", "resource": "configmaps", "via": "request",
      "why": "test_issuer_kube: the issuer's token cannot write (read-only RBAC)"},
+    {"suite": "issuer_kube", "user": "system:serviceaccount:turnfleet-system:turnfleet-issuer", "verb": "get",
+     "group": "", "resource": "secrets", "via": "request",
+     "why": "test_issuer_kube: the issuer's token lists and watches, it cannot get one Secret"},
     {"suite": "operator_namespaced", "user": "system:serviceaccount:turnfleet:turnfleet-operator", "verb": "list",
      "group": "", "resource": "pods", "namespace": "", "via": "request",
      "why": "test_operator_namespaced: the namespaced operator's token cannot list pods cluster-wide"},
-    {"suite": "operator_namespaced", "user": "system:serviceaccount:turnfleet:turnfleet-operator", "verb": "delete",
-     "group": "", "resource": "secrets", "via": "OwnerReferencesPermissionEnforcement",
-     "why": "test_operator_namespaced: a Secret of the relay-config name owned by someone else is not taken over "
-            "(an update that changes ownerReferences needs delete, which the operator does not have)"},
+    {"suite": "operator_namespaced", "user": "system:serviceaccount:turnfleet:turnfleet-operator", "verb": "update",
+     "group": "apps", "resource": "deployments", "subresource": "finalizers", "via": "OwnerReferencesPermissionEnforcement",
+     "why": "test_operator_namespaced: a ConfigMap that blocks a Deployment's deletion is refused (the plugin asks for "
+            "update on deployments/finalizers)"},
 ]
 
 FIELDS = ("user", "verb", "group", "resource", "subresource", "namespace", "name", "allowed", "via")
