@@ -157,7 +157,8 @@ def compare(profiles, usage):
                 if not expected_denial(suite, q):
                     problems.append("%s: denied, not granted: %s" % (suite, text(q)))
             elif not hit:
-                problems.append("%s: allowed by the test's own RBAC, not granted by deploy/ (%s): %s" % (suite, profile, text(q)))
+                problems.append("%s: allowed when it ran (the test's own RBAC, or deploy/ since changed), not granted by "
+                                "deploy/ (%s): %s" % (suite, profile, text(q)))
     for name, atoms in profiles.items():
         if not any(p == name for _s, p, _q in usage):
             continue
