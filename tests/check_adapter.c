@@ -634,6 +634,26 @@ static char *ad_cm(const char *value)
   return s;
 }
 
+START_TEST(test_adapter__an_object_with_other_owners_is_not_the_pools)
+{
+  const char *mine = "{\"metadata\":{\"name\":\"p-turn-uris\",\"ownerReferences\":[{\"apiVersion\":"
+                     "\"turnfleet.hzmi.dev/v1alpha1\",\"kind\":\"TURNPool\",\"name\":\"p\",\"uid\":\"u1\","
+                     "\"controller\":true,\"blockOwnerDeletion\":true}]},\"data\":{\"k\":\"v\"}}";
+  const char *older = "{\"metadata\":{\"name\":\"p-turn-uris\",\"ownerReferences\":[{\"apiVersion\":"
+                      "\"turnfleet.hzmi.dev/v1alpha1\",\"kind\":\"TURNPool\",\"name\":\"p\",\"uid\":\"u0\","
+                      "\"controller\":true,\"blockOwnerDeletion\":true}]}}";
+  const char *nobody = "{\"metadata\":{\"name\":\"p-turn-uris\"},\"data\":{\"k\":\"other\"}}";
+  /* the same owners, whatever else differs: the pool's own, updated in place */
+  ck_assert_int_eq(tf_adapter__same_owners(mine, mine), 1);
+  ck_assert_int_eq(tf_adapter__same_owners(nobody, nobody), 1);
+  /* a user's object of that name, or one a former pool of that name owned: not the pool's */
+  ck_assert_int_eq(tf_adapter__same_owners(mine, nobody), 0);
+  ck_assert_int_eq(tf_adapter__same_owners(mine, older), 0);
+  ck_assert_int_eq(tf_adapter__same_owners(nobody, mine), 0);
+  ck_assert_int_eq(tf_adapter__same_owners(mine, "not json"), -1);
+}
+END_TEST
+
 START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
 {
   tf_kube *k = tf_test_kube(&ad_kt, NULL);
@@ -710,6 +730,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__status_order_and_times_alone_are_no_change);
   tcase_add_test(tc, test_adapter__expectations);
   tcase_add_test(tc, test_adapter__cli_port_collisions);
+  tcase_add_test(tc, test_adapter__an_object_with_other_owners_is_not_the_pools);
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");

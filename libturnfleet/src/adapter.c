@@ -199,9 +199,19 @@ static void event(tf_adapter *c, const char *pool_json, const char *type, const 
 
 /* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
  * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
-static int write_object(tf_adapter *c, const char *coll, const char *name, const char *desired,
-                        const char *observed)
+static int write_object(tf_adapter *c, const char *pool_json, const char *coll, const char *name,
+                        const char *desired, const char *observed)
 {
+  if (observed && tf_adapter__same_owners(desired, observed) != 1) {
+    /* someone else's object of the name the pool needs: never taken over (nor could it be: no delete) */
+    const char *kind = strstr(coll, "/secrets") ? "Secret" : "ConfigMap";
+    char *ns = tf_adapter__meta_string(observed, "namespace");
+    event(c, pool_json, "Warning", "NotOwned", "%s %s/%s exists and is not this pool's (its ownerReferences differ): "
+          "not overwritten; delete or rename it", kind, ns ? ns : "", name);
+    say(c, TF_LOG_WARN, "%s/%s: not this pool's (its ownerReferences differ): not overwritten", coll, name);
+    free(ns);
+    return -1;
+  }
   char *what = NULL;
   tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, observed, NULL, &what);
   if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
@@ -965,8 +975,8 @@ static void act(tf_adapter *c, pool_state *s, const pods_view *pv, const char *p
   }
 }
 
-static int write_config(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid,
-                        const char *config_secret)
+static int write_config(tf_adapter *c, pool_state *s, const char *pool_json, const char *ns, const char *name,
+                        const char *uid, const char *config_secret)
 {
   const tf_reconcile *rec = tf_engine_reconcile(s->engine);
   const tf_pool *pool = tf_engine_pool(s->engine);
@@ -982,7 +992,7 @@ static int write_config(tf_adapter *c, pool_state *s, const char *ns, const char
       tf_manifest_relay_config_secret(&body, pool, rec, config_secret, config_secret ? strlen(config_secret) : 0,
                                       &mo) == 0) {
     char *sname = join3(name, "-relay-config", "");
-    if (!sname || write_object(c, coll, sname, body, config_secret) < 0) rc = -1;
+    if (!sname || write_object(c, pool_json, coll, sname, body, config_secret) < 0) rc = -1;
     free(sname);
     OPENSSL_cleanse(body, strlen(body));
   } else {
@@ -993,7 +1003,8 @@ static int write_config(tf_adapter *c, pool_state *s, const char *ns, const char
   return rc;
 }
 
-static int write_uris(tf_adapter *c, pool_state *s, const char *ns, const char *name, const char *uid)
+static int write_uris(tf_adapter *c, pool_state *s, const char *pool_json, const char *ns, const char *name,
+                      const char *uid)
 {
   const tf_reconcile *rec = tf_engine_reconcile(s->engine);
   tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
@@ -1007,7 +1018,7 @@ static int write_uris(tf_adapter *c, pool_state *s, const char *ns, const char *
     /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
     tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
-      rc = write_object(c, coll, cname, body, g == 0 ? observed : NULL);
+      rc = write_object(c, pool_json, coll, cname, body, g == 0 ? observed : NULL);
     free(cname);
     free(key);
   }
@@ -1260,7 +1271,7 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     goto out;
   }
   act(c, s, &pv, pool_json, ns, &starts, &start_ids, &start_count, now);
-  rc = write_config(c, s, ns, name, uid, config_secret);
+  rc = write_config(c, s, pool_json, ns, name, uid, config_secret);
   /* the pods the engine asked for, and the restarts whose old pod is gone */
   for (size_t i = 0; i < start_count; i++) {
     char *pod_uid = rc == 0 && !s->shutting ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
@@ -1285,7 +1296,7 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   }
   /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff) */
   if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
-  else if (write_uris(c, s, ns, name, uid) < 0) rc = -1;
+  else if (write_uris(c, s, pool_json, ns, name, uid) < 0) rc = -1;
   else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
   if (s->shutting && pv.n == 0 && rc == 0) {
     /* every relay pod is gone: the pool goes, and what it owned with it (no last status for it) */

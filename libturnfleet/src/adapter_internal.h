@@ -105,6 +105,11 @@ int tf_adapter__diff(char **update, char **path, const char *desired, const char
 tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, const char *desired,
                          const char *observed, int *written, char **what);
 
+/* 1 when @p observed carries the ownerReferences @p desired sets (both none counts), 0 when they differ, -1 on
+ * malformed input. An update that changed them would take the object over (kube-apiserver's
+ * OwnerReferencesPermissionEnforcement then asks for `delete` on it, which the operator is not granted). */
+int tf_adapter__same_owners(const char *desired, const char *observed);
+
 /* @p object with @p finalizer in metadata.finalizers (@p want 1) or without it (0), its status dropped;
  * NULL with *err 0 when it already is so, NULL with *err 1 on malformed input or no memory. */
 char *tf_adapter__with_finalizer(const char *object, const char *finalizer, int want, int *err);

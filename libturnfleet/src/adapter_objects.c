@@ -300,6 +300,21 @@ int tf_adapter__diff(char **update, char **path, const char *desired, const char
   return rc;
 }
 
+int tf_adapter__same_owners(const char *desired, const char *observed)
+{
+  cJSON *d = cJSON_Parse(desired), *o = cJSON_Parse(observed);
+  int rc = -1;
+  if (cJSON_IsObject(d) && cJSON_IsObject(o)) {
+    const cJSON *dr = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "metadata"), "ownerReferences");
+    const cJSON *or = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "ownerReferences");
+    int dn = cJSON_GetArraySize(dr), on = cJSON_GetArraySize(or);
+    rc = dn == 0 && on == 0 ? 1 : dn == on && cJSON_Compare(dr, or, 1) ? 1 : 0;
+  }
+  cJSON_Delete(d);
+  cJSON_Delete(o);
+  return rc;
+}
+
 uint16_t tf_adapter__cli_port_base(const char *ns, const char *name, uint16_t base, unsigned slots, unsigned stride)
 {
   uint32_t h = 2166136261u;

@@ -214,12 +214,17 @@ class TestIssuerKube(unittest.TestCase):
         self.assertEqual(code, 404)
         self.assertIn("default/edge", body)
 
-    def test_3_the_issuer_cannot_write(self):
+    def test_3_the_issuer_cannot_write_and_reads_only_as_its_informers_do(self):
         p = self.kubectl("create", "configmap", "x", ns=NS, kubeconfig=self.issuer_kc, check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("forbidden", p.stderr.lower())
-        p = self.kubectl("get", "secret", "turn-shared-secret", ns=NS, kubeconfig=self.issuer_kc, check=False)
+        # list (and watch), the verbs its informers send; no `get` of one object (deploy/issuer grants none)
+        p = self.kubectl("get", "secrets", ns=NS, kubeconfig=self.issuer_kc, check=False)
         self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("turn-shared-secret", p.stdout)
+        p = self.kubectl("get", "secret", "turn-shared-secret", ns=NS, kubeconfig=self.issuer_kc, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("forbidden", p.stderr.lower())
 
     def test_4_a_draining_relay_leaves_the_next_answers(self):
         gone = RELAYS[1][1]

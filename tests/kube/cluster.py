@@ -5,7 +5,9 @@
       [--image PATTERN=ROOT ...] [--address 127.0.0.200] [--port 16443]
 
 Writes DIR/ca.crt, DIR/kubeconfig (admin token), DIR/token, DIR/control (the
-control endpoint's URL) and, last, DIR/ready; runs until SIGTERM/SIGINT, then
+control endpoint's URL) and, last, DIR/ready; with TF_RBAC_USAGE=PREFIX in the
+environment, the authorization questions asked so far go to PREFIX.PORT.json
+every second and at the end (tests/rbac/rbac_usage.py); runs until SIGTERM/SIGINT, then
 stops every pod gracefully, removes DIR/ready and exits, leaving no process
 (and, with --node-netns, no namespace, link or route). See tests/kube/README.md."""
 import argparse
@@ -21,8 +23,11 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "standin"))
 
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "rbac"))
+
 import api  # noqa: E402
 import kubelet  # noqa: E402
+import rbac_usage  # noqa: E402
 import netns  # noqa: E402
 import server  # noqa: E402
 
@@ -238,14 +243,16 @@ def run(a, d, si, nodes, images, labels, annotations, ca_pem, token, nets, stop)
     with open(os.path.join(d, "ready.tmp"), "w") as f:
         f.write("%d\n" % os.getpid())
     os.rename(os.path.join(d, "ready.tmp"), os.path.join(d, "ready"))
+    usage = rbac_usage.Writer(os.environ.get("TF_RBAC_USAGE"), a.port)
     while not stop.wait(1.0):
-        pass
+        usage.write(si.authz_log())
     ths = [threading.Thread(target=k.stop) for k in kubelets.values()]
     for t in ths:
         t.start()
     for t in ths:
         t.join()
     si.stop()
+    usage.write(si.authz_log())
     try:
         os.unlink(os.path.join(d, "ready"))
     except FileNotFoundError:

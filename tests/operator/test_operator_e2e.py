@@ -213,6 +213,46 @@ def lease_holder():
     return json.loads(p.stdout)["spec"].get("holderIdentity") if p.returncode == 0 else None
 
 
+def each_write_meets_a_409(tc, user, extra_yaml, high=3):
+    """Each kind of write the operator sends meets one 409 (fault rules for @p user): it reads that object once
+    (the `get` its RBAC grants for nothing else) and writes again, or makes it on the next round. The pool POOL
+    (@p high replicas, converged) is scaled to one fewer and back; @p extra_yaml, a pool named `extra` with no replicas, is
+    made (the drain finalizer's PUT) and deleted. @p tc: the test case."""
+    tc.converged(high)
+    paths = {"configmap": "^/api/v1/namespaces/%s/configmaps/%s-turn-uris$" % (NS, POOL),
+             "secret": "^/api/v1/namespaces/%s/secrets/%s-relay-config$" % (NS, POOL),
+             "pod": "^/api/v1/namespaces/%s/pods$" % NS,
+             "pool": "^/apis/turnfleet.hzmi.dev/v1alpha1/namespaces/%s/turnpools/extra$" % NS}
+    methods = {"configmap": "PUT", "secret": "PUT", "pod": "POST", "pool": "PUT"}
+    seq = last_seq()
+    ids = {k: control("POST", "/faults", {"method": methods[k], "path": p, "user": user, "status": 409, "count": 1})["id"]
+           for k, p in paths.items()}
+
+    def hits():
+        rules = {r["id"]: r.get("hits", 0) for r in control("GET", "/faults")["rules"]}
+        return {k: rules.get(f, 0) for k, f in ids.items()}
+    try:
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=%d" % (high - 1))
+        tc.converged(high - 1)
+        kubectl("scale", "-n", NS, "turnpool", POOL, "--replicas=%d" % high)
+        tc.converged(high)
+        kubectl("apply", "-f", "-", input=extra_yaml)
+        wait_for("the drain finalizer on extra", lambda: pool_obj("extra")["metadata"].get("finalizers"), 30)
+        kubectl("delete", "-n", NS, "turnpool", "extra", "--wait=false")
+        wait_for("extra gone", lambda: kubectl("get", "-n", NS, "turnpool", "extra", check=False).returncode != 0, 60)
+        tc.assertEqual(hits(), {k: 1 for k in ids})
+    finally:
+        control("DELETE", "/faults")
+    log = [r for r in requests_since(seq) if r["user"] == user]
+    for k, p in paths.items():
+        refused = [r for r in log if r["code"] == 409 and r["method"] == methods[k] and re.search(p, r["path"])]
+        tc.assertTrue(refused, "no 409 on the %s write" % k)
+        one = p[:-1] + "/[a-z0-9-]+$" if k == "pod" else p
+        read = [r for r in log if r["method"] == "GET" and r["seq"] > refused[0]["seq"] and "watch" not in r["query"]
+                and re.search(one, r["path"])]
+        tc.assertTrue(read, "the %s was not read after its 409" % k)
+
+
 def pool_yaml(name, replicas, start, end, extra=""):
     image = "coturn/coturn:%s" % VERSION
     return ("apiVersion: turnfleet.hzmi.dev/v1alpha1\nkind: TURNPool\nmetadata: {name: %s, namespace: %s}\n"

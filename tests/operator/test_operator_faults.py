@@ -17,7 +17,10 @@ BOOKMARK_S seconds (the stand-in's --bookmark-interval and the operator's).
   within two bookmark intervals plus one probe interval; writes stay within the
   per-pool budget;
 - 429 + Retry-After on the operator's writes and Events: no write before the
-  wait has passed, the Events delivered.
+  wait has passed, the Events delivered;
+- a 409 on each kind of write (a pod, the turn-uris ConfigMap, the relay-config
+  Secret, the drain finalizer's PUT of a pool): one read of the object, then
+  the write again (these reads are what the RBAC's `get` verbs are for).
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
 import json
@@ -208,6 +211,9 @@ class OperatorFaults(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertIn("turnfleet_operator_events_dropped_total 0", text)
 
+    def test_4_a_409_on_each_write_is_read_once_and_written_again(self):
+        e2e.each_write_meets_a_409(self, OPERATOR_USER, pool_yaml(0).replace("name: %s," % POOL, "name: extra,")
+                                   .replace("27100, end: 27119", "27150, end: 27169").replace("port: 27478", "port: 27479"))
 
 def main():
     e2e.run("test_operator_faults.py", unittest.TestLoader().loadTestsFromModule(sys.modules[__name__]))

@@ -1,6 +1,6 @@
 """The stand-in's HTTPS front: authentication, RBAC, admission (built-in and
 webhooks), discovery, OpenAPI, tables, protobuf bodies, watches, faults and
-the request log."""
+the request log, the log of authorization questions."""
 import base64
 import copy
 import json
@@ -154,6 +154,8 @@ class StandIn:
         self.controllers = controllers.Controllers(self)
         self.servers = []
         self.stopping = threading.Event()
+        self.authz_lock = threading.Lock()
+        self.authz = {}                # (user, verb, group, resource, sub, ns, name, allowed, via) -> count
         self.registry.hooks.append(self.controllers.on_change)
 
     # -- lifecycle
@@ -195,15 +197,66 @@ class StandIn:
                 obj = self.controllers.admit_pod(obj, ctx)
             obj = self.controllers.webhooks(rt, op, obj, old, ctx, True, sub)
             return obj
+        self.owner_refs_enforcement(rt, op, obj, old, ctx, sub)
         self.controllers.webhooks(rt, op, obj, old, ctx, False, sub)
         return obj
 
+    def owner_refs_enforcement(self, rt, op, obj, old, ctx, sub):
+        """OwnerReferencesPermissionEnforcement as kube-apiserver's validating plugin: changing an object's
+        ownerReferences on an update needs `delete` on the object; each ownerReference that newly sets
+        blockOwnerDeletion needs `update` on the owner's `finalizers` subresource (create or update)."""
+        if op not in ("CREATE", "UPDATE") or obj is None or (rt.group == "" and rt.plural == "pods" and sub == "status"):
+            return
+        new_refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        old_refs = ((old or {}).get("metadata") or {}).get("ownerReferences") or []
+        if (old is None and not new_refs) or (old is not None and new_refs == old_refs):
+            return
+        md = obj.get("metadata") or {}
+        ns, name = md.get("namespace", ""), md.get("name", "")
+        if op == "UPDATE" and not self.authorize(ctx.user, ctx.groups, "delete", rt.group, rt.plural, sub, ns, name,
+                                                 via="OwnerReferencesPermissionEnforcement"):
+            raise ApiError(403, "Forbidden", '%s "%s" is forbidden: cannot set an ownerRef on a resource you can\'t delete: '
+                           'User "%s" cannot delete resource "%s" in API group "%s" in the namespace "%s"'
+                           % (rt.qualified(), name, ctx.user, rt.plural, rt.group, ns),
+                           {"name": name, "group": rt.group, "kind": rt.plural})
+        was = {r.get("uid"): r for r in old_refs}
+        for r in new_refs:
+            if r.get("blockOwnerDeletion") is not True or (was.get(r.get("uid")) or {}).get("blockOwnerDeletion") is True:
+                continue
+            ort = self.store.type_by_kind(r.get("apiVersion", ""), r.get("kind", ""))
+            if ort is None:
+                raise ApiError(403, "Forbidden", '%s "%s" is forbidden: cannot set blockOwnerDeletion in this case because '
+                               'cannot find RESTMapping for APIVersion %s Kind %s' % (rt.qualified(), name, r.get("apiVersion"), r.get("kind")),
+                               {"name": name, "group": rt.group, "kind": rt.plural})
+            if not self.authorize(ctx.user, ctx.groups, "update", ort.group, ort.plural, "finalizers", ns, r.get("name", ""),
+                                  via="OwnerReferencesPermissionEnforcement"):
+                raise ApiError(403, "Forbidden", '%s "%s" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers '
+                               'to a resource you can\'t set finalizers on: User "%s" cannot update resource "%s/finalizers" in '
+                               'API group "%s" in the namespace "%s"' % (rt.qualified(), name, ctx.user, ort.plural, ort.group, ns),
+                               {"name": name, "group": rt.group, "kind": rt.plural})
+
     # -- RBAC
-    def authorize(self, user, groups, verb, group, resource, sub, ns, name):
+    def authorize(self, user, groups, verb, group, resource, sub, ns, name, via="request"):
+        """The RBAC decision; every question about a user outside system:masters is logged (via: what asked it:
+        "request", an admission plugin's name, or "review" for a SelfSubjectAccessReview)."""
         if "system:masters" in groups:
             return True
         if group == "authorization.k8s.io" and resource == "selfsubjectaccessreviews" and verb == "create":
             return True     # the default system:basic-user binding
+        allowed = self._rbac_allows(user, groups, verb, group, resource, sub, ns, name)
+        key = (user, verb, group, resource, sub, ns, name, allowed, via)
+        with self.authz_lock:
+            self.authz[key] = self.authz.get(key, 0) + 1
+        return allowed
+
+    def authz_log(self):
+        """The authorization questions asked so far, one entry per distinct question with its count."""
+        fields = ("user", "verb", "group", "resource", "subresource", "namespace", "name", "allowed", "via")
+        with self.authz_lock:
+            items = sorted(self.authz.items(), key=lambda kv: tuple(str(x) for x in kv[0]))
+        return [dict(zip(fields, k), count=n) for k, n in items]
+
+    def _rbac_allows(self, user, groups, verb, group, resource, sub, ns, name):
         res = resource + ("/" + sub if sub else "")
         st = self.store
 
@@ -718,7 +771,7 @@ class _Handler(BaseHTTPRequestHandler):
             allowed, reason = True, ""      # non-resource URLs are open to authenticated users here
         else:
             allowed = si.authorize(user, groups, ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
-                                   ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+                                   ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""), via="review")
             reason = "RBAC: allowed by the stand-in's RBAC" if allowed else ""
         out = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"creationTimestamp": None},
                "spec": spec, "status": {"allowed": allowed}}
@@ -970,6 +1023,11 @@ class _Handler(BaseHTTPRequestHandler):
             since = int(self.q.get("since", "0"))
             with si.faults.lock:
                 out = {"requests": [r for r in si.faults.log if r["seq"] > since]}
+        elif path == "/authz" and method == "GET":
+            out = {"questions": si.authz_log()}
+        elif path == "/authz" and method == "DELETE":
+            with si.authz_lock:
+                si.authz = {}
         elif path == "/requests" and method == "DELETE":
             with si.faults.lock:
                 si.faults.log = []
