@@ -44,7 +44,9 @@ POOL = e2e.POOL
 ELSEWHERE = "elsewhere"
 OPERATOR_USER = "system:serviceaccount:%s:turnfleet-operator" % NS
 OVERLAY = os.path.join(e2e.SOURCE, "deploy", "namespaced")
-EXTRA = ["--namespace", NS, "--lease-namespace", NS, "--agent-port", "33700", "--cli-port", "33800"]
+# as deploy/namespaced runs it (--no-api-endpoints: no Role in default)
+EXTRA = ["--namespace", NS, "--lease-namespace", NS, "--no-api-endpoints", "--agent-port", "33700",
+         "--cli-port", "33800"]
 
 
 def pool_yaml(name, replicas, ns=NS, start=33100, end=33119, port=33478):
@@ -127,6 +129,7 @@ class OperatorNamespaced(unittest.TestCase):
         args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
         self.assertIn("--namespace=$(POD_NAMESPACE)", args)
         self.assertIn("--lease-namespace=$(POD_NAMESPACE)", args)
+        self.assertIn("--no-api-endpoints", args)   # a Role in default is not this namespace's to grant
 
     def test_2_a_pool_in_its_namespace_becomes_ready_and_every_relay_allocates(self):
         e2e.start_operator("a", *EXTRA)

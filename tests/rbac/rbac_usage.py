@@ -24,7 +24,7 @@ import sys
 
 # The deploy/ files whose RBAC a profile installs (the subjects are the ServiceAccounts they bind).
 PROFILES = {
-    "cluster": ["deploy/rbac/operator.yaml", "deploy/webhook/rbac.yaml", "deploy/issuer/rbac.yaml",
+    "cluster": ["deploy/rbac/operator.yaml", "deploy/rbac/api-endpoints.yaml", "deploy/webhook/rbac.yaml", "deploy/issuer/rbac.yaml",
                 "deploy/vantage/cronjob.yaml"],
     "namespaced": ["deploy/namespaced/rbac/operator.yaml"],
 }

@@ -31,7 +31,8 @@ static const char usage[] =
   "         [--leader-elect] [--lease-name NAME] [--lease-namespace NS] [--lease-duration DUR]\n"
   "         [--renew-deadline DUR] [--retry-period DUR] [--identity ID]\n"
   "         [--cli-port PORT] [--cli-port-slots N] [--cli-ports-per-pool N] [--agent-port PORT]\n"
-  "         [--allow-loopback-peers] [--bookmark-interval DUR] [--write-budget N/DUR] [--verbose]\n"
+  "         [--allow-loopback-peers] [--no-api-endpoints] [--bookmark-interval DUR] [--write-budget N/DUR]\n"
+  "         [--verbose]\n"
   "\n"
   "Runs TURNPools (turnfleet.hzmi.dev/v1alpha1) as relay pods: see docs/operator.md.\n"
   "  --kubeconfig FILE       the cluster and credentials; default: in-cluster (service account)\n"
@@ -50,6 +51,8 @@ static const char usage[] =
   "  --cli-ports-per-pool N  ... of N ports (default 10: the most relays of one pool on one node)\n"
   "  --agent-port PORT       the agent's port on the relay address (default 9700)\n"
   "  --allow-loopback-peers  render coturn's allow-loopback-peers: test clusters on loopback only\n"
+  "  --no-api-endpoints  do not watch the kubernetes Endpoints of default for the API servers no relay may\n"
+  "                      take (where RBAC cannot grant it: a namespaced install); the API URL's address only\n"
   "  --bookmark-interval DUR the API server's watch bookmark interval (default 60s): a watch with neither\n"
   "                          an event nor a bookmark for twice this is dropped and relisted; 0: no check\n"
   "  --write-budget N/DUR    at most N writes per pool in any DUR (default 100/10s): stale caches never\n"
@@ -179,7 +182,7 @@ int main(int argc, char **argv)
 {
   (void)secure_no_dumps();
   enum { O_KC = 256, O_NS, O_IMG, O_PI, O_PD, O_RS, O_MA, O_LE, O_LN, O_LNS, O_LD, O_RD, O_RP, O_ID, O_CP, O_CS,
-         O_CPP, O_AP, O_V, O_H, O_VER, O_ALP, O_BI, O_WB };
+         O_CPP, O_AP, O_V, O_H, O_VER, O_ALP, O_BI, O_WB, O_NAE };
   static const struct option longs[] = {
     {"kubeconfig", 1, 0, O_KC},      {"namespace", 1, 0, O_NS},        {"agent-image", 1, 0, O_IMG},
     {"probe-interval", 1, 0, O_PI},  {"publish-delay", 1, 0, O_PD},    {"resync", 1, 0, O_RS},
@@ -189,6 +192,7 @@ int main(int argc, char **argv)
     {"cli-port-slots", 1, 0, O_CS},  {"cli-ports-per-pool", 1, 0, O_CPP}, {"agent-port", 1, 0, O_AP},
     {"verbose", 0, 0, O_V},          {"help", 0, 0, O_H},              {"version", 0, 0, O_VER},
     {"allow-loopback-peers", 0, 0, O_ALP}, {"bookmark-interval", 1, 0, O_BI}, {"write-budget", 1, 0, O_WB},
+    {"no-api-endpoints", 0, 0, O_NAE},
     {0, 0, 0, 0}};
   const char *kubeconfig = NULL, *lease_name = "turnfleet-operator", *lease_ns = NULL, *identity = NULL;
   const char *metrics_addr = "127.0.0.1:8080";
@@ -229,6 +233,7 @@ int main(int argc, char **argv)
     case O_MA: metrics_addr = optarg; break;
     case O_LE: elect = 1; break;
     case O_ALP: cfg.allow_loopback_peers = 1; break;
+    case O_NAE: cfg.no_api_endpoints = 1; break;
     case O_LN: lease_name = optarg; break;
     case O_LNS: lease_ns = optarg; break;
     case O_ID: identity = optarg; break;

@@ -192,7 +192,7 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
        /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
        informer(c, &c->configmaps, configmaps, POOL_LABEL, NULL, on_configmap) == 0 &&
        /* the API servers' addresses, which no relay may take: as a node change, every pool */
-       informer(c, &c->endpoints, endpoints, NULL, "metadata.name=kubernetes", on_node) == 0;
+       (cfg->no_api_endpoints || informer(c, &c->endpoints, endpoints, NULL, "metadata.name=kubernetes", on_node) == 0);
   ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
   if (cfg->budget_writes > 0) bo.writes = cfg->budget_writes;
@@ -238,7 +238,7 @@ int op_controller_start(op_controller *c)
 {
   tf_informer *all[] = {c->endpoints, c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
   for (size_t i = 0; i < 6; i++)
-    if (tf_informer_start(all[i]) < 0) return -1;
+    if (all[i] && tf_informer_start(all[i]) < 0) return -1;
   return 0;
 }
 
@@ -246,7 +246,7 @@ int op_controller_synced(const op_controller *c)
 {
   return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->pods) && tf_informer_has_synced(c->nodes) &&
          tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps) &&
-         tf_informer_has_synced(c->endpoints);
+         (!c->endpoints || tf_informer_has_synced(c->endpoints));
 }
 
 void op_controller_enqueue_all(op_controller *c) { enqueue_ns(c, NULL); }

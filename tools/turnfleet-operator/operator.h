@@ -21,6 +21,7 @@ typedef struct op_config {
   unsigned cli_stride;      /* ports per slot (the most relays of one pool on one node) */
   uint16_t agent_port;      /* the agent's port on the relay address */
   int allow_loopback_peers; /* render coturn's allow-loopback-peers (test clusters on loopback only) */
+  int no_api_endpoints;     /* no informer on the kubernetes Endpoints of default (a namespaced install) */
   long bookmark_interval_ms; /* the server's bookmark interval: a watch silent for two is relisted; 0: no check */
   long budget_writes;       /* writes per pool ... (0: the library's default) */
   long budget_interval_ms;  /* ... per window of this length */
