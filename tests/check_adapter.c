@@ -1,8 +1,10 @@
 /* adapter: the Kubernetes adapter's object helpers (adapter_objects.c): the
  * steady status, the refused status, the finalizer, what to write and the one
  * retry after a 409 (against the API stand-in), the expectations, the CLI
- * port slots and their collisions. */
+ * port slots and their collisions; which pools a cache change queues, the
+ * write gate and the writes' counters. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -616,6 +618,111 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
 }
 END_TEST
 
+/* ---- the wiring's library half: which pools a change concerns, the write gate, the writes' counters ---- */
+
+static char *next_key(tf_workqueue *q)
+{
+  char *key = NULL;
+  if (tf_workqueue_get(q, &key, 0) != 0) return NULL;
+  tf_workqueue_done(q, key);
+  tf_workqueue_forget(q, key);
+  return key;
+}
+
+/* A relay pod or a ConfigMap queues the pool of its label in its namespace, a pool itself; what carries no
+ * pool label queues nothing; the budget charges only writes made while a pool is reconciled, never Events;
+ * a version 1 options struct is filled and read only to its own end. (No server: the caches stay empty.) */
+START_TEST(test_adapter__changes_queue_the_pools_they_concern)
+{
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.source = TF_KUBE_SOURCE_EXPLICIT;
+  ko.server = "https://127.0.15.1:35999"; /* never asked: nothing here starts an informer */
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, &ko));
+  tf_informer *inf[5] = {NULL};
+  static const char *paths[] = {"/apis/turnfleet.hzmi.dev/v1alpha1/turnpools", "/api/v1/pods", "/api/v1/nodes",
+                                "/api/v1/secrets", "/api/v1/configmaps"};
+  for (size_t i = 0; i < 5; i++) {
+    tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
+    io.path = paths[i];
+    TF_OK_OR_FAIL(tf_informer_new(&inf[i], k, &io));
+  }
+  tf_workqueue *q = NULL;
+  tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, &qo));
+  tf_recorder *rec = NULL;
+  TF_OK_OR_FAIL(tf_recorder_new(&rec, k, "turnfleet-operator"));
+  tf_adapter_options ao = TF_ADAPTER_OPTIONS_INIT;
+  ao.pools = inf[0];
+  ao.pods = inf[1];
+  ao.nodes = inf[2];
+  ao.secrets = inf[3];
+  ao.configmaps = inf[4];
+  ao.queue = q;
+  ao.recorder = rec;
+  ao.agent_image = "registry.test/turnfleet:0.3.0";
+  ao.budget_writes = 0;
+  tf_adapter *a = NULL;
+  ck_assert_int_eq(tf_adapter_new(&a, k, &ao), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "options.budget_writes: must be positive");
+  /* a version 1 struct has no budget: the defaults, not what lies past its end */
+  ao.version = 1;
+  TF_OK_OR_FAIL(tf_adapter_new(&a, k, &ao));
+
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/demo", "{}"));
+  char *key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  const char *pod = "{\"metadata\":{\"namespace\":\"media\",\"name\":\"demo-relay-bcdfg\","
+                    "\"labels\":{\"turnfleet.hzmi.dev/pool\":\"demo\"}}}";
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/demo-relay-bcdfg", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_CONFIGMAPS, TF_INFORMER_ADDED, "media/demo-vantage", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_CONFIGMAPS, TF_INFORMER_UPDATED, "media/other",
+                                   "{\"metadata\":{\"namespace\":\"media\",\"name\":\"other\"}}"));
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/x", "not json"));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+  ck_assert_int_eq(tf_adapter_changed(a, (tf_adapter_cache)9, TF_INFORMER_UPDATED, "media/demo", "{}"), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_adapter_changed(NULL, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/demo", "{}"));
+
+  /* outside a reconcile nothing is charged: as many writes as asked */
+  for (int i = 0; i < 200; i++) {
+    ck_assert_int_gt(tf_adapter_write_gate("PATCH", "/api/v1/namespaces/media/pods/p/status", a), 0);
+    ck_assert_int_gt(tf_adapter_write_gate("POST", "/api/v1/namespaces/media/events", a), 0);
+  }
+  tf_metrics *m = NULL;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_adapter_write_metrics(a, m));
+  char *text = NULL;
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_events_pending 0\n"));
+  ck_assert_ptr_nonnull(strstr(text, "# TYPE turnfleet_operator_events_dropped_total counter\n"
+                                     "turnfleet_operator_events_dropped_total 0\n"));
+  ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_writes_over_budget_total 0\n"));
+  tf_free(text);
+  tf_metrics_free(m);
+  tf_adapter_free(a);
+
+  /* options_init of version 1 stops where a version 1 struct ends */
+  unsigned char raw[sizeof(tf_adapter_options)];
+  memset(raw, 0xA5, sizeof(raw));
+  TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, 1));
+  for (size_t i = offsetof(tf_adapter_options, budget_writes); i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);
+  ck_assert_uint_eq(((tf_adapter_options *)raw)->version, 1);
+  ck_assert_uint_eq(((tf_adapter_options *)raw)->agent_port, 9700);
+
+  tf_recorder_free(rec);
+  for (size_t i = 0; i < 5; i++) tf_informer_free(inf[i]);
+  tf_workqueue_free(q);
+  tf_kube_free(k);
+}
+END_TEST
+
 /* ---- the one write and its one retry, against the API stand-in (127.0.9.1:29000, control 29001) ---- */
 
 static tf_test_cluster ad_kt;
@@ -711,6 +818,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__expectations);
   tcase_add_test(tc, test_adapter__cli_port_collisions);
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
+  tcase_add_test(tc, test_adapter__changes_queue_the_pools_they_concern);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);

@@ -5,6 +5,7 @@
  * differ (adapter_objects.c). Probes and scrapes run on adapter_work.c's
  * workers. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,9 @@ struct tf_adapter {
   uint64_t next_epoch;
   tf_addr api_addr; /* the API server's, when its URL names an address (api_port not 0) */
   uint16_t api_port;
+  tf_budget *budget;    /* writes per pool (tf_adapter_write_gate()) */
+  const char *charging; /* the pool being reconciled: its writes are charged to its budget */
+  long over_budget_ms;  /* set by the gate: the pool's budget was spent, free again in this long */
 };
 
 /* ---- small helpers ---- */
@@ -1140,12 +1144,8 @@ static int drain_unrendered(tf_adapter *c, const char *pool_json, const char *ns
   return rc;
 }
 
-tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
+static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
 {
-  TF_ASSERT_ARG(c);
-  TF_ASSERT_ARG(key);
-  TF_ASSERT_ARG(requeue_ms);
-  *requeue_ms = 0;
   char *pool_json = NULL;
   tf_err g = tf_informer_get(c->pools, key, &pool_json);
   say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
@@ -1301,6 +1301,72 @@ out:
   return rc < 0 ? tf_error__set(TF_EUNAVAILABLE, "%s: not reconciled (retry)", key) : TF_OK;
 }
 
+tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(requeue_ms);
+  *requeue_ms = 0;
+  /* its budget is spent (said when it was): nothing to do but wait for it, quietly */
+  long spent = tf_budget_wait(c->budget, key, tf_kube__now_ms());
+  if (spent > 0) {
+    *requeue_ms = spent;
+    return TF_OK;
+  }
+  c->charging = key;
+  c->over_budget_ms = 0;
+  tf_err rc = reconcile(c, key, requeue_ms);
+  c->charging = NULL;
+  if (c->over_budget_ms > 0) {
+    /* a stale view must not drive a write loop: the pool waits for its budget */
+    say(c, TF_LOG_WARN, "%s: write budget spent; writes resume in %ld ms", key, c->over_budget_ms);
+    *requeue_ms = c->over_budget_ms;
+    return TF_OK;
+  }
+  return rc;
+}
+
+long tf_adapter_write_gate(const char *method, const char *path, void *adapter)
+{
+  (void)method;
+  tf_adapter *c = adapter;
+  if (!c || !c->charging || !path || strstr(path, "/events")) return 1L << 30;
+  long wait = 0;
+  if (tf_budget_take(c->budget, c->charging, tf_kube__now_ms(), &wait) == 0) return 1L << 30;
+  c->over_budget_ms = wait > 0 ? wait : 1;
+  return 0;
+}
+
+tf_err tf_adapter_changed(tf_adapter *c, tf_adapter_cache cache, tf_informer_op op, const char *key,
+                          const char *object)
+{
+  return c ? tf_adapter__enqueue(c->pools, c->queue, cache, op, key, object) : TF_OK;
+}
+
+tf_err tf_adapter_write_metrics(const tf_adapter *c, tf_metrics *m)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(m);
+  const struct {
+    const char *name, *help;
+    tf_metric_type type;
+    double value;
+  } series[] = {
+    {TF_METRIC_OPERATOR_EVENTS_PENDING, "Events waiting to be sent again.", TF_METRIC_GAUGE,
+     (double)tf_recorder_pending(c->recorder)},
+    {TF_METRIC_OPERATOR_EVENTS_DROPPED, "Events given up (queue full, or refused for good).", TF_METRIC_COUNTER,
+     (double)tf_recorder_dropped(c->recorder)},
+    {TF_METRIC_OPERATOR_WRITES_OVER_BUDGET, "Writes refused by the per-pool write budget.", TF_METRIC_COUNTER,
+     (double)tf_budget_refused(c->budget)},
+  };
+  for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
+    tf_err rc = tf_metrics_declare(m, series[i].name, series[i].type, series[i].help);
+    if (rc == 0) rc = tf_metrics_add(m, series[i].name, NULL, NULL, 0, series[i].value);
+    if (rc < 0) return rc;
+  }
+  return TF_OK;
+}
+
 tf_err tf_adapter_metrics(tf_adapter *c, tf_metrics *m)
 {
   TF_ASSERT_ARG(c);
@@ -1322,9 +1388,10 @@ tf_err tf_adapter_options_init(tf_adapter_options *opts, unsigned int version)
   if (version == 0 || version > TF_ADAPTER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_adapter_options version (1-%d)", version,
                          TF_ADAPTER_OPTIONS_VERSION);
+  /* a version 1 caller's struct ends before the budget */
   tf_adapter_options init = TF_ADAPTER_OPTIONS_INIT;
-  *opts = init;
-  opts->version = version;
+  init.version = version;
+  memcpy(opts, &init, version >= 2 ? sizeof(init) : offsetof(tf_adapter_options, budget_writes));
   return TF_OK;
 }
 
@@ -1337,6 +1404,11 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   if (opts->version == 0 || opts->version > TF_ADAPTER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "options.version: %u is not a tf_adapter_options version (1-%d)",
                          opts->version, TF_ADAPTER_OPTIONS_VERSION);
+  /* read up to the caller's version: a version 1 struct ends before the budget */
+  tf_adapter_options o = TF_ADAPTER_OPTIONS_INIT;
+  memcpy(&o, opts, opts->version >= 2 ? sizeof(o) : offsetof(tf_adapter_options, budget_writes));
+  o.version = TF_ADAPTER_OPTIONS_VERSION;
+  opts = &o;
   const char *missing = !opts->pools ? "pools" : !opts->pods ? "pods" : !opts->nodes ? "nodes"
                         : !opts->secrets ? "secrets" : !opts->configmaps ? "configmaps" : !opts->queue ? "queue"
                         : !opts->recorder ? "recorder" : !opts->agent_image || !*opts->agent_image ? "agent_image"
@@ -1349,9 +1421,19 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   if ((unsigned long)opts->cli_port_base + (unsigned long)opts->cli_slots * opts->cli_stride > 65536)
     return tf_error__set(TF_EINVALID, "options.cli_port_base: %u + %u slots x %u ports is past 65535",
                          opts->cli_port_base, opts->cli_slots, opts->cli_stride);
+  if (opts->budget_writes <= 0 || opts->budget_interval_ms <= 0)
+    return tf_error__set(TF_EINVALID, "options.%s: must be positive",
+                         opts->budget_writes <= 0 ? "budget_writes" : "budget_interval_ms");
   tf_adapter *c = calloc(1, sizeof(*c));
   if (!c) return tf_error__set(TF_ENOMEM, "adapter");
-  c->o = *opts;
+  c->o = o;
+  tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
+  bo.writes = o.budget_writes;
+  bo.interval_ms = o.budget_interval_ms;
+  if (tf_budget_new(&c->budget, &bo) < 0) {
+    free(c);
+    return tf_error__set(TF_ENOMEM, "adapter: write budget");
+  }
   c->kube = kube;
   c->pools = opts->pools;
   c->pods = opts->pods;
@@ -1362,6 +1444,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   c->recorder = opts->recorder;
   find_api_server(c);
   if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
+    tf_budget_free(c->budget);
     free(c);
     return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
   }
@@ -1375,5 +1458,6 @@ void tf_adapter_free(tf_adapter *c)
   tf_adapter__work_free(c->work);
   for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
   free(c->states);
+  tf_budget_free(c->budget);
   free(c);
 }

@@ -117,6 +117,11 @@ char *tf_adapter__meta_string(const char *object, const char *field);
 int64_t tf_adapter__deletion_ms(const char *object);
 int tf_adapter__status_says(const char *object, const char *field);
 
+/* tf_adapter_changed() on the adapter's pools cache and work queue (adapter_queue.c): @p key NULL queues
+ * every pool. Any thread. */
+tf_err tf_adapter__enqueue(tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache, tf_informer_op op,
+                           const char *key, const char *object);
+
 /* The first CLI port of a pool's relays: @p base + @p stride x slot, the slot FNV-1a("NS/NAME") mod
  * @p slots. Relays on host networking share their node's 127.0.0.1: pools in different slots never share a
  * CLI port; pools in one slot are told apart by tf_adapter__cli_collisions(). */
