@@ -618,6 +618,50 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
 }
 END_TEST
 
+/* A view learnt from a write stands in for the cache while the cache still shows the resourceVersion it
+ * showed then (or still lacks the object); anything else in the cache, and the cache is believed again. */
+START_TEST(test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt)
+{
+  tf_adapter__views *v = tf_adapter__views_new();
+  ck_assert_ptr_nonnull(v);
+  const char *r1 = "{\"metadata\":{\"resourceVersion\":\"1\"},\"data\":{\"k\":\"old\"}}";
+  const char *r2 = "{\"metadata\":{\"resourceVersion\":\"2\"},\"data\":{\"k\":\"new\"}}";
+  const char *r3 = "{\"metadata\":{\"resourceVersion\":\"3\"},\"data\":{\"k\":\"newer\"}}";
+  const char *r4 = "{\"metadata\":{\"resourceVersion\":\"4\"},\"data\":{\"k\":\"theirs\"}}";
+  /* nothing learnt: the cache */
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  /* written from r1, answered r2: while the cache shows r1, r2 is the view */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r2);
+  /* written again from that view (a copy of it), answered r3: still against the cache's r1 */
+  char *copy = strdup(tf_adapter__views_pick(v, "media/demo|cm", r1));
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", copy, r3), 0);
+  free(copy);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r3);
+  /* the cache caught up (r3), or moved past (someone else's r4): the cache, and the view is gone */
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r4), r4);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  /* created while the cache lacked it: the view until the cache holds any copy */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|new", NULL, r2), 0);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|new", NULL), r2);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|new", r2), r2);
+  ck_assert_ptr_null(tf_adapter__views_pick(v, "media/demo|new", NULL));
+  /* a view found wrong (a conflict) is forgotten; a pool gone forgets its views, not another pool's */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, NULL), 0);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|a", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|b", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo2|a", r1, r3), 0);
+  tf_adapter__views_forget(v, "media/demo|");
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|a", r1), r1);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|b", r1), r1);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo2|a", r1), r3);
+  tf_adapter__views_free(v);
+  ck_assert_ptr_eq(tf_adapter__views_pick(NULL, "x", r1), r1);
+}
+END_TEST
+
 /* ---- the wiring's library half: which pools a change concerns, the write gate, the writes' counters ---- */
 
 static char *next_key(tf_workqueue *q)
@@ -745,28 +789,36 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
 {
   tf_kube *k = tf_test_kube(&ad_kt, NULL);
   (void)tf_kube_delete(k, AD_PATH, NULL, NULL, NULL);
-  char *v1 = ad_cm("one"), *v2 = ad_cm("two"), *what = NULL, *seen = NULL;
+  char *v1 = ad_cm("one"), *v2 = ad_cm("two"), *what = NULL, *seen = NULL, *learnt = NULL;
   int written = -1;
-  /* absent: created */
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, NULL, &written, &what));
+  /* absent: created, and the server's answer learnt (the object with its resourceVersion) */
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, NULL, &written, &what, &learnt));
   ck_assert_int_eq(written, 1);
   ck_assert_str_eq(what, "create " AD_COLL "/applied");
   free(what);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"resourceVersion\""));
+  ck_assert_ptr_nonnull(strstr(learnt, "\"one\""));
+  free(learnt);
   TF_OK_OR_FAIL(tf_kube_get(k, AD_PATH, &seen, NULL));
   /* as it is: nothing sent */
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, seen, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, seen, &written, &what, &learnt));
   ck_assert_int_eq(written, 0);
   ck_assert_ptr_null(what);
+  ck_assert_ptr_null(learnt); /* nothing asked, nothing learnt */
   ck_assert_int_eq(tf_test_count(&ad_kt, NULL, "/configmaps", NULL), 0);
   /* changed by someone else since `seen` was read: the PUT with seen's resourceVersion gets a 409, then
    * one GET and one PUT against the fresh resourceVersion */
   TF_OK_OR_FAIL(tf_kube_patch(k, AD_PATH, TF_KUBE_PATCH_MERGE, "{\"data\":{\"k\":\"three\"}}", NULL, NULL));
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, seen, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, seen, &written, &what, &learnt));
   ck_assert_int_eq(written, 1);
   ck_assert_str_eq(what, "update " AD_COLL "/applied (data.k differs)");
   free(what);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"two\""));
+  free(learnt);
   ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 2);
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   char *now = NULL;
@@ -777,8 +829,9 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
   tf_test_reset(&ad_kt);
   tf_test_fault(&ad_kt, "{\"method\":\"PUT\",\"path\":\"/configmaps/applied$\",\"status\":409,\"count\":100}");
   char *v4 = ad_cm("four");
-  ck_assert_int_eq(tf_adapter__apply(k, AD_COLL, "applied", v4, seen, &written, &what), TF_ECONFLICT);
+  ck_assert_int_eq(tf_adapter__apply(k, AD_COLL, "applied", v4, seen, &written, &what, &learnt), TF_ECONFLICT);
   free(v4);
+  ck_assert_ptr_null(learnt); /* the fresh read was outdated by the next conflict */
   ck_assert_int_eq(written, 0);
   ck_assert_ptr_nonnull(what);
   ck_assert_ptr_nonnull(strstr(what, "update " AD_COLL "/applied (data.k differs): "));
@@ -787,8 +840,11 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   /* a create of an object that exists (a cache behind): one GET, and a PUT only if it differs */
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, NULL, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, NULL, &written, &what, &learnt));
   ck_assert_int_eq(written, 0);
+  ck_assert_ptr_nonnull(learnt); /* the fresh read: as desired */
+  ck_assert_ptr_nonnull(strstr(learnt, "\"two\""));
+  free(learnt);
   ck_assert_int_eq(tf_test_count(&ad_kt, "POST", "/configmaps", NULL), 1);
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 0);
@@ -819,6 +875,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__cli_port_collisions);
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
   tcase_add_test(tc, test_adapter__changes_queue_the_pools_they_concern);
+  tcase_add_test(tc, test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);

@@ -71,6 +71,7 @@ struct tf_adapter {
   tf_addr api_addr; /* the API server's, when its URL names an address (api_port not 0) */
   uint16_t api_port;
   tf_budget *budget;    /* writes per pool (tf_adapter_write_gate()) */
+  tf_adapter__views *views; /* what its writes taught it, ahead of the caches ("ns/pool|what") */
   const char *charging; /* the pool being reconciled: its writes are charged to its budget */
   long over_budget_ms;  /* set by the gate: the pool's budget was spent, free again in this long */
 };
@@ -183,6 +184,28 @@ static void state_drop(tf_adapter *c, const char *key)
   pool_state *s = state_find(c, key, &at);
   if (s) c->states[at] = c->states[--c->state_count];
   state_free(s);
+  char *prefix = join3(key, "|", "");
+  if (prefix) tf_adapter__views_forget(c->views, prefix);
+  free(prefix);
+}
+
+/* The views key of pool @p pool's object @p what (an API path, or "pool"): malloc'd, NULL on no memory. */
+static char *view_key(const char *pool, const char *what) { return join3(pool, "|", what); }
+
+/* Keep what the server answered for @p what of pool @p pool (`ns/name`; tf_adapter__views_keep()). */
+static void view_keep(tf_adapter *c, const char *pool, const char *what, const char *seen, const char *answer)
+{
+  char *key = view_key(pool, what);
+  if (key && tf_adapter__views_keep(c->views, key, seen, answer) < 0) say(c, TF_LOG_DEBUG, "%s: not kept", key);
+  free(key);
+}
+
+/* The same for the pool object itself (its status, its finalizers). */
+static void pool_view_keep(tf_adapter *c, const char *ns, const char *name, const char *seen, const char *answer)
+{
+  char *pool = join3(ns, "/", name);
+  if (pool) view_keep(c, pool, "pool", seen, answer);
+  free(pool);
 }
 
 /* ---- writes ---- */
@@ -200,13 +223,24 @@ static void event(tf_adapter *c, const char *pool_json, const char *type, const 
 
 /* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
  * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
-static int write_object(tf_adapter *c, const char *coll, const char *name, const char *desired,
+static int write_object(tf_adapter *c, const pool_state *s, const char *coll, const char *name, const char *desired,
                         const char *observed)
 {
-  char *what = NULL;
-  tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, observed, NULL, &what);
+  char *what = NULL, *learnt = NULL, *objpath = join3(coll, "/", name), *key = objpath ? view_key(s->key, objpath) : NULL;
+  if (!key) {
+    free(objpath);
+    return -1;
+  }
+  /* a cache that has not caught up with our last write is not written from again */
+  const char *seen = tf_adapter__views_pick(c->views, key, observed);
+  tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, seen, NULL, &what, &learnt);
   if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
+  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, learnt);
+  if (learnt) OPENSSL_cleanse(learnt, strlen(learnt));
+  free(learnt);
   free(what);
+  free(key);
+  free(objpath);
   return rc ? -1 : 0;
 }
 
@@ -266,11 +300,27 @@ static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *na
   v->pods = calloc(cap + 1, sizeof(tf_adapter__pod));
   v->json = calloc(cap + 1, sizeof(char *));
   if (!v->pods || !v->json) rc = -1;
+  char *pool = join3(ns, "/", name);
+  if (!pool) rc = -1;
   const cJSON *p;
   cJSON_ArrayForEach(p, arr)
   {
     if (rc < 0) break;
     char *text = cJSON_PrintUnformatted(p);
+    /* a pod whose cached copy is older than what our last write of it was answered */
+    const char *pname = cJSON_GetStringValue(
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "name"));
+    char *path = NULL, *key = NULL;
+    if (text && pname && tf_kube_path(&path, "/api/v1", "pods", ns, pname, NULL) == 0 && (key = view_key(pool, path))) {
+      const char *better = tf_adapter__views_pick(c->views, key, text);
+      char *copy = better != text ? strdup(better) : NULL;
+      if (copy) {
+        cJSON_free(text);
+        text = copy;
+      }
+    }
+    free(key);
+    tf_free(path);
     tf_adapter__pod pod;
     if (text && tf_adapter__pod_parse(&pod, text) == 0) {
       if (strcmp(pod.owner_uid, pool_uid) == 0) {
@@ -283,6 +333,7 @@ static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *na
     }
     cJSON_free(text);
   }
+  free(pool);
   cJSON_Delete(arr);
   tf_free(list);
   return rc;
@@ -426,15 +477,18 @@ static int patch_status(tf_adapter *c, const char *pool_json, const char *ns, co
 {
   int matches = 0;
   if (tf_manifest_matches(&matches, NULL, body, strlen(body), pool_json, strlen(pool_json)) == 0 && matches) return 0;
-  char *path = NULL;
+  char *path = NULL, *answer = NULL;
   tf_kube_status *st = NULL;
   int rc = 1;
   if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
-      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
+      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, &answer, &st) < 0) {
     say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
     rc = -1;
+  } else {
+    pool_view_keep(c, ns, name, pool_json, answer); /* the pool as it is now, till the cache shows it */
   }
   tf_kube_status_free(st);
+  tf_free(answer);
   tf_free(path);
   return rc;
 }
@@ -968,7 +1022,7 @@ static int write_config(tf_adapter *c, pool_state *s, const char *ns, const char
       tf_manifest_relay_config_secret(&body, pool, rec, config_secret, config_secret ? strlen(config_secret) : 0,
                                       &mo) == 0) {
     char *sname = join3(name, "-relay-config", "");
-    if (!sname || write_object(c, coll, sname, body, config_secret) < 0) rc = -1;
+    if (!sname || write_object(c, s, coll, sname, body, config_secret) < 0) rc = -1;
     free(sname);
     OPENSSL_cleanse(body, strlen(body));
   } else {
@@ -993,7 +1047,7 @@ static int write_uris(tf_adapter *c, pool_state *s, const char *ns, const char *
     /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
     tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
-      rc = write_object(c, coll, cname, body, g == 0 ? observed : NULL);
+      rc = write_object(c, s, coll, cname, body, g == 0 ? observed : NULL);
     free(cname);
     free(key);
   }
@@ -1026,17 +1080,22 @@ static int write_gates(tf_adapter *c, pool_state *s, const pods_view *pv, const 
                                           (v->probe_message ? v->probe_message : ""),
                                 now, &err);
     if (!patch) continue;
-    char *path = NULL;
+    char *path = NULL, *answer = NULL, *pod_path = NULL;
     tf_kube_status *st = NULL;
     if (tf_kube_path(&path, "/api/v1", "pods", ns, p->name, "status") < 0 ||
-        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, NULL, &st) < 0) {
+        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, &answer, &st) < 0) {
       say(c, TF_LOG_WARN, "pod %s/%s: readiness: %s", ns, p->name, st ? tf_kube_status_message(st) : "no memory");
       rc = -1;
     } else {
+      /* the pod as the server has it now: a pod cache that lags does not have the gate patched again */
+      if (tf_kube_path(&pod_path, "/api/v1", "pods", ns, p->name, NULL) == 0)
+        view_keep(c, s->key, pod_path, pv->json[i], answer);
       say(c, TF_LOG_INFO, "pod %s/%s: %s=%s%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False",
           full ? " (full)" : "");
     }
     tf_kube_status_free(st);
+    tf_free(answer);
+    tf_free(pod_path);
     tf_free(path);
     free(patch);
   }
@@ -1104,17 +1163,20 @@ static int put_finalizer(tf_adapter *c, const char *pool_json, const char *ns, c
 {
   int err = 0;
   char *body = tf_adapter__with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL, *fresh = NULL;
+  char *answer = NULL;
   if (!body) return err ? -1 : 0;
   tf_kube_status *st = NULL;
   tf_err rc = tf_kube_path(&path, GROUP_API, "turnpools", ns, name, NULL);
-  if (rc == 0) rc = tf_kube_update(c->kube, path, body, NULL, &st);
+  if (rc == 0) rc = tf_kube_update(c->kube, path, body, &answer, &st);
   if (rc == TF_ECONFLICT && tf_kube_get(c->kube, path, &fresh, NULL) == 0) {
     free(body);
     tf_kube_status_free(st);
     st = NULL;
     body = tf_adapter__with_finalizer(fresh, FINALIZER, want, &err);
-    rc = body ? tf_kube_update(c->kube, path, body, NULL, &st) : err ? TF_ENOMEM : TF_OK;
+    rc = body ? tf_kube_update(c->kube, path, body, &answer, &st) : err ? TF_ENOMEM : TF_OK;
   }
+  if (rc == 0 && answer) pool_view_keep(c, ns, name, pool_json, answer);
+  tf_free(answer);
   int gone = !want && rc == TF_ENOTFOUND; /* removed already (the cache had not seen it): nothing written */
   if (gone) rc = 0;
   if (!gone) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
@@ -1160,6 +1222,15 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     return 0;
   }
   if (g < 0) return g;
+  /* the pool as our last write of it was answered, while the cache has not caught up with it */
+  char *vkey = view_key(key, "pool");
+  const char *better = vkey ? tf_adapter__views_pick(c->views, vkey, pool_json) : pool_json;
+  char *copy = better != pool_json ? strdup(better) : NULL;
+  free(vkey);
+  if (copy) {
+    tf_free(pool_json);
+    pool_json = copy;
+  }
   char *ns = tf_adapter__meta_string(pool_json, "namespace"), *name = tf_adapter__meta_string(pool_json, "name");
   char *uid = tf_adapter__meta_string(pool_json, "uid");
   int rc = -1;
@@ -1430,7 +1501,8 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
   bo.writes = o.budget_writes;
   bo.interval_ms = o.budget_interval_ms;
-  if (tf_budget_new(&c->budget, &bo) < 0) {
+  if (tf_budget_new(&c->budget, &bo) < 0 || !(c->views = tf_adapter__views_new())) {
+    tf_budget_free(c->budget);
     free(c);
     return tf_error__set(TF_ENOMEM, "adapter: write budget");
   }
@@ -1445,6 +1517,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   find_api_server(c);
   if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
     tf_budget_free(c->budget);
+    tf_adapter__views_free(c->views);
     free(c);
     return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
   }
@@ -1459,5 +1532,6 @@ void tf_adapter_free(tf_adapter *c)
   for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
   free(c->states);
   tf_budget_free(c->budget);
+  tf_adapter__views_free(c->views);
   free(c);
 }
