@@ -337,7 +337,7 @@ END_TEST
 typedef struct fake_pod {
   char *json; /* as built by tf_manifest_relay_pod, with the API server's and the kubelet's fields */
   char uid[16];
-  int gate, deleting, gone;
+  int gate, full, deleting, gone; /* full: the gate is True with reason RelayFull, as the adapter patches it */
 } fake_pod;
 
 static tf_engine *parity_engine(int replicas)
@@ -397,7 +397,7 @@ static void pod_status(fake_pod *fp, int64_t now)
     cJSON *g = cJSON_CreateObject();
     cJSON_AddStringToObject(g, "type", TF_MANIFEST_READINESS_GATE);
     cJSON_AddStringToObject(g, "status", fp->gate ? "True" : "False");
-    cJSON_AddStringToObject(g, "reason", fp->gate ? "AllocateSucceeded" : "AllocateFailed");
+    cJSON_AddStringToObject(g, "reason", fp->full ? "RelayFull" : fp->gate ? "AllocateSucceeded" : "AllocateFailed");
     cJSON_AddStringToObject(g, "message", "");
     cJSON_AddStringToObject(g, "lastTransitionTime", "2024-05-01T12:00:00Z");
     cJSON_AddItemToArray(conds, g);
@@ -427,11 +427,25 @@ static fake_pod *pod_named(fake_pod *pods, size_t n, const char *name)
   return NULL;
 }
 
-/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed @p probe_ok,
- * counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion; its
- * STOP done once the pod is gone; its gates follow its engine's relay states. */
-static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now, int probe_ok,
-                       int64_t count)
+/* How the relays answer the probes of one round: each passes, but @p full (its ports all in use: 508 on the
+ * Allocate) and @p failing (no answer); NULL: none. */
+typedef struct parity_probes {
+  const char *full, *failing;
+} parity_probes;
+
+static void parity_probe_done(tf_engine *e, const tf_engine_action *a, const parity_probes *pp, int64_t now)
+{
+  int full = pp && pp->full && strcmp(a->relay, pp->full) == 0;
+  int failing = pp && pp->failing && strcmp(a->relay, pp->failing) == 0;
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, !full && !failing, full ? 508 : 0, full,
+                                     full ? "Allocation Quota Reached" : failing ? "timed out" : NULL, now));
+}
+
+/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed as @p pp
+ * says, counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion;
+ * its STOP done once the pod is gone; its gates follow its engine's relay states. */
+static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now,
+                       const parity_probes *pp, int64_t count)
 {
   ck_assert_uint_eq(tf_engine_action_count(up), tf_engine_action_count(op));
   for (size_t k = 0; k < tf_engine_action_count(up); k++) {
@@ -477,8 +491,8 @@ static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npo
       break;
     }
     case TF_ENGINE_PROBE:
-      TF_OK_OR_FAIL(tf_engine_probe_done(up, a->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
-      TF_OK_OR_FAIL(tf_engine_probe_done(op, b->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      parity_probe_done(up, a, pp, now);
+      parity_probe_done(op, b, pp, now);
       break;
     case TF_ENGINE_COUNT:
       TF_OK_OR_FAIL(tf_engine_count_done(up, a->id, count, now));
@@ -486,14 +500,16 @@ static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npo
       break;
     }
   }
-  /* the adapter's gates: True for a ready (or full) relay, False after a failed probe */
+  /* the adapter's gates: True for a ready relay, True with RelayFull for a full one, False after a failed probe */
   for (size_t i = 0; i < tf_engine_relay_count(op); i++) {
     const tf_engine_relay *v = tf_engine_relay_at(op, i);
     fake_pod *fp = pod_named(pods, *npods, v->name);
     if (!fp || fp->deleting || !v->probe_ms) continue;
-    int gate = v->state == TF_ENGINE_RELAY_READY || v->state == TF_ENGINE_RELAY_FULL;
-    if (gate != fp->gate) {
+    int full = v->state == TF_ENGINE_RELAY_FULL;
+    int gate = v->state == TF_ENGINE_RELAY_READY || full;
+    if (gate != fp->gate || full != fp->full) {
       fp->gate = gate;
+      fp->full = full;
       pod_status(fp, now);
     }
   }
@@ -548,8 +564,9 @@ static void parity_same(const tf_engine *up, const tf_engine *op, const char *wh
 
 /* One fact sequence through both runtimes: `turnfleet up` acknowledges its processes and probes directly;
  * the operator reads the same facts back from the relay pods it built (tf_manifest_relay_pod, the kubelet's
- * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, scale down with a drain,
- * stop: the same actions, relay states, published URIs and conditions at every step. */
+ * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, a full relay and a failing
+ * one and their return, scale down with a drain, stop: the same actions (whose Events each runtime reports),
+ * relay states, published URIs and conditions at every step. */
 START_TEST(test_adapter__both_runtimes_decide_the_same)
 {
   tf_engine *up = parity_engine(3), *op = parity_engine(3);
@@ -578,11 +595,73 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
                       tf_engine_action_name(tf_engine_action_at(fresh, i)->kind));
       tf_engine_free(fresh);
     }
-    parity_ack(up, op, pods, &npods, t, 1, 0);
+    parity_ack(up, op, pods, &npods, t, NULL, 0);
   }
   const size_t uris = tf_reconcile_uri_count(tf_engine_reconcile(up)); /* each relay's listeners */
   ck_assert_uint_eq(uris % 3, 0);
   ck_assert_uint_gt(uris, 0);
+  /* one relay full (508), then a port frees; then another stops answering, then answers again: the same
+   * states (Full is healthy: out of the URIs, CapacityPressure, Ready not lowered; Failing is not), the same
+   * conditions, and a new leader that finds the full relay's pod takes it as Full before its own probe */
+  char *first = strdup(tf_engine_relay_at(up, 0)->name), *second = strdup(tf_engine_relay_at(up, 1)->name);
+  const struct {
+    const char *when;
+    parity_probes pp;
+  } rounds[] = {
+    {"full", {first, NULL}},     {"still full", {first, NULL}}, {"a port freed", {NULL, NULL}},
+    {"back", {NULL, NULL}},      {"failing", {NULL, second}},   {"still failing", {NULL, second}},
+    {"answers again", {NULL, NULL}}, {"published again", {NULL, NULL}},
+  };
+  int was_full = 0, was_failing = 0;
+  for (size_t k = 0; k < sizeof(rounds) / sizeof(rounds[0]); k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    /* the operator publishes a relay coming back one round later (its pod Ready after its gate) */
+    parity_same(up, op, rounds[k].when, 0);
+    const tf_reconcile *rec = tf_engine_reconcile(up);
+    for (size_t i = 0; i < tf_engine_relay_count(up); i++) {
+      const tf_engine_relay *v = tf_engine_relay_at(up, i);
+      if (v->state == TF_ENGINE_RELAY_FULL) {
+        was_full = 1;
+        const char *type, *status, *reason;
+        for (size_t j = 0; j < tf_reconcile_condition_count(rec); j++) {
+          TF_OK_OR_FAIL(tf_reconcile_condition(rec, j, &type, &status, &reason, NULL, NULL));
+          if (strcmp(type, "Ready") == 0) ck_assert_msg(strcmp(status, "True") == 0, "%s: Ready %s (%s) for a full relay",
+                                                        rounds[k].when, status, reason);
+          if (strcmp(type, "CapacityPressure") == 0) ck_assert_str_eq(status, "True");
+        }
+        ck_assert_uint_eq(tf_reconcile_uri_count(rec), uris / 3 * 2);
+      }
+      was_failing |= v->state == TF_ENGINE_RELAY_FAILING;
+    }
+    char *full_now = NULL;
+    for (size_t i = 0; i < tf_engine_relay_count(op); i++)
+      if (tf_engine_relay_at(op, i)->state == TF_ENGINE_RELAY_FULL) full_now = strdup(tf_engine_relay_at(op, i)->name);
+    parity_ack(up, op, pods, &npods, t, &rounds[k].pp, 0);
+    if (full_now) { /* its gate says so now (RelayFull): a new leader reads it from the pod */
+      tf_engine *fresh = parity_engine(3);
+      parity_observe(fresh, pods, npods, t);
+      TF_OK_OR_FAIL(tf_engine_step(fresh, t, PWALL + t));
+      for (size_t j = 0; j < tf_engine_relay_count(fresh); j++)
+        if (strcmp(tf_engine_relay_at(fresh, j)->name, full_now) == 0)
+          ck_assert_msg(tf_engine_relay_at(fresh, j)->state == TF_ENGINE_RELAY_FULL, "%s: a new leader takes %s as %s",
+                        rounds[k].when, full_now, tf_engine_relay_state_name(tf_engine_relay_at(fresh, j)->state));
+      tf_engine_free(fresh);
+      free(full_now);
+    }
+  }
+  ck_assert_int_eq(was_full, 1);
+  ck_assert_int_eq(was_failing, 1);
+  free(first);
+  free(second);
+  parity_observe(op, pods, npods, t);
+  TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+  TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+  parity_same(up, op, "every relay back", 1);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(up)), uris);
+  parity_ack(up, op, pods, &npods, t, NULL, 0);
+  t += 600;
   /* scale down to 2: one relay drains (its URI first, then its pod), then stops */
   char *pool_json = NULL;
   TF_OK_OR_FAIL(tf_pool_to_json(&pool_json, tf_engine_pool(up)));
@@ -605,7 +684,7 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
       drained += tf_engine_action_at(up, i)->kind == TF_ENGINE_DRAIN;
       stopped += tf_engine_action_at(up, i)->kind == TF_ENGINE_STOP;
     }
-    parity_ack(up, op, pods, &npods, t, 1, 0);
+    parity_ack(up, op, pods, &npods, t, NULL, 0);
   }
   ck_assert_int_eq(drained, 1);
   ck_assert_int_eq(stopped, 1);
