@@ -721,6 +721,35 @@ START_TEST(test_engine__a_new_driver_continues_a_roll_one_relay_at_a_time)
 }
 END_TEST
 
+/* Another pool's CLI port on a node is kept out of this pool's new relays there until the claims are cleared. */
+START_TEST(test_engine__cli_claims_of_other_pools_are_not_taken)
+{
+  tf_engine *e = mk_engine(3, "4.6.1");
+  for (int n = 1; n <= 3; n++) {
+    char node[8];
+    snprintf(node, sizeof(node), "n%d", n);
+    TF_OK_OR_FAIL(tf_engine_add_cli_claim(e, node, 5766));
+  }
+  ck_assert_int_eq(tf_engine_add_cli_claim(e, "", 5766), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "cli_claims[0].node: required");
+  step(e, T0);
+  const tf_reconcile *rec = tf_engine_reconcile(e);
+  ck_assert_uint_eq(tf_reconcile_relay_count(rec), 3);
+  for (size_t i = 0; i < 3; i++) {
+    ck_assert_uint_ne(tf_reconcile_relay_cli_port(rec, i), 5766);
+    ck_assert_uint_ne(tf_reconcile_relay_cli_port(rec, i), 0);
+  }
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  tf_engine *free_again = mk_engine(3, "4.6.1");
+  step(free_again, T0);
+  size_t at_base = 0;
+  for (size_t i = 0; i < 3; i++) at_base += tf_reconcile_relay_cli_port(tf_engine_reconcile(free_again), i) == 5766;
+  ck_assert_uint_eq(at_base, 1); /* without the claims the first relay takes the base port */
+  tf_engine_free(free_again);
+  tf_engine_free(e);
+}
+END_TEST
+
 /* A relay whose runtime does not serve it yet (its pod not Ready) counts as ready and is not published. */
 START_TEST(test_engine__a_held_back_relay_is_ready_but_not_published)
 {
@@ -1170,6 +1199,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__claims_of_other_pools_raise_address_conflict);
+  tcase_add_test(tc, test_engine__cli_claims_of_other_pools_are_not_taken);
   tcase_add_test(tc, test_engine__a_range_change_replaces_one_relay_at_a_time);
   tcase_add_test(tc, test_engine__rejects_bad_input);
   tcase_add_test(tc, test_engine__probe_options_and_results_for_a_driver);

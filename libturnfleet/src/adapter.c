@@ -385,8 +385,9 @@ static char *nodes_list(tf_adapter *c)
 }
 
 /* Other pools' relay pods as claims on the engine. */
-/* Other pools' relay pods as claims on the engine; a CLI port this pool's relays share with another relay on
- * their node (host networking: one 127.0.0.1) is reported once, as a Warning Event and in the log. */
+/* Other pools' relay pods as claims on the engine (their addresses and ports, and their CLI ports on each
+ * node); a CLI port this pool's relays still share with another relay on their node (host networking: one
+ * 127.0.0.1; two pools creating relays at once) is reported once, as a Warning Event and in the log. */
 static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
 {
   (void)tf_engine_clear_claims(s->engine);
@@ -410,6 +411,11 @@ static void claims(tf_adapter *c, pool_state *s, const char *key, const char *po
       cJSON_free(pt);
     }
   }
+  /* the CLI ports other pools' host-network relays listen on, per node: no new relay of this one takes them */
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rps[i].owner_uid, pool_uid) != 0 && rps[i].host_network && !rps[i].finished && rps[i].cli_port &&
+        *rps[i].node && tf_engine_add_cli_claim(s->engine, rps[i].node, rps[i].cli_port) < 0)
+      say(c, TF_LOG_WARN, "%s: CLI claim of %s: %s", key, rps[i].name, tf_error_last()->message);
   char why[1024];
   if (tf_adapter__cli_collisions(rps, n, pool_uid, why, sizeof(why)) == 0) {
     free(s->collision);

@@ -18,9 +18,11 @@
  *    shows it (or 30 s passed, when the cache is believed);
  *  - the status is not written when only the relays' order or the times of
  *    unchanged probe outcomes changed;
- *  - each pool's relays take CLI ports from its slot (FNV-1a of `ns/name`); a
- *    CLI port two relays on one node share (host networking) is reported as a
- *    `CLIPortCollision` Warning Event on the pool, once per collision;
+ *  - each pool's relays take CLI ports from its slot (FNV-1a of `ns/name`),
+ *    passing over the ports other pools' host-network relays hold on their node
+ *    (tf_engine_add_cli_claim()); a CLI port two relays on one node still share
+ *    is reported as a `CLIPortCollision` Warning Event on the pool, once per
+ *    collision;
  *  - the writes made while a pool is reconciled are charged to that pool's write
  *    budget (tf_adapter_write_gate()): a stale cache never drives a write loop.
  *
