@@ -788,8 +788,8 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   tf_adapter *a = NULL;
   ck_assert_int_eq(tf_adapter_new(&a, k, &ao), TF_EINVALID);
   ck_assert_str_eq(tf_error_last()->message, "options.budget_writes: must be positive");
-  /* a version 1 struct has no budget: the defaults, not what lies past its end */
-  ao.version = 1;
+  /* a version 2 struct has no budget: the defaults, not what lies past its end */
+  ao.version = 2;
   TF_OK_OR_FAIL(tf_adapter_new(&a, k, &ao));
 
   TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/demo", "{}"));
@@ -831,13 +831,17 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   tf_metrics_free(m);
   tf_adapter_free(a);
 
-  /* options_init of version 1 stops where a version 1 struct ends */
+  /* options_init of an older version stops where that version's struct ends */
   unsigned char raw[sizeof(tf_adapter_options)];
-  memset(raw, 0xA5, sizeof(raw));
-  TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, 1));
-  for (size_t i = offsetof(tf_adapter_options, budget_writes); i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);
-  ck_assert_uint_eq(((tf_adapter_options *)raw)->version, 1);
-  ck_assert_uint_eq(((tf_adapter_options *)raw)->agent_port, 9700);
+  static const size_t ends[] = {offsetof(tf_adapter_options, api_endpoints),
+                                offsetof(tf_adapter_options, budget_writes)};
+  for (unsigned v = 1; v <= 2; v++) {
+    memset(raw, 0xA5, sizeof(raw));
+    TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, v));
+    for (size_t i = ends[v - 1]; i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);
+    ck_assert_uint_eq(((tf_adapter_options *)raw)->version, v);
+    ck_assert_uint_eq(((tf_adapter_options *)raw)->agent_port, 9700);
+  }
 
   tf_recorder_free(rec);
   for (size_t i = 0; i < 5; i++) tf_informer_free(inf[i]);

@@ -1,5 +1,5 @@
 /* The operator's controller (operator.h): informers on TURNPools, relay
- * Pods, Nodes, Secrets and ConfigMaps feed a work queue keyed by pool; each
+ * Pods, Nodes, Secrets, ConfigMaps and the API servers' Endpoints feed a work queue keyed by pool; each
  * key taken is reconciled by the library's Kubernetes adapter (adapter.h). */
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 struct op_controller {
   op_config cfg;
   tf_kube *kube;
-  tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
+  tf_informer *pools, *pods, *nodes, *secrets, *configmaps, *endpoints;
   tf_workqueue *queue;
   tf_recorder *recorder;
   tf_adapter *adapter;  /* made after the informers, which start only once it is there */
@@ -33,14 +33,15 @@ FORWARD(on_node, TF_ADAPTER_NODES)
 FORWARD(on_secret, TF_ADAPTER_SECRETS)
 FORWARD(on_configmap, TF_ADAPTER_CONFIGMAPS)
 
-static int informer(op_controller *c, tf_informer **out, const char *prefix, const char *resource, int namespaced,
-                    const char *selector, tf_informer_cb cb)
+static int informer(op_controller *c, tf_informer **out, const char *prefix, const char *resource, const char *ns,
+                    const char *labels, const char *fields, tf_informer_cb cb)
 {
   tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
   char *path = NULL;
-  if (tf_kube_path(&path, prefix, resource, namespaced ? c->cfg.namespace_ : NULL, NULL, NULL) < 0) return -1;
+  if (tf_kube_path(&path, prefix, resource, ns, NULL, NULL) < 0) return -1;
   io.path = path;
-  io.label_selector = selector;
+  io.label_selector = labels;
+  io.field_selector = fields;
   io.resync_ms = c->cfg.resync_ms;
   io.on_change = cb;
   io.payload = c;
@@ -70,13 +71,17 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
   qo.base_delay_ms = 200;
   qo.max_delay_ms = 10000;
+  const char *ns = cfg->namespace_, *label = "turnfleet.hzmi.dev/pool";
   int ok = tf_workqueue_new(&c->queue, &qo) == 0 &&
-           informer(c, &c->pools, "/apis/turnfleet.hzmi.dev/v1alpha1", "turnpools", 1, NULL, on_pool) == 0 &&
-           informer(c, &c->pods, "/api/v1", "pods", 1, "turnfleet.hzmi.dev/pool", on_pod) == 0 &&
-           informer(c, &c->nodes, "/api/v1", "nodes", 0, NULL, on_node) == 0 &&
-           informer(c, &c->secrets, "/api/v1", "secrets", 1, NULL, on_secret) == 0 &&
+           informer(c, &c->pools, "/apis/turnfleet.hzmi.dev/v1alpha1", "turnpools", ns, NULL, NULL, on_pool) == 0 &&
+           informer(c, &c->pods, "/api/v1", "pods", ns, label, NULL, on_pod) == 0 &&
+           informer(c, &c->nodes, "/api/v1", "nodes", NULL, NULL, NULL, on_node) == 0 &&
+           informer(c, &c->secrets, "/api/v1", "secrets", ns, NULL, NULL, on_secret) == 0 &&
            /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
-           informer(c, &c->configmaps, "/api/v1", "configmaps", 1, "turnfleet.hzmi.dev/pool", on_configmap) == 0 &&
+           informer(c, &c->configmaps, "/api/v1", "configmaps", ns, label, NULL, on_configmap) == 0 &&
+           /* the API servers' addresses, which no relay may take: as a node change, every pool */
+           informer(c, &c->endpoints, "/api/v1", "endpoints", "default", NULL, "metadata.name=kubernetes",
+                    on_node) == 0 &&
            tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   tf_adapter_options ao = cfg->adapter;
   ao.pools = c->pools;
@@ -86,6 +91,7 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   ao.configmaps = c->configmaps;
   ao.queue = c->queue;
   ao.recorder = c->recorder;
+  ao.api_endpoints = c->endpoints;
   if (ok && tf_adapter_new(&c->adapter, kube, &ao) < 0) {
     if (ao.log) ao.log(TF_LOG_ERROR, tf_error_last()->message, ao.log_payload);
     ok = 0;
@@ -100,8 +106,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
 
 int op_controller_start(op_controller *c)
 {
-  tf_informer *all[] = {c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
-  for (size_t i = 0; i < 5; i++)
+  tf_informer *all[] = {c->endpoints, c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
+  for (size_t i = 0; i < 6; i++)
     if (tf_informer_start(all[i]) < 0) return -1;
   return 0;
 }
@@ -109,7 +115,8 @@ int op_controller_start(op_controller *c)
 int op_controller_synced(const op_controller *c)
 {
   return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->pods) && tf_informer_has_synced(c->nodes) &&
-         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps);
+         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps) &&
+         tf_informer_has_synced(c->endpoints);
 }
 
 void op_controller_enqueue_all(op_controller *c) { (void)tf_adapter_changed(c->adapter, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, NULL, NULL); }
@@ -121,10 +128,10 @@ void op_controller_free(op_controller *c)
   if (!c) return;
   if (c->queue) tf_workqueue_shutdown(c->queue);
   /* every informer stops before any is freed: one's callback reads another's cache */
-  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps};
-  for (size_t i = 0; i < 5; i++) tf_informer_stop(all[i]);
+  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps, c->endpoints};
+  for (size_t i = 0; i < 6; i++) tf_informer_stop(all[i]);
   tf_adapter_free(c->adapter);
-  for (size_t i = 0; i < 5; i++) tf_informer_free(all[i]);
+  for (size_t i = 0; i < 6; i++) tf_informer_free(all[i]);
   tf_recorder_free(c->recorder);
   tf_workqueue_free(c->queue);
   free(c->metrics_text);

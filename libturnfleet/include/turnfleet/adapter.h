@@ -67,20 +67,24 @@ typedef struct tf_adapter_options {
   size_t workers;           /**< probe and scrape threads (default 4) */
   tf_log_cb log;            /**< or NULL (silent) */
   void *log_payload;
-  long budget_writes;       /**< (version 2) writes per pool ... (default 100; tf_budget) */
-  long budget_interval_ms;  /**< (version 2) ... in any window of this length (default 10000) */
+  /** version 2: the `kubernetes` Endpoints of namespace `default` (an informer on
+   * /api/v1/namespaces/default/endpoints, field selector metadata.name=kubernetes), or NULL: no relay
+   * takes an API server's address and port (tf_nodes_reserve_endpoints()), besides the API server URL's */
+  tf_informer *api_endpoints;
+  long budget_writes;       /**< (version 3) writes per pool ... (default 100; tf_budget) */
+  long budget_interval_ms;  /**< (version 3) ... in any window of this length (default 10000) */
 } tf_adapter_options;
 
-#define TF_ADAPTER_OPTIONS_VERSION 2
+#define TF_ADAPTER_OPTIONS_VERSION 3
 #define TF_ADAPTER_OPTIONS_INIT                                                                             \
   {TF_ADAPTER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 9700, 5000, 2000, 15800, 10, \
-   10, 0, 4, NULL, NULL, 100, 10000}
+   10, 0, 4, NULL, NULL, NULL, 100, 10000}
 
 /** The cache an informer change comes from (tf_adapter_changed()). */
 typedef enum tf_adapter_cache {
   TF_ADAPTER_POOLS = 0,     /**< tf_adapter_options.pools */
   TF_ADAPTER_PODS = 1,      /**< tf_adapter_options.pods */
-  TF_ADAPTER_NODES = 2,     /**< tf_adapter_options.nodes */
+  TF_ADAPTER_NODES = 2,     /**< tf_adapter_options.nodes (and the API servers' Endpoints: every pool) */
   TF_ADAPTER_SECRETS = 3,   /**< tf_adapter_options.secrets */
   TF_ADAPTER_CONFIGMAPS = 4 /**< tf_adapter_options.configmaps */
 } tf_adapter_cache;
