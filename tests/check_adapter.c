@@ -1,8 +1,10 @@
 /* adapter: the Kubernetes adapter's object helpers (adapter_objects.c): the
  * steady status, the refused status, the finalizer, what to write and the one
  * retry after a 409 (against the API stand-in), the expectations, the CLI
- * port slots and their collisions. */
+ * port slots and their collisions; which pools a cache change queues, the
+ * write gate and the writes' counters. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,7 +337,7 @@ END_TEST
 typedef struct fake_pod {
   char *json; /* as built by tf_manifest_relay_pod, with the API server's and the kubelet's fields */
   char uid[16];
-  int gate, deleting, gone;
+  int gate, full, deleting, gone; /* full: the gate is True with reason RelayFull, as the adapter patches it */
 } fake_pod;
 
 static tf_engine *parity_engine(int replicas)
@@ -395,7 +397,7 @@ static void pod_status(fake_pod *fp, int64_t now)
     cJSON *g = cJSON_CreateObject();
     cJSON_AddStringToObject(g, "type", TF_MANIFEST_READINESS_GATE);
     cJSON_AddStringToObject(g, "status", fp->gate ? "True" : "False");
-    cJSON_AddStringToObject(g, "reason", fp->gate ? "AllocateSucceeded" : "AllocateFailed");
+    cJSON_AddStringToObject(g, "reason", fp->full ? "RelayFull" : fp->gate ? "AllocateSucceeded" : "AllocateFailed");
     cJSON_AddStringToObject(g, "message", "");
     cJSON_AddStringToObject(g, "lastTransitionTime", "2024-05-01T12:00:00Z");
     cJSON_AddItemToArray(conds, g);
@@ -425,11 +427,25 @@ static fake_pod *pod_named(fake_pod *pods, size_t n, const char *name)
   return NULL;
 }
 
-/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed @p probe_ok,
- * counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion; its
- * STOP done once the pod is gone; its gates follow its engine's relay states. */
-static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now, int probe_ok,
-                       int64_t count)
+/* How the relays answer the probes of one round: each passes, but @p full (its ports all in use: 508 on the
+ * Allocate) and @p failing (no answer); NULL: none. */
+typedef struct parity_probes {
+  const char *full, *failing;
+} parity_probes;
+
+static void parity_probe_done(tf_engine *e, const tf_engine_action *a, const parity_probes *pp, int64_t now)
+{
+  int full = pp && pp->full && strcmp(a->relay, pp->full) == 0;
+  int failing = pp && pp->failing && strcmp(a->relay, pp->failing) == 0;
+  TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, !full && !failing, full ? 508 : 0, full,
+                                     full ? "Allocation Quota Reached" : failing ? "timed out" : NULL, now));
+}
+
+/* The acknowledgements both runtimes give the same actions: started, drained, stopped, probed as @p pp
+ * says, counted @p count. The operator's START is a pod built from its own reconcile; its DRAIN a deletion;
+ * its STOP done once the pod is gone; its gates follow its engine's relay states. */
+static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npods, int64_t now,
+                       const parity_probes *pp, int64_t count)
 {
   ck_assert_uint_eq(tf_engine_action_count(up), tf_engine_action_count(op));
   for (size_t k = 0; k < tf_engine_action_count(up); k++) {
@@ -475,8 +491,8 @@ static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npo
       break;
     }
     case TF_ENGINE_PROBE:
-      TF_OK_OR_FAIL(tf_engine_probe_done(up, a->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
-      TF_OK_OR_FAIL(tf_engine_probe_done(op, b->id, probe_ok, 0, 0, probe_ok ? NULL : "refused", now));
+      parity_probe_done(up, a, pp, now);
+      parity_probe_done(op, b, pp, now);
       break;
     case TF_ENGINE_COUNT:
       TF_OK_OR_FAIL(tf_engine_count_done(up, a->id, count, now));
@@ -484,14 +500,16 @@ static void parity_ack(tf_engine *up, tf_engine *op, fake_pod *pods, size_t *npo
       break;
     }
   }
-  /* the adapter's gates: True for a ready (or full) relay, False after a failed probe */
+  /* the adapter's gates: True for a ready relay, True with RelayFull for a full one, False after a failed probe */
   for (size_t i = 0; i < tf_engine_relay_count(op); i++) {
     const tf_engine_relay *v = tf_engine_relay_at(op, i);
     fake_pod *fp = pod_named(pods, *npods, v->name);
     if (!fp || fp->deleting || !v->probe_ms) continue;
-    int gate = v->state == TF_ENGINE_RELAY_READY || v->state == TF_ENGINE_RELAY_FULL;
-    if (gate != fp->gate) {
+    int full = v->state == TF_ENGINE_RELAY_FULL;
+    int gate = v->state == TF_ENGINE_RELAY_READY || full;
+    if (gate != fp->gate || full != fp->full) {
       fp->gate = gate;
+      fp->full = full;
       pod_status(fp, now);
     }
   }
@@ -546,8 +564,9 @@ static void parity_same(const tf_engine *up, const tf_engine *op, const char *wh
 
 /* One fact sequence through both runtimes: `turnfleet up` acknowledges its processes and probes directly;
  * the operator reads the same facts back from the relay pods it built (tf_manifest_relay_pod, the kubelet's
- * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, scale down with a drain,
- * stop: the same actions, relay states, published URIs and conditions at every step. */
+ * status, tf_adapter__pod_parse, tf_adapter__pod_facts). Start, probe, publish, a full relay and a failing
+ * one and their return, scale down with a drain, stop: the same actions (whose Events each runtime reports),
+ * relay states, published URIs and conditions at every step. */
 START_TEST(test_adapter__both_runtimes_decide_the_same)
 {
   tf_engine *up = parity_engine(3), *op = parity_engine(3);
@@ -576,11 +595,73 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
                       tf_engine_action_name(tf_engine_action_at(fresh, i)->kind));
       tf_engine_free(fresh);
     }
-    parity_ack(up, op, pods, &npods, t, 1, 0);
+    parity_ack(up, op, pods, &npods, t, NULL, 0);
   }
   const size_t uris = tf_reconcile_uri_count(tf_engine_reconcile(up)); /* each relay's listeners */
   ck_assert_uint_eq(uris % 3, 0);
   ck_assert_uint_gt(uris, 0);
+  /* one relay full (508), then a port frees; then another stops answering, then answers again: the same
+   * states (Full is healthy: out of the URIs, CapacityPressure, Ready not lowered; Failing is not), the same
+   * conditions, and a new leader that finds the full relay's pod takes it as Full before its own probe */
+  char *first = strdup(tf_engine_relay_at(up, 0)->name), *second = strdup(tf_engine_relay_at(up, 1)->name);
+  const struct {
+    const char *when;
+    parity_probes pp;
+  } rounds[] = {
+    {"full", {first, NULL}},     {"still full", {first, NULL}}, {"a port freed", {NULL, NULL}},
+    {"back", {NULL, NULL}},      {"failing", {NULL, second}},   {"still failing", {NULL, second}},
+    {"answers again", {NULL, NULL}}, {"published again", {NULL, NULL}},
+  };
+  int was_full = 0, was_failing = 0;
+  for (size_t k = 0; k < sizeof(rounds) / sizeof(rounds[0]); k++, t += 600) {
+    parity_observe(op, pods, npods, t);
+    TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+    TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+    /* the operator publishes a relay coming back one round later (its pod Ready after its gate) */
+    parity_same(up, op, rounds[k].when, 0);
+    const tf_reconcile *rec = tf_engine_reconcile(up);
+    for (size_t i = 0; i < tf_engine_relay_count(up); i++) {
+      const tf_engine_relay *v = tf_engine_relay_at(up, i);
+      if (v->state == TF_ENGINE_RELAY_FULL) {
+        was_full = 1;
+        const char *type, *status, *reason;
+        for (size_t j = 0; j < tf_reconcile_condition_count(rec); j++) {
+          TF_OK_OR_FAIL(tf_reconcile_condition(rec, j, &type, &status, &reason, NULL, NULL));
+          if (strcmp(type, "Ready") == 0) ck_assert_msg(strcmp(status, "True") == 0, "%s: Ready %s (%s) for a full relay",
+                                                        rounds[k].when, status, reason);
+          if (strcmp(type, "CapacityPressure") == 0) ck_assert_str_eq(status, "True");
+        }
+        ck_assert_uint_eq(tf_reconcile_uri_count(rec), uris / 3 * 2);
+      }
+      was_failing |= v->state == TF_ENGINE_RELAY_FAILING;
+    }
+    char *full_now = NULL;
+    for (size_t i = 0; i < tf_engine_relay_count(op); i++)
+      if (tf_engine_relay_at(op, i)->state == TF_ENGINE_RELAY_FULL) full_now = strdup(tf_engine_relay_at(op, i)->name);
+    parity_ack(up, op, pods, &npods, t, &rounds[k].pp, 0);
+    if (full_now) { /* its gate says so now (RelayFull): a new leader reads it from the pod */
+      tf_engine *fresh = parity_engine(3);
+      parity_observe(fresh, pods, npods, t);
+      TF_OK_OR_FAIL(tf_engine_step(fresh, t, PWALL + t));
+      for (size_t j = 0; j < tf_engine_relay_count(fresh); j++)
+        if (strcmp(tf_engine_relay_at(fresh, j)->name, full_now) == 0)
+          ck_assert_msg(tf_engine_relay_at(fresh, j)->state == TF_ENGINE_RELAY_FULL, "%s: a new leader takes %s as %s",
+                        rounds[k].when, full_now, tf_engine_relay_state_name(tf_engine_relay_at(fresh, j)->state));
+      tf_engine_free(fresh);
+      free(full_now);
+    }
+  }
+  ck_assert_int_eq(was_full, 1);
+  ck_assert_int_eq(was_failing, 1);
+  free(first);
+  free(second);
+  parity_observe(op, pods, npods, t);
+  TF_OK_OR_FAIL(tf_engine_step(up, t, PWALL + t));
+  TF_OK_OR_FAIL(tf_engine_step(op, t, PWALL + t));
+  parity_same(up, op, "every relay back", 1);
+  ck_assert_uint_eq(tf_reconcile_uri_count(tf_engine_reconcile(up)), uris);
+  parity_ack(up, op, pods, &npods, t, NULL, 0);
+  t += 600;
   /* scale down to 2: one relay drains (its URI first, then its pod), then stops */
   char *pool_json = NULL;
   TF_OK_OR_FAIL(tf_pool_to_json(&pool_json, tf_engine_pool(up)));
@@ -603,7 +684,7 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
       drained += tf_engine_action_at(up, i)->kind == TF_ENGINE_DRAIN;
       stopped += tf_engine_action_at(up, i)->kind == TF_ENGINE_STOP;
     }
-    parity_ack(up, op, pods, &npods, t, 1, 0);
+    parity_ack(up, op, pods, &npods, t, NULL, 0);
   }
   ck_assert_int_eq(drained, 1);
   ck_assert_int_eq(stopped, 1);
@@ -613,6 +694,159 @@ START_TEST(test_adapter__both_runtimes_decide_the_same)
   free(smaller);
   tf_engine_free(up);
   tf_engine_free(op);
+}
+END_TEST
+
+/* A view learnt from a write stands in for the cache while the cache still shows the resourceVersion it
+ * showed then (or still lacks the object); anything else in the cache, and the cache is believed again. */
+START_TEST(test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt)
+{
+  tf_adapter__views *v = tf_adapter__views_new();
+  ck_assert_ptr_nonnull(v);
+  const char *r1 = "{\"metadata\":{\"resourceVersion\":\"1\"},\"data\":{\"k\":\"old\"}}";
+  const char *r2 = "{\"metadata\":{\"resourceVersion\":\"2\"},\"data\":{\"k\":\"new\"}}";
+  const char *r3 = "{\"metadata\":{\"resourceVersion\":\"3\"},\"data\":{\"k\":\"newer\"}}";
+  const char *r4 = "{\"metadata\":{\"resourceVersion\":\"4\"},\"data\":{\"k\":\"theirs\"}}";
+  /* nothing learnt: the cache */
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  /* written from r1, answered r2: while the cache shows r1, r2 is the view */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r2);
+  /* written again from that view (a copy of it), answered r3: still against the cache's r1 */
+  char *copy = strdup(tf_adapter__views_pick(v, "media/demo|cm", r1));
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", copy, r3), 0);
+  free(copy);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r3);
+  /* the cache caught up (r3), or moved past (someone else's r4): the cache, and the view is gone */
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r4), r4);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  /* created while the cache lacked it: the view until the cache holds any copy */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|new", NULL, r2), 0);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|new", NULL), r2);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|new", r2), r2);
+  ck_assert_ptr_null(tf_adapter__views_pick(v, "media/demo|new", NULL));
+  /* a view found wrong (a conflict) is forgotten; a pool gone forgets its views, not another pool's */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, NULL), 0);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|a", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|b", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo2|a", r1, r3), 0);
+  tf_adapter__views_forget(v, "media/demo|");
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|a", r1), r1);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|b", r1), r1);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo2|a", r1), r3);
+  tf_adapter__views_free(v);
+  ck_assert_ptr_eq(tf_adapter__views_pick(NULL, "x", r1), r1);
+}
+END_TEST
+
+/* ---- the wiring's library half: which pools a change concerns, the write gate, the writes' counters ---- */
+
+static char *next_key(tf_workqueue *q)
+{
+  char *key = NULL;
+  if (tf_workqueue_get(q, &key, 0) != 0) return NULL;
+  tf_workqueue_done(q, key);
+  tf_workqueue_forget(q, key);
+  return key;
+}
+
+/* A relay pod or a ConfigMap queues the pool of its label in its namespace, a pool itself; what carries no
+ * pool label queues nothing; the budget charges only writes made while a pool is reconciled, never Events;
+ * a version 1 options struct is filled and read only to its own end. (No server: the caches stay empty.) */
+START_TEST(test_adapter__changes_queue_the_pools_they_concern)
+{
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.source = TF_KUBE_SOURCE_EXPLICIT;
+  ko.server = "https://127.0.15.1:35999"; /* never asked: nothing here starts an informer */
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, &ko));
+  tf_informer *inf[5] = {NULL};
+  static const char *paths[] = {"/apis/turnfleet.hzmi.dev/v1alpha1/turnpools", "/api/v1/pods", "/api/v1/nodes",
+                                "/api/v1/secrets", "/api/v1/configmaps"};
+  for (size_t i = 0; i < 5; i++) {
+    tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
+    io.path = paths[i];
+    TF_OK_OR_FAIL(tf_informer_new(&inf[i], k, &io));
+  }
+  tf_workqueue *q = NULL;
+  tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, &qo));
+  tf_recorder *rec = NULL;
+  TF_OK_OR_FAIL(tf_recorder_new(&rec, k, "turnfleet-operator"));
+  tf_adapter_options ao = TF_ADAPTER_OPTIONS_INIT;
+  ao.pools = inf[0];
+  ao.pods = inf[1];
+  ao.nodes = inf[2];
+  ao.secrets = inf[3];
+  ao.configmaps = inf[4];
+  ao.queue = q;
+  ao.recorder = rec;
+  ao.agent_image = "registry.test/turnfleet:0.3.0";
+  ao.budget_writes = 0;
+  tf_adapter *a = NULL;
+  ck_assert_int_eq(tf_adapter_new(&a, k, &ao), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "options.budget_writes: must be positive");
+  /* a version 2 struct has no budget: the defaults, not what lies past its end */
+  ao.version = 2;
+  TF_OK_OR_FAIL(tf_adapter_new(&a, k, &ao));
+
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/demo", "{}"));
+  char *key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  const char *pod = "{\"metadata\":{\"namespace\":\"media\",\"name\":\"demo-relay-bcdfg\","
+                    "\"labels\":{\"turnfleet.hzmi.dev/pool\":\"demo\"}}}";
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/demo-relay-bcdfg", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_CONFIGMAPS, TF_INFORMER_ADDED, "media/demo-vantage", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_CONFIGMAPS, TF_INFORMER_UPDATED, "media/other",
+                                   "{\"metadata\":{\"namespace\":\"media\",\"name\":\"other\"}}"));
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/x", "not json"));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+  ck_assert_int_eq(tf_adapter_changed(a, (tf_adapter_cache)9, TF_INFORMER_UPDATED, "media/demo", "{}"), TF_EINVALID);
+  TF_OK_OR_FAIL(tf_adapter_changed(NULL, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/demo", "{}"));
+
+  /* outside a reconcile nothing is charged: as many writes as asked */
+  for (int i = 0; i < 200; i++) {
+    ck_assert_int_gt(tf_adapter_write_gate("PATCH", "/api/v1/namespaces/media/pods/p/status", a), 0);
+    ck_assert_int_gt(tf_adapter_write_gate("POST", "/api/v1/namespaces/media/events", a), 0);
+  }
+  tf_metrics *m = NULL;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_adapter_write_metrics(a, m));
+  char *text = NULL;
+  TF_OK_OR_FAIL(tf_metrics_to_text(&text, m));
+  ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_events_pending 0\n"));
+  ck_assert_ptr_nonnull(strstr(text, "# TYPE turnfleet_operator_events_dropped_total counter\n"
+                                     "turnfleet_operator_events_dropped_total 0\n"));
+  ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_writes_over_budget_total 0\n"));
+  tf_free(text);
+  tf_metrics_free(m);
+  tf_adapter_free(a);
+
+  /* options_init of an older version stops where that version's struct ends */
+  unsigned char raw[sizeof(tf_adapter_options)];
+  static const size_t ends[] = {offsetof(tf_adapter_options, api_endpoints),
+                                offsetof(tf_adapter_options, budget_writes)};
+  for (unsigned v = 1; v <= 2; v++) {
+    memset(raw, 0xA5, sizeof(raw));
+    TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, v));
+    for (size_t i = ends[v - 1]; i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);
+    ck_assert_uint_eq(((tf_adapter_options *)raw)->version, v);
+    ck_assert_uint_eq(((tf_adapter_options *)raw)->agent_port, 9700);
+  }
+
+  tf_recorder_free(rec);
+  for (size_t i = 0; i < 5; i++) tf_informer_free(inf[i]);
+  tf_workqueue_free(q);
+  tf_kube_free(k);
 }
 END_TEST
 
@@ -658,28 +892,36 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
 {
   tf_kube *k = tf_test_kube(&ad_kt, NULL);
   (void)tf_kube_delete(k, AD_PATH, NULL, NULL, NULL);
-  char *v1 = ad_cm("one"), *v2 = ad_cm("two"), *what = NULL, *seen = NULL;
+  char *v1 = ad_cm("one"), *v2 = ad_cm("two"), *what = NULL, *seen = NULL, *learnt = NULL;
   int written = -1;
-  /* absent: created */
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, NULL, &written, &what));
+  /* absent: created, and the server's answer learnt (the object with its resourceVersion) */
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, NULL, &written, &what, &learnt));
   ck_assert_int_eq(written, 1);
   ck_assert_str_eq(what, "create " AD_COLL "/applied");
   free(what);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"resourceVersion\""));
+  ck_assert_ptr_nonnull(strstr(learnt, "\"one\""));
+  free(learnt);
   TF_OK_OR_FAIL(tf_kube_get(k, AD_PATH, &seen, NULL));
   /* as it is: nothing sent */
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, seen, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v1, seen, &written, &what, &learnt));
   ck_assert_int_eq(written, 0);
   ck_assert_ptr_null(what);
+  ck_assert_ptr_null(learnt); /* nothing asked, nothing learnt */
   ck_assert_int_eq(tf_test_count(&ad_kt, NULL, "/configmaps", NULL), 0);
   /* changed by someone else since `seen` was read: the PUT with seen's resourceVersion gets a 409, then
    * one GET and one PUT against the fresh resourceVersion */
   TF_OK_OR_FAIL(tf_kube_patch(k, AD_PATH, TF_KUBE_PATCH_MERGE, "{\"data\":{\"k\":\"three\"}}", NULL, NULL));
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, seen, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, seen, &written, &what, &learnt));
   ck_assert_int_eq(written, 1);
   ck_assert_str_eq(what, "update " AD_COLL "/applied (data.k differs)");
   free(what);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"two\""));
+  free(learnt);
   ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 2);
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   char *now = NULL;
@@ -690,8 +932,9 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
   tf_test_reset(&ad_kt);
   tf_test_fault(&ad_kt, "{\"method\":\"PUT\",\"path\":\"/configmaps/applied$\",\"status\":409,\"count\":100}");
   char *v4 = ad_cm("four");
-  ck_assert_int_eq(tf_adapter__apply(k, AD_COLL, "applied", v4, seen, &written, &what), TF_ECONFLICT);
+  ck_assert_int_eq(tf_adapter__apply(k, AD_COLL, "applied", v4, seen, &written, &what, &learnt), TF_ECONFLICT);
   free(v4);
+  ck_assert_ptr_null(learnt); /* the fresh read was outdated by the next conflict */
   ck_assert_int_eq(written, 0);
   ck_assert_ptr_nonnull(what);
   ck_assert_ptr_nonnull(strstr(what, "update " AD_COLL "/applied (data.k differs): "));
@@ -700,8 +943,11 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   /* a create of an object that exists (a cache behind): one GET, and a PUT only if it differs */
   tf_test_reset(&ad_kt);
-  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, NULL, &written, &what));
+  TF_OK_OR_FAIL(tf_adapter__apply(k, AD_COLL, "applied", v2, NULL, &written, &what, &learnt));
   ck_assert_int_eq(written, 0);
+  ck_assert_ptr_nonnull(learnt); /* the fresh read: as desired */
+  ck_assert_ptr_nonnull(strstr(learnt, "\"two\""));
+  free(learnt);
   ck_assert_int_eq(tf_test_count(&ad_kt, "POST", "/configmaps", NULL), 1);
   ck_assert_int_eq(tf_test_count(&ad_kt, "GET", "/configmaps/applied", NULL), 1);
   ck_assert_int_eq(tf_test_count(&ad_kt, "PUT", "/configmaps/applied", NULL), 0);
@@ -732,6 +978,8 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__cli_port_collisions);
   tcase_add_test(tc, test_adapter__an_object_with_other_owners_is_not_the_pools);
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
+  tcase_add_test(tc, test_adapter__changes_queue_the_pools_they_concern);
+  tcase_add_test(tc, test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);

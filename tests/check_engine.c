@@ -651,6 +651,105 @@ START_TEST(test_engine__a_new_driver_continues_a_drain_from_the_facts)
 }
 END_TEST
 
+/* A new leader mid-roll (a new secret, the old one still valid): the relay whose pod is being replaced is
+ * found with its pod being deleted. While that pod is there, no relay is started or restarted (its STOP is
+ * done, as the operator does it, only once the pod is gone); then it is made anew on the new config, and only
+ * when it is ready does the next relay go, one at a time. */
+START_TEST(test_engine__a_new_driver_continues_a_roll_one_relay_at_a_time)
+{
+  tf_engine *first = ready_fleet(3, "4.6.1");
+  tf_engine *e = mk_engine(3, "4.6.1");
+  const char *rotated[] = {"n3w", "s3cr3t"};
+  tf_coturn_options co = mk_coturn(rotated, 2);
+  TF_OK_OR_FAIL(tf_engine_set_coturn_options(e, &co));
+  char rolling[64];
+  snprintf(rolling, sizeof(rolling), "%s", tf_engine_relay_at(first, 0)->name);
+  int64_t t = T0 + 10000;
+  for (size_t i = 0; i < 3; i++) observe_as_found(e, first, i, i == 0, i == 0 ? t - 500 : 0, 1, 0, t);
+  uint64_t stop_id = 0;
+  for (int round = 0; round < 10; round++, t += 500) {
+    step(e, t);
+    for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+      const tf_engine_action *a = tf_engine_action_at(e, i);
+      ck_assert_msg(a->kind != TF_ENGINE_START && a->kind != TF_ENGINE_RESTART && a->kind != TF_ENGINE_DRAIN,
+                    "round %d: %s %s while %s's old pod is there", round, tf_engine_action_name(a->kind), a->relay,
+                    rolling);
+      if (a->kind == TF_ENGINE_STOP) {
+        ck_assert_str_eq(a->relay, rolling);
+        stop_id = a->id;
+      } else if (a->kind == TF_ENGINE_PROBE) {
+        TF_OK_OR_FAIL(tf_engine_probe_done(e, a->id, 1, 0, 0, "ok", t));
+      } else if (a->kind == TF_ENGINE_COUNT) {
+        TF_OK_OR_FAIL(tf_engine_count_done(e, a->id, 0, t));
+      }
+    }
+  }
+  ck_assert_uint_ne(stop_id, 0); /* drained (no allocation left): stopped once its pod goes */
+  /* its old pod is gone: made anew, on the new config; the next relay only once it is ready */
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = rolling;
+  f.running = 0;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, t));
+  TF_OK_OR_FAIL(tf_engine_done(e, stop_id, 1, NULL, t));
+  int started = 0, restarted = 0;
+  char second[64] = "";
+  for (int round = 0; round < 40 && !restarted; round++, t += 500) {
+    step(e, t);
+    for (size_t i = 0; i < tf_engine_action_count(e); i++) {
+      const tf_engine_action *a = tf_engine_action_at(e, i);
+      if (a->kind != TF_ENGINE_START && a->kind != TF_ENGINE_RESTART) continue;
+      if (strcmp(a->relay, rolling) == 0) {
+        ck_assert_int_eq(started, 0);
+        ck_assert_ptr_nonnull(strstr(a->config, "static-auth-secret=\"n3w\""));
+        started = 1;
+      } else {
+        ck_assert_int_eq(started, 1);
+        ck_assert_int_eq(view_named(e, rolling)->state, TF_ENGINE_RELAY_READY);
+        ck_assert_int_eq(a->kind, TF_ENGINE_RESTART);
+        snprintf(second, sizeof(second), "%s", a->relay);
+        restarted++;
+      }
+    }
+    ck_assert_uint_le(count_kind(e, TF_ENGINE_RESTART, NULL), 1);
+    ack_all(e, t, 1, 0);
+  }
+  ck_assert_int_eq(started, 1);
+  ck_assert_int_eq(restarted, 1);
+  ck_assert_str_ne(second, rolling);
+  tf_engine_free(first);
+  tf_engine_free(e);
+}
+END_TEST
+
+/* Another pool's CLI port on a node is kept out of this pool's new relays there until the claims are cleared. */
+START_TEST(test_engine__cli_claims_of_other_pools_are_not_taken)
+{
+  tf_engine *e = mk_engine(3, "4.6.1");
+  for (int n = 1; n <= 3; n++) {
+    char node[8];
+    snprintf(node, sizeof(node), "n%d", n);
+    TF_OK_OR_FAIL(tf_engine_add_cli_claim(e, node, 5766));
+  }
+  ck_assert_int_eq(tf_engine_add_cli_claim(e, "", 5766), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "cli_claims[0].node: required");
+  step(e, T0);
+  const tf_reconcile *rec = tf_engine_reconcile(e);
+  ck_assert_uint_eq(tf_reconcile_relay_count(rec), 3);
+  for (size_t i = 0; i < 3; i++) {
+    ck_assert_uint_ne(tf_reconcile_relay_cli_port(rec, i), 5766);
+    ck_assert_uint_ne(tf_reconcile_relay_cli_port(rec, i), 0);
+  }
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  tf_engine *free_again = mk_engine(3, "4.6.1");
+  step(free_again, T0);
+  size_t at_base = 0;
+  for (size_t i = 0; i < 3; i++) at_base += tf_reconcile_relay_cli_port(tf_engine_reconcile(free_again), i) == 5766;
+  ck_assert_uint_eq(at_base, 1); /* without the claims the first relay takes the base port */
+  tf_engine_free(free_again);
+  tf_engine_free(e);
+}
+END_TEST
+
 /* A relay whose runtime does not serve it yet (its pod not Ready) counts as ready and is not published. */
 START_TEST(test_engine__a_held_back_relay_is_ready_but_not_published)
 {
@@ -1100,6 +1199,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_pool_edit_that_cannot_render_is_refused_whole);
   tcase_add_test(tc, test_engine__an_operator_restart_adopts_running_pods);
   tcase_add_test(tc, test_engine__claims_of_other_pools_raise_address_conflict);
+  tcase_add_test(tc, test_engine__cli_claims_of_other_pools_are_not_taken);
   tcase_add_test(tc, test_engine__a_range_change_replaces_one_relay_at_a_time);
   tcase_add_test(tc, test_engine__rejects_bad_input);
   tcase_add_test(tc, test_engine__probe_options_and_results_for_a_driver);
@@ -1107,6 +1207,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__local_nodes_serve_every_mode_and_family);
   tcase_add_test(tc, test_engine__start_checks_name_what_cannot_work);
   tcase_add_test(tc, test_engine__a_new_driver_continues_a_drain_from_the_facts);
+  tcase_add_test(tc, test_engine__a_new_driver_continues_a_roll_one_relay_at_a_time);
   tcase_add_test(tc, test_engine__a_full_relay_is_healthy_and_out_of_the_uris);
   tcase_add_test(tc, test_engine__a_held_back_relay_is_ready_but_not_published);
   suite_add_tcase(s, tc);

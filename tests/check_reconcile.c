@@ -859,6 +859,62 @@ START_TEST(test_reconcile__cli_ports_logs_and_metrics_ports)
 }
 END_TEST
 
+/* Another pool's CLI ports on a node (host networking: one 127.0.0.1 per node) are not given to this pool's
+ * new relays there; on other nodes they are; a relay keeps the port it runs with. */
+START_TEST(test_reconcile__cli_ports_avoid_other_pools_on_the_node)
+{
+  tf_pool *pool = mk_pool(3, 0, "4.17.1");
+  tf_nodes *nodes = mk_nodes(3);
+  const char *secrets[] = SECRETS;
+  tf_coturn_options copt = TF_COTURN_OPTIONS_INIT;
+  copt.secrets = secrets;
+  copt.secrets_count = 1;
+  copt.cli_port = 5766;
+  copt.cli_password = "cli-pw";
+  copt.state_dir = "/var/lib/turnfleet";
+  tf_reconcile_options opts = TF_RECONCILE_OPTIONS_INIT;
+  opts.coturn = &copt;
+  tf_observed *o = NULL;
+  TF_OK_OR_FAIL(tf_observed_new(&o));
+  char id[64], r2[TF_RELAY_NAME_MAX];
+  identity_of(id, sizeof(id), 2, 0);
+  name_of(r2, 2, 0);
+  tf_relay_observation r = TF_RELAY_OBSERVATION_INIT;
+  r.name = r2;
+  r.identity = id;
+  r.running = 1;
+  r.cli_port = 5766;
+  TF_OK_OR_FAIL(tf_observed_add_relay(o, &r));
+  TF_OK_OR_FAIL(tf_observed_add_cli_claim(o, "n1", 5766));
+  TF_OK_OR_FAIL(tf_observed_add_cli_claim(o, "n1", 5767));
+  TF_OK_OR_FAIL(tf_observed_add_cli_claim(o, "n2", 5766)); /* its own relay there keeps it all the same */
+  TF_OK_OR_FAIL(tf_observed_add_cli_claim(o, "n3", 5768));
+  ck_assert_int_eq(tf_observed_add_cli_claim(o, NULL, 5770), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "cli_claims[4].node: required");
+  ck_assert_int_eq(tf_observed_add_cli_claim(o, "n1", 0), TF_EINVALID);
+  ck_assert_str_eq(tf_error_last()->message, "cli_claims[4].port: must be 1-65535");
+  tf_reconcile *rec = NULL;
+  TF_OK_OR_FAIL(tf_reconcile_new(&rec, pool, nodes, o, T0, &opts));
+  const tf_plan *plan = tf_reconcile_plan(rec);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 3);
+  /* in plan order (n1, n2, n3): 5768 (5766 and 5767 are another pool's there), kept 5766, 5767 (5766 is
+   * this pool's on n2, 5768 on n1; 5768 is another pool's on n3) */
+  static const char *node[] = {"n1", "n2", "n3"};
+  static const uint16_t want[] = {5768, 5766, 5767};
+  for (size_t k = 0; k < 3; k++) {
+    const tf_relay *p = tf_plan_relay(plan, k);
+    ck_assert_str_eq(tf_relay_node(p), node[k]);
+    size_t i = 0;
+    while (strcmp(tf_reconcile_relay_name(rec, i), tf_relay_name(p)) != 0) i++;
+    ck_assert_uint_eq(tf_reconcile_relay_cli_port(rec, i), want[k]);
+  }
+  tf_reconcile_free(rec);
+  tf_observed_free(o);
+  tf_nodes_free(nodes);
+  tf_pool_free(pool);
+}
+END_TEST
+
 START_TEST(test_reconcile__rejects_bad_input)
 {
   tf_pool *pool = mk_pool(1, 0, NULL);
@@ -1057,6 +1113,7 @@ Suite *tf_test_reconcile_suite(void)
   tcase_add_test(tc, test_reconcile__status_uris_and_ice_servers);
   tcase_add_test(tc, test_reconcile__metric_samples);
   tcase_add_test(tc, test_reconcile__cli_ports_logs_and_metrics_ports);
+  tcase_add_test(tc, test_reconcile__cli_ports_avoid_other_pools_on_the_node);
   tcase_add_test(tc, test_reconcile__rejects_bad_input);
   tcase_add_test(tc, test_reconcile__a_version_1_options_struct_is_read_only_to_its_end);
   suite_add_tcase(s, tc);

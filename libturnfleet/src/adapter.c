@@ -71,6 +71,10 @@ struct tf_adapter {
   uint64_t next_epoch;
   tf_addr api_addr; /* the API server's, when its URL names an address (api_port not 0) */
   uint16_t api_port;
+  tf_budget *budget;    /* writes per pool (tf_adapter_write_gate()) */
+  tf_adapter__views *views; /* what its writes taught it, ahead of the caches ("ns/pool|what") */
+  const char *charging; /* the pool being reconciled: its writes are charged to its budget */
+  long over_budget_ms;  /* set by the gate: the pool's budget was spent, free again in this long */
 };
 
 /* ---- small helpers ---- */
@@ -182,6 +186,28 @@ static void state_drop(tf_adapter *c, const char *key)
   pool_state *s = state_find(c, key, &at);
   if (s) c->states[at] = c->states[--c->state_count];
   state_free(s);
+  char *prefix = join3(key, "|", "");
+  if (prefix) tf_adapter__views_forget(c->views, prefix);
+  free(prefix);
+}
+
+/* The views key of pool @p pool's object @p what (an API path, or "pool"): malloc'd, NULL on no memory. */
+static char *view_key(const char *pool, const char *what) { return join3(pool, "|", what); }
+
+/* Keep what the server answered for @p what of pool @p pool (`ns/name`; tf_adapter__views_keep()). */
+static void view_keep(tf_adapter *c, const char *pool, const char *what, const char *seen, const char *answer)
+{
+  char *key = view_key(pool, what);
+  if (key && tf_adapter__views_keep(c->views, key, seen, answer) < 0) say(c, TF_LOG_DEBUG, "%s: not kept", key);
+  free(key);
+}
+
+/* The same for the pool object itself (its status, its finalizers). */
+static void pool_view_keep(tf_adapter *c, const char *ns, const char *name, const char *seen, const char *answer)
+{
+  char *pool = join3(ns, "/", name);
+  if (pool) view_keep(c, pool, "pool", seen, answer);
+  free(pool);
 }
 
 /* ---- writes ---- */
@@ -199,8 +225,8 @@ static void event(tf_adapter *c, const char *pool_json, const char *type, const 
 
 /* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
  * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
-static int write_object(tf_adapter *c, const char *pool_json, const char *coll, const char *name,
-                        const char *desired, const char *observed)
+static int write_object(tf_adapter *c, const pool_state *s, const char *pool_json, const char *coll,
+                        const char *name, const char *desired, const char *observed)
 {
   if (observed && tf_adapter__same_owners(desired, observed) != 1) {
     /* someone else's object of the name the pool needs: never taken over (nor could it be: no delete) */
@@ -212,10 +238,21 @@ static int write_object(tf_adapter *c, const char *pool_json, const char *coll, 
     free(ns);
     return -1;
   }
-  char *what = NULL;
-  tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, observed, NULL, &what);
+  char *what = NULL, *learnt = NULL, *objpath = join3(coll, "/", name), *key = objpath ? view_key(s->key, objpath) : NULL;
+  if (!key) {
+    free(objpath);
+    return -1;
+  }
+  /* a cache that has not caught up with our last write is not written from again */
+  const char *seen = tf_adapter__views_pick(c->views, key, observed);
+  tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, seen, NULL, &what, &learnt);
   if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
+  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, learnt);
+  if (learnt) OPENSSL_cleanse(learnt, strlen(learnt));
+  free(learnt);
   free(what);
+  free(key);
+  free(objpath);
   return rc ? -1 : 0;
 }
 
@@ -275,11 +312,27 @@ static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *na
   v->pods = calloc(cap + 1, sizeof(tf_adapter__pod));
   v->json = calloc(cap + 1, sizeof(char *));
   if (!v->pods || !v->json) rc = -1;
+  char *pool = join3(ns, "/", name);
+  if (!pool) rc = -1;
   const cJSON *p;
   cJSON_ArrayForEach(p, arr)
   {
     if (rc < 0) break;
     char *text = cJSON_PrintUnformatted(p);
+    /* a pod whose cached copy is older than what our last write of it was answered */
+    const char *pname = cJSON_GetStringValue(
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "name"));
+    char *path = NULL, *key = NULL;
+    if (text && pname && tf_kube_path(&path, "/api/v1", "pods", ns, pname, NULL) == 0 && (key = view_key(pool, path))) {
+      const char *better = tf_adapter__views_pick(c->views, key, text);
+      char *copy = better != text ? strdup(better) : NULL;
+      if (copy) {
+        cJSON_free(text);
+        text = copy;
+      }
+    }
+    free(key);
+    tf_free(path);
     tf_adapter__pod pod;
     if (text && tf_adapter__pod_parse(&pod, text) == 0) {
       if (strcmp(pod.owner_uid, pool_uid) == 0) {
@@ -292,6 +345,7 @@ static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *na
     }
     cJSON_free(text);
   }
+  free(pool);
   cJSON_Delete(arr);
   tf_free(list);
   return rc;
@@ -344,8 +398,9 @@ static char *nodes_list(tf_adapter *c)
   return text;
 }
 
-/* Other pools' relay pods as claims on the engine; a CLI port this pool's relays share with another relay on
- * their node (host networking: one 127.0.0.1) is reported once, as a Warning Event and in the log. */
+/* Other pools' relay pods as claims on the engine (their addresses and ports, and their CLI ports on each
+ * node); a CLI port this pool's relays still share with another relay on their node (host networking: one
+ * 127.0.0.1; two pools creating relays at once) is reported once, as a Warning Event and in the log. */
 static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
 {
   (void)tf_engine_clear_claims(s->engine);
@@ -369,6 +424,11 @@ static void claims(tf_adapter *c, pool_state *s, const char *key, const char *po
       cJSON_free(pt);
     }
   }
+  /* the CLI ports other pools' host-network relays listen on, per node: no new relay of this one takes them */
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rps[i].owner_uid, pool_uid) != 0 && rps[i].host_network && !rps[i].finished && rps[i].cli_port &&
+        *rps[i].node && tf_engine_add_cli_claim(s->engine, rps[i].node, rps[i].cli_port) < 0)
+      say(c, TF_LOG_WARN, "%s: CLI claim of %s: %s", key, rps[i].name, tf_error_last()->message);
   char why[1024];
   if (tf_adapter__cli_collisions(rps, n, pool_uid, why, sizeof(why)) == 0) {
     free(s->collision);
@@ -436,15 +496,18 @@ static int patch_status(tf_adapter *c, const char *pool_json, const char *ns, co
 {
   int matches = 0;
   if (tf_manifest_matches(&matches, NULL, body, strlen(body), pool_json, strlen(pool_json)) == 0 && matches) return 0;
-  char *path = NULL;
+  char *path = NULL, *answer = NULL;
   tf_kube_status *st = NULL;
   int rc = 1;
   if (tf_kube_path(&path, GROUP_API, "turnpools", ns, name, "status") < 0 ||
-      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, NULL, &st) < 0) {
+      tf_kube_patch(c->kube, path, TF_KUBE_PATCH_MERGE, body, &answer, &st) < 0) {
     say(c, TF_LOG_WARN, "%s/%s: status: %s", ns, name, st ? tf_kube_status_message(st) : "no memory");
     rc = -1;
+  } else {
+    pool_view_keep(c, ns, name, pool_json, answer); /* the pool as it is now, till the cache shows it */
   }
   tf_kube_status_free(st);
+  tf_free(answer);
   tf_free(path);
   return rc;
 }
@@ -992,7 +1055,7 @@ static int write_config(tf_adapter *c, pool_state *s, const char *pool_json, con
       tf_manifest_relay_config_secret(&body, pool, rec, config_secret, config_secret ? strlen(config_secret) : 0,
                                       &mo) == 0) {
     char *sname = join3(name, "-relay-config", "");
-    if (!sname || write_object(c, pool_json, coll, sname, body, config_secret) < 0) rc = -1;
+    if (!sname || write_object(c, s, pool_json, coll, sname, body, config_secret) < 0) rc = -1;
     free(sname);
     OPENSSL_cleanse(body, strlen(body));
   } else {
@@ -1018,7 +1081,7 @@ static int write_uris(tf_adapter *c, pool_state *s, const char *pool_json, const
     /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
     tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
-      rc = write_object(c, pool_json, coll, cname, body, g == 0 ? observed : NULL);
+      rc = write_object(c, s, pool_json, coll, cname, body, g == 0 ? observed : NULL);
     free(cname);
     free(key);
   }
@@ -1051,17 +1114,22 @@ static int write_gates(tf_adapter *c, pool_state *s, const pods_view *pv, const 
                                           (v->probe_message ? v->probe_message : ""),
                                 now, &err);
     if (!patch) continue;
-    char *path = NULL;
+    char *path = NULL, *answer = NULL, *pod_path = NULL;
     tf_kube_status *st = NULL;
     if (tf_kube_path(&path, "/api/v1", "pods", ns, p->name, "status") < 0 ||
-        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, NULL, &st) < 0) {
+        tf_kube_patch(c->kube, path, TF_KUBE_PATCH_JSON, patch, &answer, &st) < 0) {
       say(c, TF_LOG_WARN, "pod %s/%s: readiness: %s", ns, p->name, st ? tf_kube_status_message(st) : "no memory");
       rc = -1;
     } else {
+      /* the pod as the server has it now: a pod cache that lags does not have the gate patched again */
+      if (tf_kube_path(&pod_path, "/api/v1", "pods", ns, p->name, NULL) == 0)
+        view_keep(c, s->key, pod_path, pv->json[i], answer);
       say(c, TF_LOG_INFO, "pod %s/%s: %s=%s%s", ns, p->name, TF_MANIFEST_READINESS_GATE, ready ? "True" : "False",
           full ? " (full)" : "");
     }
     tf_kube_status_free(st);
+    tf_free(answer);
+    tf_free(pod_path);
     tf_free(path);
     free(patch);
   }
@@ -1129,17 +1197,20 @@ static int put_finalizer(tf_adapter *c, const char *pool_json, const char *ns, c
 {
   int err = 0;
   char *body = tf_adapter__with_finalizer(pool_json, FINALIZER, want, &err), *path = NULL, *fresh = NULL;
+  char *answer = NULL;
   if (!body) return err ? -1 : 0;
   tf_kube_status *st = NULL;
   tf_err rc = tf_kube_path(&path, GROUP_API, "turnpools", ns, name, NULL);
-  if (rc == 0) rc = tf_kube_update(c->kube, path, body, NULL, &st);
+  if (rc == 0) rc = tf_kube_update(c->kube, path, body, &answer, &st);
   if (rc == TF_ECONFLICT && tf_kube_get(c->kube, path, &fresh, NULL) == 0) {
     free(body);
     tf_kube_status_free(st);
     st = NULL;
     body = tf_adapter__with_finalizer(fresh, FINALIZER, want, &err);
-    rc = body ? tf_kube_update(c->kube, path, body, NULL, &st) : err ? TF_ENOMEM : TF_OK;
+    rc = body ? tf_kube_update(c->kube, path, body, &answer, &st) : err ? TF_ENOMEM : TF_OK;
   }
+  if (rc == 0 && answer) pool_view_keep(c, ns, name, pool_json, answer);
+  tf_free(answer);
   int gone = !want && rc == TF_ENOTFOUND; /* removed already (the cache had not seen it): nothing written */
   if (gone) rc = 0;
   if (!gone) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s/%s: finalizer %s %s%s%s", ns, name, FINALIZER,
@@ -1169,12 +1240,8 @@ static int drain_unrendered(tf_adapter *c, const char *pool_json, const char *ns
   return rc;
 }
 
-tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
+static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
 {
-  TF_ASSERT_ARG(c);
-  TF_ASSERT_ARG(key);
-  TF_ASSERT_ARG(requeue_ms);
-  *requeue_ms = 0;
   char *pool_json = NULL;
   tf_err g = tf_informer_get(c->pools, key, &pool_json);
   say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
@@ -1189,6 +1256,15 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     return 0;
   }
   if (g < 0) return g;
+  /* the pool as our last write of it was answered, while the cache has not caught up with it */
+  char *vkey = view_key(key, "pool");
+  const char *better = vkey ? tf_adapter__views_pick(c->views, vkey, pool_json) : pool_json;
+  char *copy = better != pool_json ? strdup(better) : NULL;
+  free(vkey);
+  if (copy) {
+    tf_free(pool_json);
+    pool_json = copy;
+  }
   char *ns = tf_adapter__meta_string(pool_json, "namespace"), *name = tf_adapter__meta_string(pool_json, "name");
   char *uid = tf_adapter__meta_string(pool_json, "uid");
   int rc = -1;
@@ -1330,6 +1406,72 @@ out:
   return rc < 0 ? tf_error__set(TF_EUNAVAILABLE, "%s: not reconciled (retry)", key) : TF_OK;
 }
 
+tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(key);
+  TF_ASSERT_ARG(requeue_ms);
+  *requeue_ms = 0;
+  /* its budget is spent (said when it was): nothing to do but wait for it, quietly */
+  long spent = tf_budget_wait(c->budget, key, tf_kube__now_ms());
+  if (spent > 0) {
+    *requeue_ms = spent;
+    return TF_OK;
+  }
+  c->charging = key;
+  c->over_budget_ms = 0;
+  tf_err rc = reconcile(c, key, requeue_ms);
+  c->charging = NULL;
+  if (c->over_budget_ms > 0) {
+    /* a stale view must not drive a write loop: the pool waits for its budget */
+    say(c, TF_LOG_WARN, "%s: write budget spent; writes resume in %ld ms", key, c->over_budget_ms);
+    *requeue_ms = c->over_budget_ms;
+    return TF_OK;
+  }
+  return rc;
+}
+
+long tf_adapter_write_gate(const char *method, const char *path, void *adapter)
+{
+  (void)method;
+  tf_adapter *c = adapter;
+  if (!c || !c->charging || !path || strstr(path, "/events")) return 1L << 30;
+  long wait = 0;
+  if (tf_budget_take(c->budget, c->charging, tf_kube__now_ms(), &wait) == 0) return 1L << 30;
+  c->over_budget_ms = wait > 0 ? wait : 1;
+  return 0;
+}
+
+tf_err tf_adapter_changed(tf_adapter *c, tf_adapter_cache cache, tf_informer_op op, const char *key,
+                          const char *object)
+{
+  return c ? tf_adapter__enqueue(c->pools, c->queue, cache, op, key, object) : TF_OK;
+}
+
+tf_err tf_adapter_write_metrics(const tf_adapter *c, tf_metrics *m)
+{
+  TF_ASSERT_ARG(c);
+  TF_ASSERT_ARG(m);
+  const struct {
+    const char *name, *help;
+    tf_metric_type type;
+    double value;
+  } series[] = {
+    {TF_METRIC_OPERATOR_EVENTS_PENDING, "Events waiting to be sent again.", TF_METRIC_GAUGE,
+     (double)tf_recorder_pending(c->recorder)},
+    {TF_METRIC_OPERATOR_EVENTS_DROPPED, "Events given up (queue full, or refused for good).", TF_METRIC_COUNTER,
+     (double)tf_recorder_dropped(c->recorder)},
+    {TF_METRIC_OPERATOR_WRITES_OVER_BUDGET, "Writes refused by the per-pool write budget.", TF_METRIC_COUNTER,
+     (double)tf_budget_refused(c->budget)},
+  };
+  for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
+    tf_err rc = tf_metrics_declare(m, series[i].name, series[i].type, series[i].help);
+    if (rc == 0) rc = tf_metrics_add(m, series[i].name, NULL, NULL, 0, series[i].value);
+    if (rc < 0) return rc;
+  }
+  return TF_OK;
+}
+
 tf_err tf_adapter_metrics(tf_adapter *c, tf_metrics *m)
 {
   TF_ASSERT_ARG(c);
@@ -1345,15 +1487,24 @@ tf_err tf_adapter_metrics(tf_adapter *c, tf_metrics *m)
   return TF_OK;
 }
 
+/* How much of a tf_adapter_options struct of @p version there is. */
+static size_t options_size(unsigned int version)
+{
+  return version == 1   ? offsetof(tf_adapter_options, api_endpoints)
+         : version == 2 ? offsetof(tf_adapter_options, budget_writes)
+                        : sizeof(tf_adapter_options);
+}
+
 tf_err tf_adapter_options_init(tf_adapter_options *opts, unsigned int version)
 {
   TF_ASSERT_ARG(opts);
   if (version == 0 || version > TF_ADAPTER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_adapter_options version (1-%d)", version,
                          TF_ADAPTER_OPTIONS_VERSION);
+  /* an older caller's struct is shorter */
   tf_adapter_options init = TF_ADAPTER_OPTIONS_INIT;
-  *opts = init;
-  opts->version = version;
+  init.version = version;
+  memcpy(opts, &init, options_size(version));
   return TF_OK;
 }
 
@@ -1366,6 +1517,11 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   if (opts->version == 0 || opts->version > TF_ADAPTER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "options.version: %u is not a tf_adapter_options version (1-%d)",
                          opts->version, TF_ADAPTER_OPTIONS_VERSION);
+  /* only the fields of the caller's version: the rest keep their defaults */
+  tf_adapter_options o = TF_ADAPTER_OPTIONS_INIT;
+  memcpy(&o, opts, options_size(opts->version));
+  o.version = TF_ADAPTER_OPTIONS_VERSION;
+  opts = &o;
   const char *missing = !opts->pools ? "pools" : !opts->pods ? "pods" : !opts->nodes ? "nodes"
                         : !opts->secrets ? "secrets" : !opts->configmaps ? "configmaps" : !opts->queue ? "queue"
                         : !opts->recorder ? "recorder" : !opts->agent_image || !*opts->agent_image ? "agent_image"
@@ -1378,11 +1534,20 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   if ((unsigned long)opts->cli_port_base + (unsigned long)opts->cli_slots * opts->cli_stride > 65536)
     return tf_error__set(TF_EINVALID, "options.cli_port_base: %u + %u slots x %u ports is past 65535",
                          opts->cli_port_base, opts->cli_slots, opts->cli_stride);
+  if (opts->budget_writes <= 0 || opts->budget_interval_ms <= 0)
+    return tf_error__set(TF_EINVALID, "options.%s: must be positive",
+                         opts->budget_writes <= 0 ? "budget_writes" : "budget_interval_ms");
   tf_adapter *c = calloc(1, sizeof(*c));
   if (!c) return tf_error__set(TF_ENOMEM, "adapter");
-  /* only the fields of the caller's version: the rest keep their defaults */
-  tf_adapter_options_init(&c->o, TF_ADAPTER_OPTIONS_VERSION);
-  memcpy(&c->o, opts, opts->version == 1 ? offsetof(tf_adapter_options, api_endpoints) : sizeof(*opts));
+  c->o = o;
+  tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
+  bo.writes = o.budget_writes;
+  bo.interval_ms = o.budget_interval_ms;
+  if (tf_budget_new(&c->budget, &bo) < 0 || !(c->views = tf_adapter__views_new())) {
+    tf_budget_free(c->budget);
+    free(c);
+    return tf_error__set(TF_ENOMEM, "adapter: write budget");
+  }
   c->kube = kube;
   c->pools = opts->pools;
   c->pods = opts->pods;
@@ -1393,6 +1558,8 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   c->recorder = opts->recorder;
   find_api_server(c);
   if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
+    tf_budget_free(c->budget);
+    tf_adapter__views_free(c->views);
     free(c);
     return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
   }
@@ -1406,5 +1573,7 @@ void tf_adapter_free(tf_adapter *c)
   tf_adapter__work_free(c->work);
   for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
   free(c->states);
+  tf_budget_free(c->budget);
+  tf_adapter__views_free(c->views);
   free(c);
 }

@@ -100,10 +100,31 @@ int tf_adapter__diff(char **update, char **path, const char *desired, const char
  * the resourceVersion it read. A 409 (a concurrent write, or a create of an object that exists) gets one
  * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop.
  * *written (may be NULL) is 1 when a write succeeded. @p what (may be NULL) says what was done, e.g.
- * `update configmaps/x (data.uris differs)`, malloc'd. 0, or the tf_kube error of the last request (its
- * Status message in @p what). */
+ * `update configmaps/x (data.uris differs)`, malloc'd. @p learnt (may be NULL) gets the object as the
+ * server has it when a request told (the write's answer, or the fresh read that needed no write; malloc'd),
+ * else NULL. 0, or the tf_kube error of the last request (its Status message in @p what). */
 tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, const char *desired,
-                         const char *observed, int *written, char **what);
+                         const char *observed, int *written, char **what, char **learnt);
+
+/* Views ahead of the caches: what this adapter last learnt of an object it writes (the server's answer to
+ * its write, or the fresh read after a 409), kept with the resourceVersion its cache showed then. While the
+ * cache still shows that resourceVersion (or still lacks the object, when it lacked it), the kept object is
+ * the better view: a write from the stale cache would only repeat what was done (a status patch again, a
+ * gate again, a PUT answered 409), so a watch that lags never drives a write loop. Once the cache shows
+ * anything else, the kept object is dropped and the cache believed. Keys are the caller's ("ns/pool|what").
+ * Kept objects may be secret material: wiped when dropped. Not thread-safe (the adapter's loop). */
+typedef struct tf_adapter__views tf_adapter__views;
+tf_adapter__views *tf_adapter__views_new(void);
+void tf_adapter__views_free(tf_adapter__views *v);
+/* The better view of @p key: the kept object, or @p cached (NULL: absent from the cache). Borrowed, valid
+ * until the next call on @p v. */
+const char *tf_adapter__views_pick(tf_adapter__views *v, const char *key, const char *cached);
+/* Keep @p fresh (the server's object) for @p key; @p seen is what tf_adapter__views_pick() answered for it
+ * (the cache's copy when nothing was kept). @p fresh NULL forgets @p key (the view turned out wrong). 0, -1
+ * on no memory (then nothing is kept). */
+int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh);
+/* Forget every key that starts with @p prefix (a pool gone). */
+void tf_adapter__views_forget(tf_adapter__views *v, const char *prefix);
 
 /* 1 when @p observed carries the ownerReferences @p desired sets (both none counts), 0 when they differ, -1 on
  * malformed input. An update that changed them would take the object over (kube-apiserver's
@@ -121,6 +142,11 @@ int64_t tf_adapter__generation(const char *object);
 char *tf_adapter__meta_string(const char *object, const char *field);
 int64_t tf_adapter__deletion_ms(const char *object);
 int tf_adapter__status_says(const char *object, const char *field);
+
+/* tf_adapter_changed() on the adapter's pools cache and work queue (adapter_queue.c): @p key NULL queues
+ * every pool. Any thread. */
+tf_err tf_adapter__enqueue(tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache, tf_informer_op op,
+                           const char *key, const char *object);
 
 /* The first CLI port of a pool's relays: @p base + @p stride x slot, the slot FNV-1a("NS/NAME") mod
  * @p slots. Relays on host networking share their node's 127.0.0.1: pools in different slots never share a

@@ -8,9 +8,11 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/crypto.h>
 
 #include "adapter_internal.h"
 #include "internal.h"
+#include "smap.h"
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
@@ -404,10 +406,12 @@ static char *what_text(const char *verb, const char *coll, const char *name, con
 }
 
 tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, const char *desired,
-                         const char *observed, int *written, char **what)
+                         const char *observed, int *written, char **what, char **learnt)
 {
   if (written) *written = 0;
   if (what) *what = NULL;
+  if (learnt) *learnt = NULL;
+  char *answer = NULL;
   char *objpath = tf_asprintf__("%s/%s", coll, name), *fresh = NULL;
   if (!objpath) return TF_ENOMEM;
   tf_err rc = TF_OK;
@@ -427,13 +431,16 @@ tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, cons
     if (kind == TF_ADAPTER__NONE) {
       rc = TF_OK;
       verb = NULL;
+      if (round && fresh && learnt) *learnt = strdup(fresh); /* as the server has it, and as desired */
       break;
     }
     tf_kube_status_free(st);
     st = NULL;
     verb = kind == TF_ADAPTER__CREATE ? "create" : "update";
-    rc = kind == TF_ADAPTER__CREATE ? tf_kube_create(kube, coll, desired, NULL, &st)
-                                    : tf_kube_update(kube, objpath, update, NULL, &st);
+    tf_free(answer);
+    answer = NULL;
+    rc = kind == TF_ADAPTER__CREATE ? tf_kube_create(kube, coll, desired, &answer, &st)
+                                    : tf_kube_update(kube, objpath, update, &answer, &st);
     free(update);
     if (rc != TF_ECONFLICT || round) break;
     /* someone wrote it since it was read (or made it): read it once more, and write once more if it still
@@ -447,6 +454,9 @@ tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, cons
     }
   }
   if (rc == TF_OK && verb && written) *written = 1;
+  if (rc == TF_OK && verb && answer && learnt) *learnt = strdup(answer);
+  if (answer) OPENSSL_cleanse(answer, strlen(answer)); /* a Secret's answer is its data */
+  tf_free(answer);
   if (what && (verb || rc))
     *what = what_text(verb ? verb : "write", coll, name, path, rc ? (st ? tf_kube_status_message(st) : tf_error_last()->message) : NULL);
   tf_kube_status_free(st);
@@ -585,4 +595,99 @@ int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, co
 {
   const tf_adapter__expectation *x = key ? expect_find(e, key, 1) : NULL;
   return x && now_ms < x->due_ms && uid && strcmp(uid, x->uid) == 0;
+}
+
+/* ---- views ahead of the caches ---- */
+
+typedef struct view {
+  char *stale_rv; /* the resourceVersion the cache showed when this was learnt; "" when it lacked the object */
+  char *json;     /* the object as the server had it then */
+} view;
+
+struct tf_adapter__views {
+  tf_smap *map; /* key -> view */
+};
+
+static void view_free(void *p)
+{
+  view *v = p;
+  if (!v) return;
+  if (v->json) OPENSSL_cleanse(v->json, strlen(v->json));
+  free(v->json);
+  free(v->stale_rv);
+  free(v);
+}
+
+tf_adapter__views *tf_adapter__views_new(void)
+{
+  tf_adapter__views *v = calloc(1, sizeof(*v));
+  if (v && !(v->map = tf_smap__new(view_free))) {
+    free(v);
+    v = NULL;
+  }
+  return v;
+}
+
+void tf_adapter__views_free(tf_adapter__views *v)
+{
+  if (!v) return;
+  tf_smap__free(v->map);
+  free(v);
+}
+
+const char *tf_adapter__views_pick(tf_adapter__views *v, const char *key, const char *cached)
+{
+  view *kept = v ? tf_smap__get(v->map, key) : NULL;
+  if (!kept) return cached;
+  char *rv = cached ? tf_adapter__meta_string(cached, "resourceVersion") : strdup("");
+  int stale = rv && strcmp(rv, kept->stale_rv) == 0;
+  free(rv);
+  if (stale) return kept->json;
+  tf_smap__del(v->map, key); /* the cache moved on: it is believed again */
+  return cached;
+}
+
+int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh)
+{
+  if (!v) return 0;
+  if (!fresh) {
+    tf_smap__del(v->map, key);
+    return 0;
+  }
+  /* what pick answered was the kept object (its copy, or its resourceVersion): the cache still shows the
+   * resourceVersion kept with it */
+  view *kept = tf_smap__get(v->map, key);
+  char *seen_rv = seen ? tf_adapter__meta_string(seen, "resourceVersion") : strdup("");
+  char *kept_rv = kept ? tf_adapter__meta_string(kept->json, "resourceVersion") : NULL;
+  view *nv = seen_rv ? calloc(1, sizeof(*nv)) : NULL;
+  if (nv) {
+    nv->stale_rv = kept && kept_rv && strcmp(seen_rv, kept_rv) == 0 ? strdup(kept->stale_rv) : strdup(seen_rv);
+    nv->json = strdup(fresh);
+  }
+  free(seen_rv);
+  free(kept_rv);
+  if (!nv || !nv->stale_rv || !nv->json || tf_smap__put(v->map, key, nv) < 0) {
+    view_free(nv); /* (a put fails only for a key it does not hold) */
+    tf_smap__del(v->map, key);
+    return -1;
+  }
+  return 0;
+}
+
+void tf_adapter__views_forget(tf_adapter__views *v, const char *prefix)
+{
+  if (!v) return;
+  size_t n = strlen(prefix);
+  for (int again = 1; again;) {
+    again = 0;
+    size_t pos = 0;
+    const char *key;
+    void *val;
+    while (tf_smap__next(v->map, &pos, &key, &val))
+      if (strncmp(key, prefix, n) == 0) {
+        tf_smap__del(v->map, key);
+        again = 1; /* the map changed: iterate anew */
+        break;
+      }
+  }
 }

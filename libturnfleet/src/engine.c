@@ -59,7 +59,7 @@ typedef struct tf_eng__view {
 } tf_eng__view;
 
 typedef struct tf_eng__claim {
-  char *pool, *identity;
+  char *pool, *identity; /* identity NULL: a CLI claim, pool the node's name and ports[0] the port */
   uint16_t *ports;
   size_t port_count;
 } tf_eng__claim;
@@ -409,8 +409,9 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
   for (size_t i = 0; rc == TF_OK && i < e->claim_count; i++)
-    rc = tf_observed_add_claim(obs, e->claims[i].pool, e->claims[i].identity, e->claims[i].ports,
-                               e->claims[i].port_count);
+    rc = e->claims[i].identity ? tf_observed_add_claim(obs, e->claims[i].pool, e->claims[i].identity,
+                                                       e->claims[i].ports, e->claims[i].port_count)
+                               : tf_observed_add_cli_claim(obs, e->claims[i].pool, e->claims[i].ports[0]);
   if (rc < 0) {
     tf_observed_free(obs);
     return rc;
@@ -684,6 +685,33 @@ tf_err tf_engine_add_claim(tf_engine *e, const char *pool, const char *identity,
   }
   if (listener_ports_count) memcpy(c->ports, listener_ports, listener_ports_count * sizeof(uint16_t));
   c->port_count = listener_ports_count;
+  e->claim_count++;
+  e->dirty = 1;
+  return TF_OK;
+}
+
+tf_err tf_engine_add_cli_claim(tf_engine *e, const char *node, uint16_t port)
+{
+  TF_ASSERT_ARG(e);
+  tf_observed *trial = NULL;
+  tf_err rc = tf_observed_new(&trial);
+  if (rc == TF_OK) rc = tf_observed_add_cli_claim(trial, node, port);
+  tf_observed_free(trial);
+  if (rc < 0) return rc;
+  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
+  if (!grown) return tf_error__nomem();
+  e->claims = grown;
+  tf_eng__claim *c = &e->claims[e->claim_count];
+  memset(c, 0, sizeof(*c));
+  c->pool = tf_strdup__(node);
+  c->ports = malloc(sizeof(uint16_t));
+  if (!c->pool || !c->ports) {
+    free(c->pool);
+    free(c->ports);
+    return tf_error__nomem();
+  }
+  c->ports[0] = port;
+  c->port_count = 1;
   e->claim_count++;
   e->dirty = 1;
   return TF_OK;

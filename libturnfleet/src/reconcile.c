@@ -64,12 +64,19 @@ typedef struct tf_rec__prev {
   char *time;
 } tf_rec__prev;
 
+typedef struct tf_rec__cli_claim {
+  char *node;
+  uint16_t port;
+} tf_rec__cli_claim;
+
 struct tf_observed {
   tf_rec__obs *relays;
   size_t count, cap;
   size_t adds; /* calls of tf_observed_add_relay (for field paths) */
   tf_existing *claims;
   size_t claim_adds;
+  tf_rec__cli_claim *cli_claims; /* other pools' CLI ports, per node (tf_observed_add_cli_claim()) */
+  size_t cli_claim_count;
   tf_rec__prev *prev;
   size_t prev_count;
 };
@@ -128,6 +135,8 @@ void tf_observed_free(tf_observed *o)
   for (size_t i = 0; i < o->count; i++) tf_rec__obs_clear(&o->relays[i]);
   free(o->relays);
   tf_existing_free(o->claims);
+  for (size_t i = 0; i < o->cli_claim_count; i++) free(o->cli_claims[i].node);
+  free(o->cli_claims);
   tf_rec__prev_free(o->prev, o->prev_count);
   free(o);
 }
@@ -279,6 +288,21 @@ tf_err tf_observed_add_claim(tf_observed *obs, const char *pool, const char *ide
     return tf_error__set(rc, "claims[%zu].%s", n, why);
   }
   obs->claim_adds++;
+  return TF_OK;
+}
+
+tf_err tf_observed_add_cli_claim(tf_observed *obs, const char *node, uint16_t port)
+{
+  TF_ASSERT_ARG(obs);
+  size_t n = obs->cli_claim_count;
+  if (!node || !*node) return tf_error__set(TF_EINVALID, "cli_claims[%zu].node: required", n);
+  if (!port) return tf_error__set(TF_EINVALID, "cli_claims[%zu].port: must be 1-65535", n);
+  tf_rec__cli_claim *grown = realloc(obs->cli_claims, (n + 1) * sizeof(*grown));
+  if (!grown) return tf_error__nomem();
+  obs->cli_claims = grown;
+  if (!(grown[n].node = tf_strdup__(node))) return tf_error__nomem();
+  grown[n].port = port;
+  obs->cli_claim_count++;
   return TF_OK;
 }
 
@@ -659,10 +683,13 @@ static tf_err tf_rec__relay_uris(tf_rec__relay *r, const tf_pool *pool)
   return TF_OK;
 }
 
-/* Is @p port free for a relay's CLI? Not another relay's, not in the pool's relay range or listener ports. */
-static int tf_rec__cli_port_free(uint32_t port, const tf_pool *pool, const tf_observed *obs, const tf_rec__relay *rs,
-                                 size_t rn)
+/* Is @p port free for a relay's CLI on @p node? Not another relay's of the pool, nor another pool's on that node
+ * (host networking: one 127.0.0.1 per node), not in the pool's relay range or listener ports. */
+static int tf_rec__cli_port_free(uint32_t port, const char *node, const tf_pool *pool, const tf_observed *obs,
+                                 const tf_rec__relay *rs, size_t rn)
 {
+  for (size_t i = 0; obs && node && tf_pool_mode(pool) != TF_MODE_POD_IP && i < obs->cli_claim_count; i++)
+    if (obs->cli_claims[i].port == port && strcmp(obs->cli_claims[i].node, node) == 0) return 0;
   tf_port_range range = tf_pool_relay_port_range(pool);
   if (port >= range.start && port <= range.end) return 0;
   uint32_t rpn = tf_pool_relays_per_node(pool);
@@ -704,7 +731,8 @@ static tf_err tf_rec__render(tf_reconcile *rec, const tf_pool *pool, const tf_ob
         if (rec->relays[i].planned == p) r = &rec->relays[i];
       if (!r || r->cli_port) continue;
       uint32_t port = base->cli_port;
-      while (port <= 65535 && !tf_rec__cli_port_free(port, pool, obs, rec->relays, rec->relay_count)) port++;
+      while (port <= 65535 && !tf_rec__cli_port_free(port, tf_relay_node(p), pool, obs, rec->relays, rec->relay_count))
+        port++;
       if (port > 65535)
         return tf_error__set(TF_EINVALID, "opts.coturn.cli_port: no free CLI port from %u up", base->cli_port);
       r->cli_port = (uint16_t)port;

@@ -466,6 +466,9 @@ class LifecycleTLS(Lifecycle):
                     "--from-file", "tls.crt=" + crt, "--from-file", "tls.key=" + other)
         e2e.wait_for("tls.key named", lambda: "tls.key: not the key of tls.crt" in
                      e2e.cond(e2e.pool_obj(), "Ready").get("message", ""), 30)
+        e2e.wait_for("an Event naming the Secret and its key", lambda: [
+            ev for ev in e2e.kget("-n", NS, "events")["items"] if ev.get("reason") == "TLSSecretInvalid" and
+            "Secret %s/edge-tls: tls.key:" % NS in ev["message"]], 30)
         e2e.kubectl("delete", "secret", "-n", NS, "edge-tls")
         e2e.kubectl("create", "secret", "tls", "-n", NS, "edge-tls", "--cert", crt, "--key", key)
 
@@ -495,8 +498,14 @@ class LifecycleTLS(Lifecycle):
             self.assertEqual(r.returncode, 0, (uri, r.stdout, r.stderr))
         mount = [m for m in pods[0]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "tls"]
         self.assertEqual(mount and mount[0]["readOnly"], True, pods[0]["spec"]["containers"][0])
-        # a new certificate rolls every relay (a new config hash), one at a time, turns: still proven
+        # a new certificate rolls every relay (a new config hash), one at a time, the fewest allocations first
+        # (none, two, four held), turns: still proven
+        pods.sort(key=lambda p: p["metadata"]["name"])
+        want = {p["metadata"]["name"]: n for p, n in zip(pods, (4, 2, 0))}
+        holders = [e2e.hold(self.uri_of(p), SECRET, n) for p, n in zip(pods, (4, 2, 0)) if n]
+        self.wait_counted(want)
         hashes = {p["metadata"]["name"]: p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] for p in pods}
+        seq = e2e.last_seq()
         crt2, key2 = make_cert("two")
         secret = e2e.kget("-n", NS, "secret", "edge-tls")
         import base64
@@ -511,6 +520,22 @@ class LifecycleTLS(Lifecycle):
             return all(p["metadata"]["annotations"]["turnfleet.hzmi.dev/config-hash"] != hashes.get(p["metadata"]["name"])
                        for p in got)
         e2e.wait_for("every relay rolled to the new certificate", rolled, 180)
+        for h in holders:
+            e2e.stop(h)
+        # from the API server's request log: each pod deleted, then its replacement made, before the next goes
+        steps = [("DELETE", r["path"].rsplit("/", 1)[1]) if r["method"] == "DELETE" else ("POST", None)
+                 for r in e2e.requests_since(seq) if "/namespaces/%s/pods" % NS in r["path"] and
+                 "(operator-" in r.get("userAgent", "") and
+                 ((r["method"] == "DELETE" and r["code"] in (200, 202)) or
+                  (r["method"] == "POST" and r["path"].endswith("/pods") and r["code"] == 201))]
+        self.assertEqual([m for m, _ in steps], ["DELETE", "POST"] * 3, steps)
+        self.assertEqual([n for m, n in steps if m == "DELETE"], sorted(want, key=want.get),
+                         "the roll did not replace the relay with the fewest allocations first")
+        u = e2e.wait_for("a TLS pool Ready again", ready, 60)[1]
+        for uri in [x for x in u if x.startswith("turns:")]:
+            r = subprocess.run([e2e.PROBE, "--uri", uri, "--secret-file", e2e.write_secret_file(SECRET), "--json",
+                                "--insecure"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, (uri, r.stdout, r.stderr))
         self.assert_monitor_clean()
 
 

@@ -118,7 +118,7 @@ static long parse_uint(const char *s, long lo, long hi)
 }
 
 /* Every write of the client goes through here: only while the Lease is held (read from the clock
- * at each write), and within the pool's write budget. */
+ * at each write), and within the pool's write budget (the adapter's). */
 typedef struct gate_ctx {
   tf_elector *el; /* NULL without --leader-elect */
   op_controller *ctl;
@@ -129,25 +129,7 @@ static long write_gate(const char *method, const char *path, void *payload)
   gate_ctx *g = payload;
   long ms = g->el ? tf_elector_write_gate(method, path, g->el) : 1L << 30;
   if (ms <= 0) return 0;
-  return op_controller_write_gate(method, path, g->ctl) > 0 ? ms : 0;
-}
-
-typedef struct serve_ctx {
-  op_controller *ctl;
-} serve_ctx;
-
-/* Every replica says whether it leads: "no leader" is a sum of 0, "no operator" an absent series. */
-static char *leader_metrics(void)
-{
-  tf_metrics *m = NULL;
-  char *text = NULL;
-  if (tf_metrics_new(&m) == 0 &&
-      tf_metrics_declare(m, TF_METRIC_OPERATOR_LEADER, TF_METRIC_GAUGE,
-                         "1 while this replica holds the Lease (or runs without --leader-elect), else 0") == 0 &&
-      tf_metrics_add(m, TF_METRIC_OPERATOR_LEADER, NULL, NULL, 0, atomic_load(&leading) ? 1 : 0) == 0)
-    (void)tf_metrics_to_text(&text, m);
-  tf_metrics_free(m);
-  return text;
+  return tf_adapter_write_gate(method, path, op_controller_adapter(g->ctl)) > 0 ? ms : 0;
 }
 
 static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -157,20 +139,18 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
   (void)upload;
   (void)upload_len;
   (void)state;
-  serve_ctx *sc = cls;
+  op_controller *ctl = cls;
   if (strcmp(method, "GET") != 0) return tool_http_reply(conn, 405, "text/plain", "GET only\n");
   if (strcmp(url, "/healthz") == 0) return tool_http_reply(conn, 200, "text/plain", "ok\n");
   if (strcmp(url, "/readyz") == 0)
-    return op_controller_synced(sc->ctl) ? tool_http_reply(conn, 200, "text/plain", "ok\n")
+    return op_controller_synced(ctl) ? tool_http_reply(conn, 200, "text/plain", "ok\n")
                                          : tool_http_reply(conn, 503, "text/plain", "informers not synced\n");
   if (strcmp(url, "/metrics") == 0) {
-    char *pools = op_controller_metrics(sc->ctl), *lead = leader_metrics(), *text = NULL;
-    if (pools && lead && (text = malloc(strlen(pools) + strlen(lead) + 1))) strcat(strcpy(text, pools), lead);
+    /* every replica says whether it leads: "no leader" is a sum of 0, "no operator" an absent series */
+    char *text = op_controller_metrics(ctl, atomic_load(&leading));
     enum MHD_Result r = text ? tool_http_reply(conn, 200, "text/plain; version=0.0.4", text)
                              : tool_http_reply(conn, 500, "text/plain", "no memory\n");
     free(text);
-    free(pools);
-    tf_free(lead);
     return r;
   }
   return tool_http_reply(conn, 404, "text/plain", "not found\n");
@@ -196,16 +176,9 @@ int main(int argc, char **argv)
     {0, 0, 0, 0}};
   const char *kubeconfig = NULL, *lease_name = "turnfleet-operator", *lease_ns = NULL, *identity = NULL;
   const char *metrics_addr = "127.0.0.1:8080";
-  op_config cfg = {0};
-  cfg.probe_interval_ms = 5000;
-  cfg.publish_delay_ms = 2000;
-  cfg.resync_ms = 600000;
-  cfg.cli_port_base = 15800;
-  cfg.cli_slots = 10;
-  cfg.cli_stride = 10;
-  cfg.agent_port = 9700;
-  cfg.bookmark_interval_ms = 60000;
-  cfg.log = log_line;
+  op_config cfg = {NULL, 600000, 60000, TF_ADAPTER_OPTIONS_INIT};
+  tf_adapter_options *ao = &cfg.adapter; /* the defaults of the usage text are the library's */
+  ao->log = log_line;
   long lease_ms = 15000, renew_ms = 10000, retry_ms = 2000;
   int elect = 0, opt;
   opterr = 0; /* the complaint below names the option */
@@ -214,7 +187,7 @@ int main(int argc, char **argv)
     switch (opt) {
     case O_KC: kubeconfig = optarg; break;
     case O_NS: cfg.namespace_ = optarg; break;
-    case O_IMG: cfg.agent_image = optarg; break;
+    case O_IMG: ao->agent_image = optarg; break;
     case O_PI:
     case O_PD:
     case O_RS:
@@ -223,8 +196,8 @@ int main(int argc, char **argv)
     case O_RP:
       if ((v = parse_duration(optarg)) < 0 || (v == 0 && opt != O_RS && opt != O_PD))
         return bad_usage("--%s: \"%.64s\" is not a duration (e.g. 1s, 500ms)", longs[opt - O_KC].name, optarg);
-      if (opt == O_PI) cfg.probe_interval_ms = v;
-      if (opt == O_PD) cfg.publish_delay_ms = v;
+      if (opt == O_PI) ao->probe_interval_ms = v;
+      if (opt == O_PD) ao->publish_delay_ms = v;
       if (opt == O_RS) cfg.resync_ms = v;
       if (opt == O_LD) lease_ms = v;
       if (opt == O_RD) renew_ms = v;
@@ -232,7 +205,7 @@ int main(int argc, char **argv)
       break;
     case O_MA: metrics_addr = optarg; break;
     case O_LE: elect = 1; break;
-    case O_ALP: cfg.allow_loopback_peers = 1; break;
+    case O_ALP: ao->allow_loopback_peers = 1; break;
     case O_NAE: cfg.no_api_endpoints = 1; break;
     case O_LN: lease_name = optarg; break;
     case O_LNS: lease_ns = optarg; break;
@@ -241,15 +214,15 @@ int main(int argc, char **argv)
     case O_AP:
       if ((v = parse_uint(optarg, 1, 65535)) < 0)
         return bad_usage("--%s: \"%.32s\" is not a port (1-65535)", longs[opt - O_KC].name, optarg);
-      if (opt == O_CP) cfg.cli_port_base = (uint16_t)v;
-      else cfg.agent_port = (uint16_t)v;
+      if (opt == O_CP) ao->cli_port_base = (uint16_t)v;
+      else ao->agent_port = (uint16_t)v;
       break;
     case O_CS:
     case O_CPP:
       if ((v = parse_uint(optarg, 1, 1000)) < 0)
         return bad_usage("--%s: \"%.32s\" is not a count (1-1000)", longs[opt - O_KC].name, optarg);
-      if (opt == O_CS) cfg.cli_slots = (unsigned)v;
-      else cfg.cli_stride = (unsigned)v;
+      if (opt == O_CS) ao->cli_slots = (unsigned)v;
+      else ao->cli_stride = (unsigned)v;
       break;
     case O_BI:
       if ((v = parse_duration(optarg)) < 0)
@@ -265,8 +238,8 @@ int main(int argc, char **argv)
       long d = w > 0 ? parse_duration(slash + 1) : -1;
       if (w < 1 || d < 1)
         return bad_usage("--write-budget: \"%.64s\" is not N/DUR (e.g. 100/10s)", optarg);
-      cfg.budget_writes = w;
-      cfg.budget_interval_ms = d;
+      ao->budget_writes = w;
+      ao->budget_interval_ms = d;
       break;
     }
     case O_V: atomic_store(&verbose, 1); break;
@@ -276,10 +249,10 @@ int main(int argc, char **argv)
     }
   }
   if (optind < argc) return bad_usage("unexpected argument \"%.64s\"", argv[optind]);
-  if (!cfg.agent_image || !*cfg.agent_image) return bad_usage("--agent-image: required");
-  if ((unsigned long)cfg.cli_port_base + (unsigned long)cfg.cli_slots * cfg.cli_stride > 65536)
-    return bad_usage("--cli-port: %u + %u slots x %u ports is past 65535", cfg.cli_port_base, cfg.cli_slots,
-                     cfg.cli_stride);
+  if (!ao->agent_image || !*ao->agent_image) return bad_usage("--agent-image: required");
+  if ((unsigned long)ao->cli_port_base + (unsigned long)ao->cli_slots * ao->cli_stride > 65536)
+    return bad_usage("--cli-port: %u + %u slots x %u ports is past 65535", ao->cli_port_base, ao->cli_slots,
+                     ao->cli_stride);
   if (elect && !(lease_ms > renew_ms && renew_ms * 10 > retry_ms * 12))
     return bad_usage("--lease-duration must be > --renew-deadline > 1.2 x --retry-period");
 
@@ -326,8 +299,7 @@ int main(int argc, char **argv)
     tf_kube_free(kube);
     return EXIT_FAILED;
   }
-  serve_ctx sc = {ctl};
-  struct MHD_Daemon *http = tool_http_start(metrics_addr, serve, &sc);
+  struct MHD_Daemon *http = tool_http_start(metrics_addr, serve, ctl);
   if (!http) {
     tool_say(PROG, "--metrics-addr", "cannot serve on %s: %s", metrics_addr, strerror(errno ? errno : EINVAL));
     op_controller_free(ctl);

@@ -18,13 +18,18 @@
  *    shows it (or 30 s passed, when the cache is believed);
  *  - the status is not written when only the relays' order or the times of
  *    unchanged probe outcomes changed;
- *  - each pool's relays take CLI ports from its slot (FNV-1a of `ns/name`); a
- *    CLI port two relays on one node share (host networking) is reported as a
- *    `CLIPortCollision` Warning Event on the pool, once per collision.
+ *  - each pool's relays take CLI ports from its slot (FNV-1a of `ns/name`),
+ *    passing over the ports other pools' host-network relays hold on their node
+ *    (tf_engine_add_cli_claim()); a CLI port two relays on one node still share
+ *    is reported as a `CLIPortCollision` Warning Event on the pool, once per
+ *    collision;
+ *  - the writes made while a pool is reconciled are charged to that pool's write
+ *    budget (tf_adapter_write_gate()): a stale cache never drives a write loop.
  *
- * Thread safety: one adapter is used by one thread (the caller's loop); probes
- * and agent scrapes run on its own worker threads, which wake the loop by adding
- * the pool's key to the work queue.
+ * Thread safety: one adapter is used by one thread (the caller's loop), but for
+ * tf_adapter_changed() and tf_adapter_write_metrics() (any thread); probes and
+ * agent scrapes run on its own worker threads, which wake the loop by adding the
+ * pool's key to the work queue.
  */
 #ifndef TURNFLEET_ADAPTER_H
 #define TURNFLEET_ADAPTER_H
@@ -66,12 +71,23 @@ typedef struct tf_adapter_options {
    * /api/v1/namespaces/default/endpoints, field selector metadata.name=kubernetes), or NULL: no relay
    * takes an API server's address and port (tf_nodes_reserve_endpoints()), besides the API server URL's */
   tf_informer *api_endpoints;
+  long budget_writes;       /**< (version 3) writes per pool ... (default 100; tf_budget) */
+  long budget_interval_ms;  /**< (version 3) ... in any window of this length (default 10000) */
 } tf_adapter_options;
 
-#define TF_ADAPTER_OPTIONS_VERSION 2
+#define TF_ADAPTER_OPTIONS_VERSION 3
 #define TF_ADAPTER_OPTIONS_INIT                                                                             \
   {TF_ADAPTER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 9700, 5000, 2000, 15800, 10, \
-   10, 0, 4, NULL, NULL, NULL}
+   10, 0, 4, NULL, NULL, NULL, 100, 10000}
+
+/** The cache an informer change comes from (tf_adapter_changed()). */
+typedef enum tf_adapter_cache {
+  TF_ADAPTER_POOLS = 0,     /**< tf_adapter_options.pools */
+  TF_ADAPTER_PODS = 1,      /**< tf_adapter_options.pods */
+  TF_ADAPTER_NODES = 2,     /**< tf_adapter_options.nodes (and the API servers' Endpoints: every pool) */
+  TF_ADAPTER_SECRETS = 3,   /**< tf_adapter_options.secrets */
+  TF_ADAPTER_CONFIGMAPS = 4 /**< tf_adapter_options.configmaps */
+} tf_adapter_cache;
 
 /**
  * Fill @p opts with the defaults of @p version.
@@ -90,10 +106,44 @@ TF_EXTERN(tf_err) tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapt
  * Reconcile the pool @p key (`namespace/name`) from the caches. A pool gone from the cache has its books
  * dropped (what it owned goes with it through owner references); a pool being deleted keeps the
  * turnfleet.hzmi.dev/drain finalizer until every relay drained.
- * @param[out] requeue_ms when to reconcile it again (its engine's next wake-up, at most 5 s); 0: not needed
+ * @param[out] requeue_ms when to reconcile it again (its engine's next wake-up, at most 5 s; or when its spent write
+ *             budget is free again, tf_adapter_write_gate()); 0: not needed
  * @return 0; TF_EUNAVAILABLE (or the cache's error) when it should be retried with backoff, the reason logged
  */
 TF_EXTERN(tf_err) tf_adapter_reconcile(tf_adapter *adapter, const char *key, long *requeue_ms);
+
+/**
+ * Queue the pools that a change of one cached object concerns: the caches' tf_informer_cb, forwarded. A
+ * TURNPool: itself, and every pool when one appears or goes (its addresses are free, or taken); a relay pod:
+ * its pool (label turnfleet.hzmi.dev/pool), and every pool when one appears or goes (the claims); a ConfigMap:
+ * its pool; a Node: every pool; a Secret: every pool of its namespace. Any thread (the informers').
+ * @param adapter the adapter (NULL: nothing queued, 0)
+ * @param cache   which cache @p object is from
+ * @param op      what happened to it
+ * @param key     its `namespace/name` (or `name`); NULL: every pool is queued (e.g. on becoming the leader)
+ * @param object  its JSON
+ * @return 0; TF_EINVALID for an unknown @p cache
+ */
+TF_EXTERN(tf_err) tf_adapter_changed(tf_adapter *adapter, tf_adapter_cache cache, tf_informer_op op, const char *key,
+                                     const char *object);
+
+/**
+ * The adapter's half of a client's write gate (a tf_kube_write_gate_cb, @p adapter the adapter): a write made
+ * while tf_adapter_reconcile() reconciles a pool is charged to that pool's write budget and refused (0) when
+ * the budget is spent (the pool is then queued again once it is free, and not reconciled before); writes
+ * made outside a reconcile and Events are not charged (the recorder bounds those). Combine it with the
+ * Lease's gate (tf_elector_write_gate()) in the caller's own gate. Called on the thread that writes (the loop's).
+ * @return > 0: the write may go; 0: refused
+ */
+TF_EXTERN(long) tf_adapter_write_gate(const char *method, const char *path, void *adapter);
+
+/**
+ * The writes' own counters into @p m: turnfleet_operator_events_pending (Events queued to be sent again),
+ * turnfleet_operator_events_dropped_total (given up) and turnfleet_operator_writes_over_budget_total (writes
+ * the budget refused). Any thread.
+ * @return 0, TF_EINVALID, TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_adapter_write_metrics(const tf_adapter *adapter, tf_metrics *m);
 
 /**
  * Every reconciled pool's samples (tf_reconcile_metrics() and ReachableFromVantage) into @p m.

@@ -164,8 +164,8 @@ TF_EXTERN(tf_err) tf_engine_set_coturn_options(tf_engine *engine, const tf_cotur
 TF_EXTERN(tf_err) tf_engine_set_status(tf_engine *engine, const char *json, size_t len);
 
 /**
- * Forget every claim of other pools given with tf_engine_add_claim() (before
- * giving the current set again).
+ * Forget every claim of other pools given with tf_engine_add_claim() and
+ * tf_engine_add_cli_claim() (before giving the current set again).
  * @return 0, TF_EINVALID for a NULL engine
  */
 TF_EXTERN(tf_err) tf_engine_clear_claims(tf_engine *engine);
@@ -182,6 +182,15 @@ TF_EXTERN(tf_err) tf_engine_clear_claims(tf_engine *engine);
  */
 TF_EXTERN(tf_err) tf_engine_add_claim(tf_engine *engine, const char *pool, const char *identity,
                                       const uint16_t *listener_ports, size_t listener_ports_count);
+
+/**
+ * A CLI port another pool's relay listens on at @p node's 127.0.0.1 (tf_observed_add_cli_claim()): no new
+ * relay of this pool on that node is given it. Kept until tf_engine_clear_claims().
+ * @param node the node's name (required); copied
+ * @param port the port (1-65535)
+ * @return 0; TF_EINVALID naming the argument, nothing kept; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_engine_add_cli_claim(tf_engine *engine, const char *node, uint16_t port);
 
 /* ---- facts ---- */
 

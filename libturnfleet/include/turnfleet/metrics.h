@@ -60,6 +60,12 @@ TF_BEGIN_DECL
 #define TF_METRIC_POOL_DRAIN_TIMEOUT "turnfleet_pool_drain_timeout_seconds"
 /** Operator gauge: 1 while this replica holds the Lease (or runs without election), else 0. */
 #define TF_METRIC_OPERATOR_LEADER "turnfleet_operator_leader"
+/** Operator gauge: Events waiting to be sent again. */
+#define TF_METRIC_OPERATOR_EVENTS_PENDING "turnfleet_operator_events_pending"
+/** Operator counter: Events given up (queue full, or refused for good). */
+#define TF_METRIC_OPERATOR_EVENTS_DROPPED "turnfleet_operator_events_dropped_total"
+/** Operator counter: writes refused by the per-pool write budget. */
+#define TF_METRIC_OPERATOR_WRITES_OVER_BUDGET "turnfleet_operator_writes_over_budget_total"
 /** @} */
 
 /** A set of metric families and their samples. */

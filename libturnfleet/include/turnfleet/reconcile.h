@@ -117,6 +117,18 @@ TF_EXTERN(tf_err) tf_observed_add_claim(tf_observed *observed, const char *pool,
                                         const uint16_t *listener_ports, size_t listener_ports_count);
 
 /**
+ * A coturn CLI port that a relay of another pool listens on at a node's 127.0.0.1: a new relay of this pool
+ * on that node is not given it, unless the pool's relays have a network of their own (PodIP). Relays on host
+ * networking share their node's loopback, so two there could not both listen. A relay keeps the CLI port it
+ * runs with.
+ * @param observed the observation
+ * @param node the node's name (required); copied
+ * @param port the port (1-65535)
+ * @return 0, TF_EINVALID naming the argument (`cli_claims[N].node: required`), TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_observed_add_cli_claim(tf_observed *observed, const char *node, uint16_t port);
+
+/**
  * The status written after the previous reconcile (what tf_reconcile_status_json()
  * returned, or a whole TURNPool object with a `status`). Only the conditions'
  * `type`, `status` and `lastTransitionTime` are read, so that a condition
