@@ -252,8 +252,11 @@ class OperatorFaults(unittest.TestCase):
 
 
     def test_5_a_409_on_each_write_is_read_once_and_written_again(self):
+        # test_4 left the pool at 2 replicas: scaled to 1 and back
         e2e.each_write_meets_a_409(self, OPERATOR_USER, pool_yaml(0).replace("name: %s," % POOL, "name: extra,")
-                                   .replace("27100, end: 27119", "27150, end: 27169").replace("port: 27478", "port: 27479"))
+                                   .replace("27100, end: 27119", "27150, end: 27169").replace("port: 27478", "port: 27479"),
+                                   high=2)
+
 
 def main():
     e2e.run("test_operator_faults.py", unittest.TestLoader().loadTestsFromModule(sys.modules[__name__]))
