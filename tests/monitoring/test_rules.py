@@ -50,6 +50,7 @@ def main():
     names = [a["alert"] for a in m.alerts(rules)]
     want = {"TurnfleetPoolNotReady", "TurnfleetRelayProbeFailing", "TurnfleetCapacityPressure",
             "TurnfleetAllocationsRejected508", "TurnfleetDrainOverdue", "TurnfleetVantageUnreachable",
+            "TurnfleetRelayUncounted",
             "TurnfleetOperatorAbsent", "TurnfleetOperatorNoLeader"}
     expect(set(names) == want and len(names) == len(want), "the alerts: %s" % ", ".join(sorted(want)), names)
     with open(test_path) as f:
