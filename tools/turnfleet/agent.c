@@ -193,7 +193,8 @@ static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t un
   /* turnfleet_agent_*: the operator exports turnfleet_relay_* for the same relays (metrics.h) */
   if (tf_metrics_new(&m) == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_IN_USE, TF_METRIC_GAUGE,
-                         "Relay ports held by allocations (coturn CLI `pu`); absent until a count succeeds") == 0 &&
+                         "Relay ports held by allocations (coturn CLI `pu`); absent until a count succeeds, and "
+                         "while the last one is older than two intervals") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_TOTAL, TF_METRIC_GAUGE,
                          "Relay ports the relay owns: addresses x ports in its range") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_COUNT_FAILURES, TF_METRIC_COUNTER,
@@ -250,7 +251,9 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
   memcpy(why, a->why, sizeof(why));
   pthread_mutex_unlock(&a->lock);
   if (!strcmp(url, "/metrics")) {
-    char *text = agent_metrics(a, counted ? count : -1, failures, undone, mismatch);
+    /* a count older than two intervals is no sample: the counts stopped, so its load is unknown */
+    int fresh = counted && up_now_ms() - counted <= 2 * a->interval_ms;
+    char *text = agent_metrics(a, fresh ? count : -1, failures, undone, mismatch);
     if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
     enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
     tf_free(text);
