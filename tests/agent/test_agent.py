@@ -47,9 +47,10 @@ NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
 
 
-def get(path):
+def get(path, headers=None):
     try:
-        with urllib.request.urlopen("http://" + LISTEN + path, timeout=5) as r:
+        req = urllib.request.Request("http://" + LISTEN + path, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -119,11 +120,11 @@ class TestAgent(unittest.TestCase):
     def agent(self, *extra):
         return [TURNFLEET, "agent", "--config", self.conf, "--coturn-version", VERSION, *extra]
 
-    def start_agent(self, version=None):
+    def start_agent(self, version=None, *extra):
         err = open(os.path.join(self.dir, "agent.err"), "a")
         a = self.spawn([TURNFLEET, "agent", "--config", self.conf, "--coturn-version", version or VERSION, "--listen",
-                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
-                       stdout=subprocess.DEVNULL, stderr=err)
+                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2",
+                        *extra], stdout=subprocess.DEVNULL, stderr=err)
         err.close()
         return a
 
@@ -228,6 +229,13 @@ class TestAgent(unittest.TestCase):
         ]
         render = [TURNFLEET, "render", "-f", os.path.join(self.dir, "pool.yaml"), "--nodes",
                   os.path.join(self.dir, "nodes.json"), "--relay", self.relay, "--secret-file", self.secret]
+        empty = os.path.join(self.dir, "empty-token")
+        open(empty, "w").close()
+        serve = self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay)
+        cases += [(serve + ["--metrics-token-file", empty], "--metrics-token-file"),
+                  (serve + ["--metrics-token-file", os.path.join(self.dir, "no-such-token")], "--metrics-token-file"),
+                  ([TURNFLEET, "agent", "healthz", "--config", self.conf, "--metrics-token-file", empty],
+                   "healthz takes")]
         cases += [(render + ["--cli-port", "15710"], "--cli-port and --cli-password-file go together"),
                   (render + ["--cli-port", "0", "--cli-password-file", self.cli_pw], "--cli-port")]
         for argv, field in cases:
@@ -478,6 +486,36 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(self.stop(agent), 0)
         r = wait_for("the stale heartbeat", lambda: (r := self.healthz()).returncode == 1 and r, 30)
         self.assertIn("no count for", r.stdout)
+        self.stop(ts)
+
+    def test_10_metrics_only_with_the_pools_token(self):
+        token = "5f0c" * 16
+        path = os.path.join(self.dir, "metrics-token")
+        with open(path, "w") as f:
+            f.write(token + "\n")
+        os.chmod(path, 0o400)
+        ts = self.start_turnserver()
+        agent = self.start_agent(None, "--metrics-token-file", path)
+        wait_for("the agent serving", lambda: get("/healthz")[0] == 200, 30)  # /healthz needs no token
+        code, text = get("/metrics")
+        self.assertEqual(code, 401)
+        self.assertNotIn("turnfleet_agent", text)
+        for wrong in ("Bearer " + token[:-1] + "0", "Bearer " + token[:-1], "Bearer " + token + "0", token,
+                      "Basic " + token, "Bearer"):
+            self.assertEqual(get("/metrics", {"Authorization": wrong})[0], 401, wrong)
+        right = {"Authorization": "Bearer " + token}
+        code, text = get("/metrics", right)
+        self.assertEqual(code, 200)
+        self.assertRegex(text, r'(?m)^turnfleet_agent_ports_in_use\{namespace="media",pool="agent",relay="%s"\} 0$'
+                         % self.relay)
+        # the token is in no argv, no environment and no log line
+        with open("/proc/%d/cmdline" % agent.pid, "rb") as f:
+            self.assertNotIn(token.encode(), f.read())
+        with open("/proc/%d/environ" % agent.pid, "rb") as f:
+            self.assertNotIn(token.encode(), f.read())
+        self.assertEqual(self.stop(agent), 0)
+        with open(os.path.join(self.dir, "agent.err")) as f:
+            self.assertNotIn(token, f.read())
         self.stop(ts)
 
 
