@@ -256,7 +256,6 @@ def main():
     config = m.file_sd_config(m.load("prometheus.yml"), os.path.join(TMP, "sd"), UP_METRICS, INTERVAL)
     # the agents answer only with the pool's token, from its relay-config Secret, in the job's credentials file
     secret = json.loads(kubectl("get", "secret", "-n", NS, POOL + "-relay-config", "-o", "json").stdout)
-    os.makedirs(os.path.join(TMP, "sd"), exist_ok=True)
     token_file = os.path.join(TMP, "sd", "metrics-token")
     with open(token_file, "wb") as f:
         f.write(base64.b64decode(secret["data"]["metrics-token"]))
