@@ -333,7 +333,8 @@ TF_EXTERN(tf_err) tf_engine_probe_done(tf_engine *engine, uint64_t id, int ok, i
 
 /**
  * Report a count.
- * @param allocations the relay's current allocations; -1: it could not be read
+ * @param allocations the relay's current allocations; -1: it could not be read (TF_RECONCILE_UNCOUNTED_ROUNDS
+ *        of those in a row, and a relay that passes its probe is Uncounted until a count comes)
  * @return 0, TF_ENOTFOUND as above, TF_EINVALID
  */
 TF_EXTERN(tf_err) tf_engine_count_done(tf_engine *engine, uint64_t id, int64_t allocations, int64_t now_ms);
