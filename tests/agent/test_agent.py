@@ -518,6 +518,22 @@ class TestAgent(unittest.TestCase):
             self.assertNotIn(token, f.read())
         self.stop(ts)
 
+    def test_11_a_count_older_than_two_intervals_is_no_sample(self):
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("counting", lambda: self.in_use() == 0, 30)
+        # coturn stopped: its CLI answers nothing, the counts fail, the last one ages past two intervals
+        ts.send_signal(signal.SIGSTOP)
+        try:
+            wait_for("the sample gone", lambda: get("/metrics")[0] == 200 and self.in_use() is None, 30)
+            wait_for("a count failed", lambda: self.gauge("count_failures_total") > 0, 30)
+            self.assertIsNone(self.in_use())
+        finally:
+            ts.send_signal(signal.SIGCONT)
+        wait_for("counting again", lambda: self.in_use() == 0, 30)
+        self.assertEqual(self.stop(agent), 0)
+        self.stop(ts)
+
 
 if __name__ == "__main__":
     TURNFLEET, PROBE, TURNSERVER, VERSION = sys.argv[1:5]
