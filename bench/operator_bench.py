@@ -42,6 +42,7 @@ import test_operator_e2e as e2e  # noqa: E402
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 GROUP = "/apis/turnfleet.hzmi.dev/v1alpha1"
 LAT_POOL = "lat"
+DEVELOPMENT = "node-restriction.kubernetes.io/turnfleet-development"  # loopback nodes may relay
 BENCH_NODES = [("b%d" % i, "127.0.0.%d" % (160 + i)) for i in range(10)]
 BENCH_LABEL = "turnfleet.hzmi.dev/bench-node"
 POOLS, RELAYS = 100, 10
@@ -193,7 +194,7 @@ def proc_status(pid):
 def bench_yaml():
     docs = []
     for name, addr in BENCH_NODES:
-        docs.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {BENCH_LABEL: "true"}}})
+        docs.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {BENCH_LABEL: "true", DEVELOPMENT: "true"}}})
     for i in range(POOLS):
         docs.append({"apiVersion": "turnfleet.hzmi.dev/v1alpha1", "kind": "TURNPool",
                      "metadata": {"name": "p%03d" % i, "namespace": e2e.NS},

@@ -43,7 +43,8 @@ spec:
   peerPolicy: {denyPrivate: false}
 """ % (PORT, PORT)
 NODES = json.dumps({"kind": "List", "items": [{
-    "metadata": {"name": "bench", "labels": {"turnfleet.hzmi.dev/relay-node": "true"}},
+    "metadata": {"name": "bench", "labels": {"turnfleet.hzmi.dev/relay-node": "true",
+                                             "node-restriction.kubernetes.io/turnfleet-development": "true"}},
     "status": {"addresses": [{"type": "InternalIP", "address": ADDR}]}}]})
 
 

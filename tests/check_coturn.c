@@ -23,7 +23,8 @@
 /* ---- inputs ---- */
 
 #define NODE(name, addrs)                                                                               \
-  "{\"metadata\":{\"name\":\"" name "\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"      \
+  "{\"metadata\":{\"name\":\"" name "\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\","          \
+  "\"" TF_LABEL_DEVELOPMENT "\":\"true\"}},"                                                           \
   "\"status\":{\"addresses\":[" addrs "],\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"
 #define IP(type, a) "{\"type\":\"" type "\",\"address\":\"" a "\"}"
 #define NODELIST(items) "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[" items "]}"

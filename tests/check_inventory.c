@@ -71,7 +71,8 @@ START_TEST(test_inventory__loopback_nodes)
   ck_assert_uint_eq(a->internal_ip_count, 2);
   ck_assert_uint_eq(a->external_ip_count, 0);
   ck_assert_int_eq(a->ready, 1);
-  ck_assert_uint_eq(a->label_count, 6);
+  ck_assert_uint_eq(a->label_count, 7);
+  ck_assert_int_eq(tf_inventory__development(a), 1);
   tf_pool_free(pool);
   tf_nodes_free(nodes);
 }

@@ -98,6 +98,7 @@ typedef struct tnode {
   const char *ready; /* "True" | "False" | "Unknown" | NULL (no condition) */
   int unschedulable;
   int unlabelled;
+  int production; /* without TF_LABEL_DEVELOPMENT: its loopback addresses are refused */
 } tnode;
 
 static void put_addresses(tf_buf *b, const char *list, const char *type, int *first)
@@ -120,8 +121,9 @@ static char *nodes_json(const tnode *nodes, size_t n, const size_t *order)
   for (size_t k = 0; k < n; k++) {
     const tnode *t = &nodes[order ? order[k] : k];
     tf_buf__printf(&b, "%s\n {\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"%s\", \"labels\": {"
-                       "\"kubernetes.io/hostname\": \"%s\"%s}, \"annotations\": {\"node.alpha.kubernetes.io/ttl\": \"0\"",
-                   k ? "," : "", t->name, t->name, t->unlabelled ? "" : ", \"turnfleet.hzmi.dev/relay-node\": \"true\"");
+                       "\"kubernetes.io/hostname\": \"%s\"%s%s}, \"annotations\": {\"node.alpha.kubernetes.io/ttl\": \"0\"",
+                   k ? "," : "", t->name, t->name, t->unlabelled ? "" : ", \"turnfleet.hzmi.dev/relay-node\": \"true\"",
+                   t->production ? "" : ", \"" TF_LABEL_DEVELOPMENT "\": \"true\"");
     if (t->relay_address) tf_buf__printf(&b, ", \"" TF_ANNOTATION_RELAY_ADDRESS "\": \"%s\"", t->relay_address);
     if (t->external_addresses)
       tf_buf__printf(&b, ", \"" TF_ANNOTATION_EXTERNAL_ADDRESSES "\": \"%s\"", t->external_addresses);
@@ -1316,7 +1318,9 @@ START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
       {"n-any", NULL, "0.0.0.0", NULL, NULL, NULL, "True", 0, 0},
       {"n-api", NULL, "198.51.100.10", NULL, NULL, NULL, "True", 0, 0},
       {"n-bcast", NULL, "255.255.255.255", NULL, NULL, NULL, "True", 0, 0},
-      {"n-good", NULL, "203.0.113.7", NULL, NULL, NULL, "True", 0, 0},
+      {"n-dev", NULL, "127.0.0.21", NULL, NULL, NULL, "True", 0, 0},
+      {"n-good", NULL, "203.0.113.7", NULL, NULL, NULL, "True", 0, 0, 1},
+      {"n-loop", NULL, "127.0.0.22", NULL, NULL, NULL, "True", 0, 0, 1},
       {"n-meta", NULL, "169.254.169.254", NULL, NULL, NULL, "True", 0, 0},
       {"n-mcast", "224.0.0.1", NULL, NULL, NULL, NULL, "True", 0, 0},
       {"n-resv", NULL, "240.0.0.9", NULL, NULL, NULL, "True", 0, 0},
@@ -1326,14 +1330,18 @@ START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
   TF_OK_OR_FAIL(tf_addr_parse(&api, "198.51.100.10"));
   /* outside the pool's ports: no matter */
   TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 6443, "the Kubernetes API server"));
-  tf_pool *pool = pool_of("p", 7, "{mode: HostNetwork, family: IPv4}", 49152, 49200);
+  tf_pool *pool = pool_of("p", 9, "{mode: HostNetwork, family: IPv4}", 49152, 49200);
   tf_plan *plan = plan_of(pool, nodes, NULL);
-  ck_assert_uint_eq(tf_plan_relay_count(plan), 2);
+  /* a loopback address on a development node relays, on any other is refused */
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 3);
   ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 0)), "n-api");
-  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 1)), "n-good");
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 1)), "n-dev");
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 2)), "n-good");
   assert_condition(plan, 1, "AddressConflict", "True", "UnusableAddress",
                    "node n-any: 0.0.0.0 is refused: unspecified (0.0.0.0/8, \"this network\"); "
                    "node n-bcast: 255.255.255.255 is refused: the limited broadcast address; "
+                   "node n-loop: 127.0.0.22 is refused: loopback (127.0.0.0/8), which hosts relays only on a node "
+                   "labelled node-restriction.kubernetes.io/turnfleet-development=true; "
                    "node n-mcast: 224.0.0.1 is refused: multicast; "
                    "node n-meta: 169.254.169.254 is refused: link-local (169.254.0.0/16, with the cloud metadata "
                    "address); node n-resv: 240.0.0.9 is refused: reserved (240.0.0.0/4)");
@@ -1341,7 +1349,7 @@ START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
   /* inside them (a relay port, or a listener's): refused */
   TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 49160, "the Kubernetes API server"));
   plan = plan_of(pool, nodes, NULL);
-  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 2);
   const char *t, *st, *r, *m;
   TF_OK_OR_FAIL(tf_plan_condition(plan, 1, &t, &st, &r, &m));
   ck_assert_msg(strstr(m, "node n-api: 198.51.100.10 is refused: the Kubernetes API server listens on port 49160 "
@@ -1353,21 +1361,61 @@ START_TEST(test_plan__unusable_and_reserved_addresses_are_refused)
       {"v-any", NULL, "::", NULL, NULL, NULL, "True", 0, 0},
       {"v-good", NULL, "2001:db8::7", NULL, NULL, NULL, "True", 0, 0},
       {"v-link", NULL, "fe80::1", NULL, NULL, NULL, "True", 0, 0},
+      {"v-loop", NULL, "::1", NULL, NULL, NULL, "True", 0, 0, 1},
       {"v-mcast", NULL, "ff02::1", NULL, NULL, NULL, "True", 0, 0},
   };
-  tf_nodes *nodes6 = nodes_of(bad6, 4);
-  pool = pool_of("p", 4, "{mode: HostNetwork, family: IPv6}", 49152, 49200);
+  tf_nodes *nodes6 = nodes_of(bad6, 5);
+  pool = pool_of("p", 5, "{mode: HostNetwork, family: IPv6}", 49152, 49200);
   plan = plan_of(pool, nodes6, NULL);
   ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
   assert_condition(plan, 1, "AddressConflict", "True", "UnusableAddress",
                    "node v-any: :: is refused: unspecified (::); node v-link: fe80::1 is refused: link-local "
-                   "(fe80::/10); node v-mcast: ff02::1 is refused: multicast");
+                   "(fe80::/10); node v-loop: ::1 is refused: loopback (::1), which hosts relays only on a node "
+                   "labelled node-restriction.kubernetes.io/turnfleet-development=true; "
+                   "node v-mcast: ff02::1 is refused: multicast");
+  tf_plan_free(plan);
+  tf_pool_free(pool);
+  /* the API servers of a `kubernetes` Endpoints object: n-good's address is one (port 49170, in the range);
+   * bad objects name the field and reserve nothing */
+  static const struct {
+    const char *json, *error;
+  } bad_eps[] = {
+      {"[]", "endpoints: must be an object"},
+      {"{\"subsets\": {}}", "subsets: must be a list"},
+      {"{\"subsets\": [{\"addresses\": [{\"ip\": \"203.0.113.7\"}, {\"ip\": \"nope\"}]}]}",
+       "subsets[0].addresses[1].ip: must be an IP address"},
+      {"{\"subsets\": [{\"addresses\": [{\"ip\": \"203.0.113.7\"}], \"ports\": [{\"port\": 0}]}]}",
+       "subsets[0].ports[0].port: must be an integer 1-65535"},
+      {"{\"subsets\": [{\"notReadyAddresses\": 1}]}", "subsets[0].notReadyAddresses: must be a list"},
+  };
+  for (size_t i = 0; i < sizeof(bad_eps) / sizeof(*bad_eps); i++) {
+    ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, bad_eps[i].json, strlen(bad_eps[i].json), "x"), TF_EINVALID);
+    ck_assert_str_eq(tf_error_last()->message, bad_eps[i].error);
+  }
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, "{", 1, "x"), TF_EPROTO);
+  const char *eps = "{\"kind\": \"Endpoints\", \"subsets\": [{\"addresses\": [{\"ip\": \"198.51.100.10\"}], "
+                    "\"notReadyAddresses\": [{\"ip\": \"203.0.113.7\"}], \"ports\": [{\"name\": \"https\", \"port\": 49170}]}]}";
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "the Kubernetes API server"));
+  /* the same again reserves nothing more */
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "the Kubernetes API server"));
+  pool = pool_of("p", 9, "{mode: HostNetwork, family: IPv4}", 49152, 49200);
+  plan = plan_of(pool, nodes, NULL);
+  ck_assert_uint_eq(tf_plan_relay_count(plan), 1);
+  ck_assert_str_eq(tf_relay_node(tf_plan_relay(plan, 0)), "n-dev");
+  TF_OK_OR_FAIL(tf_plan_condition(plan, 1, &t, &st, &r, &m));
+  ck_assert_msg(strstr(m, "node n-good: 203.0.113.7 is refused: the Kubernetes API server listens on port 49170 "
+                          "there, within the pool's ports") != NULL, "%s", m);
   tf_plan_free(plan);
   tf_pool_free(pool);
   /* bad arguments */
   ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 0, "x"), TF_EINVALID);
-  for (int i = 0; i < TF_NODES_RESERVED_MAX - 2; i++) TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"));
-  ck_assert_int_eq(tf_nodes_reserve_endpoint(nodes, &api, 1, "x"), TF_ERESOURCE);
+  uint16_t port = 1;
+  while (tf_nodes_reserve_endpoint(nodes, &api, port, "x") == TF_OK) ck_assert_uint_lt(port++, TF_NODES_RESERVED_MAX);
+  ck_assert_int_eq(tf_error_last()->code, TF_ERESOURCE);
+  TF_OK_OR_FAIL(tf_nodes_reserve_endpoint(nodes, &api, 1, "x")); /* held already: no new one */
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, eps, strlen(eps), "x"), TF_OK); /* the same */
+  const char *more = "{\"subsets\": [{\"addresses\": [{\"ip\": \"192.0.2.1\"}], \"ports\": [{\"port\": 1}]}]}";
+  ck_assert_int_eq(tf_nodes_reserve_endpoints(nodes, more, strlen(more), "x"), TF_ERESOURCE);
   tf_nodes_free(nodes);
   tf_nodes_free(nodes6);
 }

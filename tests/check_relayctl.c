@@ -93,7 +93,8 @@ START_TEST(test_relayctl__counts_lists_and_drains_a_real_turnserver)
            version_text);
   tf_pool *pool = tf_test_pool(text);
   tf_nodes *nodes = tf_test_nodes("{\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"n1\",\"labels\":"
-                                  "{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},\"status\":{\"addresses\":"
+                                  "{\"turnfleet.hzmi.dev/relay-node\":\"true\",\"" TF_LABEL_DEVELOPMENT "\":\"true\"}},"
+                                  "\"status\":{\"addresses\":"
                                   "[{\"type\":\"InternalIP\",\"address\":\"127.0.0.91\"}],\"conditions\":"
                                   "[{\"type\":\"Ready\",\"status\":\"True\"}]}}]}");
   tf_plan *plan = NULL;

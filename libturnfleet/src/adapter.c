@@ -5,6 +5,7 @@
  * differ (adapter_objects.c). Probes and scrapes run on adapter_work.c's
  * workers. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ typedef struct pool_state {
   uint64_t epoch;
   tf_engine *engine;
   char *pool_text, *nodes_text;
+  char *endpoints_text; /* the API servers' Endpoints the engine's nodes reserve (NULL: none) */
   unsigned char secret_digest[32];
   char tls_digest[65]; /* the certificate the engine renders with; "" none */
   int shutting;        /* the pool is being deleted: its engine drains every relay (tf_engine_shutdown()) */
@@ -153,6 +155,7 @@ static void state_free(pool_state *s)
   free(s->uid);
   free(s->pool_text);
   free(s->nodes_text);
+  free(s->endpoints_text);
   for (size_t i = 0; i < s->pend_count; i++) {
     free(s->pend[i].relay);
     free(s->pend[i].old_uid);
@@ -323,6 +326,8 @@ static const pending *pend_for(const pool_state *s, const char *relay)
 }
 
 /* The Node cache as a List for tf_nodes_parse(). */
+static int same_text(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
 static char *nodes_list(tf_adapter *c)
 {
   char *arr = NULL;
@@ -332,7 +337,6 @@ static char *nodes_list(tf_adapter *c)
   return text;
 }
 
-/* Other pools' relay pods as claims on the engine. */
 /* Other pools' relay pods as claims on the engine; a CLI port this pool's relays share with another relay on
  * their node (host networking: one 127.0.0.1) is reported once, as a Warning Event and in the log. */
 static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
@@ -526,6 +530,7 @@ typedef struct pool_inputs {
   char *secret, *previous;  /* secret material */
   char *cli_master;         /* secret material */
   char *nodes_text;
+  char *endpoints_text;     /* the `kubernetes` Endpoints of `default`, or NULL */
 } pool_inputs;
 
 static void inputs_clear(pool_inputs *in)
@@ -535,6 +540,7 @@ static void inputs_clear(pool_inputs *in)
   wipe_free(in->previous);
   wipe_free(in->cli_master);
   free(in->nodes_text);
+  free(in->endpoints_text);
   memset(in, 0, sizeof(*in));
 }
 
@@ -667,7 +673,14 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
   }
   free(cli_for);
   in->nodes_text = nodes_list(c);
-  return in->nodes_text ? 0 : -1;
+  if (!in->nodes_text) return -1;
+  char *ep = NULL;
+  if (c->o.version >= 2 && c->o.api_endpoints && tf_informer_get(c->o.api_endpoints, "default/kubernetes", &ep) == 0) {
+    in->endpoints_text = strdup(ep);
+    tf_free(ep);
+    if (!in->endpoints_text) return -1;
+  }
+  return 0;
 }
 
 /* Hand the inputs to the pool's engine (making it when new). 0; 1 refused; -1 retry. */
@@ -704,6 +717,9 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     return -1;
   }
   if (c->api_port) (void)tf_nodes_reserve_endpoint(nodes, &c->api_addr, c->api_port, "the Kubernetes API server");
+  if (in->endpoints_text &&
+      tf_nodes_reserve_endpoints(nodes, in->endpoints_text, strlen(in->endpoints_text), "the Kubernetes API server") < 0)
+    say(c, TF_LOG_WARN, "endpoints default/kubernetes: %s", tf_error_last()->message);
   int rc = 0;
   if (!s->engine) {
     tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
@@ -736,7 +752,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
         pool_text = NULL;
       }
     }
-    if (!s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0) {
+    if (!s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0 || !same_text(s->endpoints_text, in->endpoints_text)) {
       tf_nodes *n = nodes;
       nodes = NULL;
       if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
@@ -760,6 +776,8 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     }
     free(s->nodes_text);
     s->nodes_text = strdup(in->nodes_text);
+    free(s->endpoints_text);
+    s->endpoints_text = in->endpoints_text ? strdup(in->endpoints_text) : NULL;
     memcpy(s->secret_digest, digest, sizeof(digest));
     memcpy(s->tls_digest, in->tls_digest, sizeof(s->tls_digest));
   }
@@ -1384,7 +1402,9 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
                          opts->cli_port_base, opts->cli_slots, opts->cli_stride);
   tf_adapter *c = calloc(1, sizeof(*c));
   if (!c) return tf_error__set(TF_ENOMEM, "adapter");
-  c->o = *opts;
+  /* only the fields of the caller's version: the rest keep their defaults */
+  tf_adapter_options_init(&c->o, TF_ADAPTER_OPTIONS_VERSION);
+  memcpy(&c->o, opts, opts->version == 1 ? offsetof(tf_adapter_options, api_endpoints) : sizeof(*opts));
   c->kube = kube;
   c->pools = opts->pools;
   c->pods = opts->pods;

@@ -1357,6 +1357,8 @@ tf_err tf_engine_local_nodes(tf_nodes **out, const tf_pool *pool, const tf_addr 
   tf_err rc = v4 && v6 && keys && values ? tf_nodes_new(&nodes) : tf_error__nomem();
   for (size_t i = 0; i < nl; i++)
     keys[i] = tf_pool_node_selector_key(pool, i), values[i] = tf_pool_node_selector_value(pool, i);
+  /* the addresses are the user's own, not a kubelet's: a loopback one is theirs to choose */
+  keys[nl] = TF_LABEL_DEVELOPMENT, values[nl] = "true";
   for (size_t i = 0; rc == TF_OK && i < count; i++) {
     if (addrs[i].family == TF_AF_INET) v4[n4++] = addrs[i];
     else v6[n6++] = addrs[i];
@@ -1373,7 +1375,7 @@ tf_err tf_engine_local_nodes(tf_nodes **out, const tf_pool *pool, const tf_addr 
     info.name = name;
     info.label_keys = keys;
     info.label_values = values;
-    info.label_count = nl;
+    info.label_count = nl + 1;
     info.ready = 1;
     info.internal_ips = listed ? addrs : dual ? pair : &addrs[i];
     info.internal_ip_count = listed ? count : dual ? 2 : 1;

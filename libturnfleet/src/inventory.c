@@ -399,12 +399,86 @@ tf_err tf_nodes_reserve_endpoint(tf_nodes *nodes, const tf_addr *addr, uint16_t 
   if (addr->family != TF_AF_INET && addr->family != TF_AF_INET6)
     return tf_error__set(TF_EINVALID, "addr: not an IPv4 or IPv6 address");
   if (port == 0) return tf_error__set(TF_EINVALID, "port: must be 1-65535");
+  for (size_t i = 0; i < nodes->reserved_count; i++)
+    if (nodes->reserved[i].port == port && tf_addr_compare(&nodes->reserved[i].addr, addr) == 0) return TF_OK;
   if (nodes->reserved_count == TF_NODES_RESERVED_MAX)
     return tf_error__set(TF_ERESOURCE, "at most %d reserved endpoints", TF_NODES_RESERVED_MAX);
   char *w = strdup(what);
   if (!w) return tf_error__nomem();
   nodes->reserved[nodes->reserved_count++] = (struct tf_nodes__reserved){*addr, port, w};
   return TF_OK;
+}
+
+/* The addresses of one subset's list (`addresses`, `notReadyAddresses`) into @p out. */
+static tf_err tf_inventory__endpoint_ips(tf_addr *out, size_t *n, size_t cap, const cJSON *subset, size_t i,
+                                         const char *list)
+{
+  const cJSON *arr = tf_inventory__member(subset, list);
+  if (!arr) return TF_OK;
+  if (!cJSON_IsArray(arr)) return tf_error__set(TF_EINVALID, "subsets[%zu].%s: must be a list", i, list);
+  size_t j = 0;
+  for (const cJSON *a = arr->child; a; a = a->next, j++) {
+    const cJSON *ip = tf_inventory__member(a, "ip");
+    if (*n == cap) return tf_error__set(TF_ERESOURCE, "subsets: more than %d endpoints", TF_NODES_RESERVED_MAX);
+    if (!cJSON_IsString(ip) || tf_addr_parse(&out[*n], ip->valuestring) < 0)
+      return tf_error__set(TF_EINVALID, "subsets[%zu].%s[%zu].ip: must be an IP address", i, list, j);
+    (*n)++;
+  }
+  return TF_OK;
+}
+
+tf_err tf_nodes_reserve_endpoints(tf_nodes *nodes, const char *json, size_t len, const char *what)
+{
+  TF_ASSERT_ARG(nodes && (json || len == 0) && what);
+  cJSON *root = NULL;
+  tf_err rc = tf_doc__parse_json(&root, json ? json : "", len, NULL);
+  if (rc < 0) return rc;
+  /* collected first: nothing is reserved when any part is refused */
+  struct {
+    tf_addr addr;
+    uint16_t port;
+  } found[TF_NODES_RESERVED_MAX];
+  size_t nfound = 0;
+  const cJSON *subsets = tf_inventory__member(root, "subsets");
+  if (!cJSON_IsObject(root)) rc = tf_error__set(TF_EINVALID, "endpoints: must be an object");
+  else if (subsets && !cJSON_IsArray(subsets)) rc = tf_error__set(TF_EINVALID, "subsets: must be a list");
+  size_t i = 0;
+  for (const cJSON *sub = subsets ? subsets->child : NULL; rc == TF_OK && sub; sub = sub->next, i++) {
+    tf_addr ips[TF_NODES_RESERVED_MAX];
+    size_t nips = 0;
+    rc = tf_inventory__endpoint_ips(ips, &nips, TF_NODES_RESERVED_MAX, sub, i, "addresses");
+    if (rc == TF_OK) rc = tf_inventory__endpoint_ips(ips, &nips, TF_NODES_RESERVED_MAX, sub, i, "notReadyAddresses");
+    const cJSON *ports = tf_inventory__member(sub, "ports");
+    if (rc == TF_OK && ports && !cJSON_IsArray(ports)) rc = tf_error__set(TF_EINVALID, "subsets[%zu].ports: must be a list", i);
+    size_t k = 0;
+    for (const cJSON *p = ports ? ports->child : NULL; rc == TF_OK && p; p = p->next, k++) {
+      const cJSON *port = tf_inventory__member(p, "port");
+      if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+          port->valuedouble != (double)(int)port->valuedouble) {
+        rc = tf_error__set(TF_EINVALID, "subsets[%zu].ports[%zu].port: must be an integer 1-65535", i, k);
+        break;
+      }
+      for (size_t a = 0; rc == TF_OK && a < nips; a++) {
+        if (nfound == TF_NODES_RESERVED_MAX)
+          rc = tf_error__set(TF_ERESOURCE, "subsets: more than %d endpoints", TF_NODES_RESERVED_MAX);
+        else found[nfound].addr = ips[a], found[nfound++].port = (uint16_t)port->valueint;
+      }
+    }
+  }
+  cJSON_Delete(root);
+  /* the room for all of them, then each (an endpoint already reserved takes none) */
+  size_t room = TF_NODES_RESERVED_MAX - nodes->reserved_count;
+  for (size_t f = 0; rc == TF_OK && f < nfound; f++) {
+    int known = 0;
+    for (size_t r = 0; r < nodes->reserved_count; r++)
+      known |= nodes->reserved[r].port == found[f].port && tf_addr_compare(&nodes->reserved[r].addr, &found[f].addr) == 0;
+    for (size_t g = 0; g < f; g++)
+      known |= found[g].port == found[f].port && tf_addr_compare(&found[g].addr, &found[f].addr) == 0;
+    if (!known && room-- == 0)
+      rc = tf_error__set(TF_ERESOURCE, "at most %d reserved endpoints", TF_NODES_RESERVED_MAX);
+  }
+  for (size_t f = 0; rc == TF_OK && f < nfound; f++) rc = tf_nodes_reserve_endpoint(nodes, &found[f].addr, found[f].port, what);
+  return rc;
 }
 
 void tf_nodes_free(tf_nodes *nodes)
@@ -518,6 +592,12 @@ static const char *tf_inventory__label(const tf_node *node, const char *key)
     else hi = mid;
   }
   return NULL;
+}
+
+int tf_inventory__development(const tf_node *node)
+{
+  const char *v = tf_inventory__label(node, TF_LABEL_DEVELOPMENT);
+  return v && !strcmp(v, "true");
 }
 
 const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector)

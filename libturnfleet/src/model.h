@@ -115,6 +115,8 @@ struct tf_nodes {
 const tf_addr *tf_inventory__host_address(const tf_node *node, int af);
 /* Why @p node takes no relay of @p pool ("cordoned", "NotReady", "nodeSelector" with the first
  * selector entry it fails in *selector), or NULL when it is eligible. */
+/* 1 when the node carries TF_LABEL_DEVELOPMENT=true: its loopback addresses may host relays. */
+int tf_inventory__development(const tf_node *node);
 const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector);
 /* 1 when @p s is a lowercase RFC 1123 subdomain of at most @p max characters
  * (Kubernetes object names: nodes, pools, relays). */

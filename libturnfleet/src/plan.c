@@ -412,13 +412,18 @@ typedef struct tf_plan__work {
   size_t refused_count, refused_cap;
 } tf_plan__work;
 
+#define TF_PLAN__LOOPBACK_WHY(range)                                                                        \
+  "loopback (" range "), which hosts relays only on a node labelled " TF_LABEL_DEVELOPMENT "=true"
+
 /* Why @p a can never be a relay's address (a relay there would listen on every address, on a
- * group, on a link only, or on what no host owns), NULL when it can. */
-static const char *tf_plan__unusable(const tf_addr *a)
+ * group, on a link only, on what no host owns, or on what only the host itself reaches unless its
+ * node is a development one), NULL when it can. */
+static const char *tf_plan__unusable(const tf_addr *a, int development)
 {
   const uint8_t *b = a->bytes;
   if (a->family == TF_AF_INET) {
     if (b[0] == 0) return "unspecified (0.0.0.0/8, \"this network\")";
+    if (b[0] == 127 && !development) return TF_PLAN__LOOPBACK_WHY("127.0.0.0/8");
     if (b[0] == 169 && b[1] == 254) return "link-local (169.254.0.0/16, with the cloud metadata address)";
     if (b[0] >= 224 && b[0] <= 239) return "multicast";
     if (b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255) return "the limited broadcast address";
@@ -427,6 +432,7 @@ static const char *tf_plan__unusable(const tf_addr *a)
   }
   static const uint8_t zero[16];
   if (memcmp(b, zero, sizeof(zero)) == 0) return "unspecified (::)";
+  if (memcmp(b, zero, 15) == 0 && b[15] == 1 && !development) return TF_PLAN__LOOPBACK_WHY("::1");
   if (b[0] == 0xff) return "multicast";
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local (fe80::/10)";
   return NULL;
@@ -446,7 +452,7 @@ static int tf_plan__pool_holds_port(const tf_pool *pool, uint16_t port)
 static int tf_plan__refuse(tf_plan__work *w, uint32_t node, const tf_addr *a)
 {
   if (!a) return 0;
-  const char *why = tf_plan__unusable(a);
+  const char *why = tf_plan__unusable(a, tf_inventory__development(&w->nodes->items[node]));
   uint16_t port = 0;
   for (size_t i = 0; !why && i < w->nodes->reserved_count; i++) {
     const struct tf_nodes__reserved *r = &w->nodes->reserved[i];

@@ -21,11 +21,14 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "standin"))
 
+import api  # noqa: E402
 import kubelet  # noqa: E402
 import netns  # noqa: E402
 import server  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(HERE))
+# the label that lets a node's loopback addresses host relays (TF_LABEL_DEVELOPMENT)
+DEVELOPMENT = "node-restriction.kubernetes.io/turnfleet-development"
 
 
 def make_certs(d, ips):
@@ -110,6 +113,8 @@ def main():
     ap.add_argument("--restart-backoff", type=float, default=10.0, help="first crash-loop back-off (s), doubling to 300")
     ap.add_argument("--shutdown-grace", type=float, default=30.0, help="cap on a pod's grace period when the cluster stops (s)")
     ap.add_argument("--bookmark-interval", type=float, default=60.0)
+    ap.add_argument("--advertise-address", action="append", default=[], metavar="ADDR",
+                    help="another API server address the `kubernetes` Endpoints list (as an HA control plane's)")
     ap.add_argument("--node-netns", action="store_true",
                     help="each node its own network namespace holding its addresses (root; see tests/kube/README.md)")
     a = ap.parse_args()
@@ -157,6 +162,7 @@ def main():
     ca, crt, key = make_certs(d, sorted({a.address, "127.0.0.1"}))
     ca_pem = open(ca).read()
     si = server.StandIn(a.address, a.port, crt, key, ca_pem, a.control_port or a.port + 1, a.history)
+    si.advertise = a.advertise_address
     si.bookmark_interval = a.bookmark_interval
     si.controllers.node_grace = a.node_grace
     token = secrets.token_urlsafe(32)
@@ -220,6 +226,15 @@ def run(a, d, si, nodes, images, labels, annotations, ca_pem, token, nets, stop)
     for k in kubelets.values():
         while not stop.is_set() and si.store.get(("", "nodes"), "", k.name) is None:
             stop.wait(0.05)
+    # then, as the cluster's administrator, marked as development nodes: every address here is a
+    # loopback one, which the planner takes only on such a node (a kubelet cannot set a
+    # node-restriction.kubernetes.io/ label on its own Node)
+    node_type = si.store.type_for("", "v1", "nodes")
+    for k in kubelets.values():
+        if stop.is_set():
+            break
+        si.registry.update(node_type, "", k.name, None, api.Context(), patcher=lambda cur: dict(
+            cur, metadata=dict(cur["metadata"], labels=dict(cur["metadata"].get("labels") or {}, **{DEVELOPMENT: "true"}))))
     with open(os.path.join(d, "ready.tmp"), "w") as f:
         f.write("%d\n" % os.getpid())
     os.rename(os.path.join(d, "ready.tmp"), os.path.join(d, "ready"))

@@ -31,6 +31,7 @@ KUBE = os.path.join(SOURCE, "tests", "kube")
 API_ADDR, API_PORT = "127.0.0.240", 16600
 CONTROL = "http://%s:%d" % (API_ADDR, API_PORT + 1)
 NODES = [("n1", "127.0.0.241"), ("n2", "127.0.0.242"), ("n3", "127.0.0.243")]
+CLUSTER_ARGS = []   # more cluster.py arguments (a suite importing this module sets them)
 NS = "tfe2e"
 POOL = "edge"
 RIVAL = "rival"
@@ -246,6 +247,7 @@ def set_up():
            "--bookmark-interval", "2", "--build", BUILD]
     for name, addr in NODES:
         cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:turnfleet.hzmi.dev/relay-node=true" % name]
+    cmd += CLUSTER_ARGS
     log = open(os.path.join(TMP, "cluster.log"), "wb")
     CLUSTER = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()

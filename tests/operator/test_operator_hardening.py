@@ -15,9 +15,10 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
   coturn that runs: every relay counted exactly;
 - a shared secret past the cap (1 MiB) is refused with the Secret, its key and the cap named, in the
   condition and an Event;
-- nodes offering the cloud metadata address, the unspecified address, a multicast address, or the API
-  server's address with its port in the pool's range host no relay: the AddressConflict condition and a
-  Warning Event name each node, its address and why;
+- nodes offering the cloud metadata address, the unspecified address, a multicast address, the API
+  server's address with its port in the pool's range (the URL's, and another API server's from the
+  `kubernetes` Endpoints), or a loopback address without the development label host no relay: the
+  AddressConflict condition and a Warning Event name each node, its address and why;
 - a relay whose coturn CLI port a process of the test holds before the relay starts (so its agent cannot
   count) is Uncounted: its state, the pool's Ready False with RelaysUncounted, a Warning Event, the
   operator's turnfleet_relay_uncounted gauge; freed, it is counted again. Its node n3 on 127.0.16.1 (no
@@ -44,6 +45,8 @@ import test_operator_lifecycle as life  # noqa: E402  (api, container_pid, resta
 e2e.API_ADDR, e2e.API_PORT = "127.0.10.240", 30600
 e2e.CONTROL = "http://%s:%d" % (e2e.API_ADDR, e2e.API_PORT + 1)
 e2e.NODES = [("n1", "127.0.10.241"), ("n2", "127.0.10.242"), ("n3", "127.0.16.1")]
+API_OTHER = "127.0.10.239"   # a second API server the `kubernetes` Endpoints list (nothing listens there)
+e2e.CLUSTER_ARGS = ["--advertise-address", API_OTHER]
 e2e.NS = "tfharden"
 e2e.METRICS = ["%s:%d" % (e2e.API_ADDR, 30610), "%s:%d" % (e2e.API_ADDR, 30611)]
 e2e.DRAIN_S = 120   # far past every step here: a pod that goes early went for its marker, not its deadline
@@ -233,12 +236,17 @@ class Hardening(e2e.OperatorE2E):
     def test_05_dangerous_node_addresses_are_refused_naming_the_node(self):
         # nodes an adversary (or a mistake) gave the cloud metadata address, the unspecified, a multicast
         # address, and the API server's own address with its port inside the pool's relay range
-        bad = {"n-meta": "169.254.169.254", "n-any": "0.0.0.0", "n-mcast": "224.0.0.1", "n-api": e2e.API_ADDR}
+        # and a loopback address on a node not labelled a development one (the cluster's own nodes are)
+        # and the address of another API server, known only from the `kubernetes` Endpoints
+        bad = {"n-meta": "169.254.169.254", "n-any": "0.0.0.0", "n-mcast": "224.0.0.1", "n-api": e2e.API_ADDR,
+               "n-api2": API_OTHER, "n-loop": "127.0.10.250"}
         for node, addr in sorted(bad.items()):
+            # n-api and n-api2 development nodes, as the cluster's own: their refusal is the API server's port
+            dev = ", node-restriction.kubernetes.io/turnfleet-development: \"true\"" if node.startswith("n-api") else ""
             e2e.kubectl("apply", "-f", "-", input=(
-                "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels: {guard: \"true\"}\n"
-                "  annotations: {turnfleet.hzmi.dev/relay-address: \"%s\"}\n" % (node, addr)))
-        text = pool_yaml(4).replace("name: %s, namespace" % POOL, "name: guard, namespace").replace(
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels: {guard: \"true\"%s}\n"
+                "  annotations: {turnfleet.hzmi.dev/relay-address: \"%s\"}\n" % (node, dev, addr)))
+        text = pool_yaml(6).replace("name: %s, namespace" % POOL, "name: guard, namespace").replace(
             "relayPortRange: {start: 30100, end: 30119}",
             "relayPortRange: {start: %d, end: %d}\n  nodeSelector: {guard: \"true\"}" % (e2e.API_PORT - 5,
                                                                                        e2e.API_PORT + 5))
@@ -246,6 +254,10 @@ class Hardening(e2e.OperatorE2E):
         want = ["node n-any: 0.0.0.0 is refused: unspecified",
                 "node n-api: %s is refused: the Kubernetes API server listens on port %d there" % (e2e.API_ADDR,
                                                                                                 e2e.API_PORT),
+                "node n-api2: %s is refused: the Kubernetes API server listens on port %d there" % (API_OTHER,
+                                                                                                 e2e.API_PORT),
+                "node n-loop: 127.0.10.250 is refused: loopback (127.0.0.0/8), which hosts relays only on a node "
+                "labelled node-restriction.kubernetes.io/turnfleet-development=true",
                 "node n-mcast: 224.0.0.1 is refused: multicast",
                 "node n-meta: 169.254.169.254 is refused: link-local"]
 

@@ -75,16 +75,20 @@ def b64file(path):
 
 
 class Cluster:
-    """The stand-in with three relay nodes; stop() ends it by PID."""
+    """The stand-in with three nodes (@p nodes), labelled relay nodes unless @p relay_label is false;
+    stop() ends it by PID."""
 
-    def __init__(self, tmp, build=None, images=(), port=API_PORT, netns=False):
+    def __init__(self, tmp, build=None, images=(), port=API_PORT, netns=False, address=API_ADDR, nodes=NODES,
+                 relay_label=True):
         self.dir = os.path.join(tmp, "cluster")
         self.home = os.path.join(tmp, "kubectl-home")
         os.makedirs(self.home, exist_ok=True)
         cmd = [sys.executable, os.path.join(SOURCE, "tests", "kube", "cluster.py"), "--dir", self.dir,
-               "--address", API_ADDR, "--port", str(port), "--heartbeat", "2", "--shutdown-grace", "3"]
-        for name, addr in NODES:
-            cmd += ["--node", "%s=%s" % (name, addr), "--node-label", "%s:%s=true" % (name, RELAY_LABEL)]
+               "--address", address, "--port", str(port), "--heartbeat", "2", "--shutdown-grace", "3"]
+        for name, addr in nodes:
+            cmd += ["--node", "%s=%s" % (name, addr)]
+            if relay_label:
+                cmd += ["--node-label", "%s:%s=true" % (name, RELAY_LABEL)]
         if build:
             cmd += ["--build", build]
         if netns:

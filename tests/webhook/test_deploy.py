@@ -53,11 +53,15 @@ def main():
         for k in (("ServiceAccount", "turnfleet-webhook"), ("ClusterRole", "turnfleet-webhook"),
                   ("ClusterRoleBinding", "turnfleet-webhook"), ("Deployment", "turnfleet-webhook"),
                   ("Service", "turnfleet-webhook"), ("ValidatingWebhookConfiguration", "turnfleet"),
-                  ("MutatingWebhookConfiguration", "turnfleet")):
+                  ("MutatingWebhookConfiguration", "turnfleet"), ("Role", "turnfleet-webhook-api-endpoints"),
+                  ("RoleBinding", "turnfleet-webhook-api-endpoints")):
             expect(k in kinds, "deploy/webhook has the %s %s" % k)
         # as shipped: ServiceAccount, RBAC, Service, Deployment (two replicas, each on its pod's address:8443)
         for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service", "Deployment"):
             cluster.apply(kinds[(k, "turnfleet-webhook")])
+            if k == "ClusterRoleBinding":   # and the Role in default for the API servers' Endpoints
+                for r in ("Role", "RoleBinding"):
+                    cluster.apply(kinds[(r, "turnfleet-webhook-api-endpoints")])
         dep = kinds[("Deployment", "turnfleet-webhook")]
         sel = ",".join("%s=%s" % kv for kv in dep["spec"]["selector"]["matchLabels"].items())
 

@@ -232,6 +232,19 @@ def main():
                "capacity" in p.stderr and "Warning: spec.listeners[0].port: 443 is below 1024" in p.stderr,
                "warnings reach kubectl", p.stderr)
 
+        # a node at the API server's own address, known to the webhook only from the `kubernetes` Endpoints, with
+        # the API server's port in the pool's range: warned in the planner's words, naming the node
+        cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n-api", "labels": {
+            "apiguard": "true", "node-restriction.kubernetes.io/turnfleet-development": "true"},
+            "annotations": {"turnfleet.hzmi.dev/relay-address": harness.API_ADDR}}})
+        guard = harness.pool("apiguard", replicas=1, nodeSelector={"apiguard": "true"},
+                             relayPortRange={"start": harness.API_PORT - 5, "end": harness.API_PORT + 5})
+        want = ("node n-api: %s is refused: the Kubernetes API server listens on port %d there"
+                % (harness.API_ADDR, harness.API_PORT))
+        harness.wait_for("the webhook's cache to hold node n-api", lambda: want in cluster.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=json.dumps(guard), check=False).stderr, 20, 0.2)
+        cluster.kubectl("delete", "node", "n-api")
+
         # a cross-pool conflict: same nodes, same relay range and listener port as demo
         clash = harness.pool("clash", replicas=1)
 

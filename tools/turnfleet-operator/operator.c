@@ -20,7 +20,7 @@
 struct op_controller {
   op_config cfg;
   tf_kube *kube;
-  tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
+  tf_informer *pools, *pods, *nodes, *secrets, *configmaps, *endpoints;
   tf_workqueue *queue;
   tf_recorder *recorder;
   tf_adapter *adapter;
@@ -143,11 +143,13 @@ static void on_secret(tf_informer_op op, const char *key, const char *object, vo
 
 /* ---- life cycle ---- */
 
-static int informer(op_controller *c, tf_informer **out, const char *path, const char *selector, tf_informer_cb cb)
+static int informer(op_controller *c, tf_informer **out, const char *path, const char *labels, const char *fields,
+                    tf_informer_cb cb)
 {
   tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
   io.path = path;
-  io.label_selector = selector;
+  io.label_selector = labels;
+  io.field_selector = fields;
   io.resync_ms = c->cfg.resync_ms;
   io.on_change = cb;
   io.payload = c;
@@ -172,21 +174,25 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   c->kube = kube;
   pthread_mutex_init(&c->mu, NULL);
   const char *ns = cfg->namespace_;
-  char *pods = NULL, *secrets = NULL, *nodes = NULL, *configmaps = NULL;
+  char *pods = NULL, *secrets = NULL, *nodes = NULL, *configmaps = NULL, *endpoints = NULL;
   int ok = tf_kube_path(&c->pools_path, GROUP_API, "turnpools", ns, NULL, NULL) == 0 &&
            tf_kube_path(&pods, "/api/v1", "pods", ns, NULL, NULL) == 0 &&
            tf_kube_path(&secrets, "/api/v1", "secrets", ns, NULL, NULL) == 0 &&
            tf_kube_path(&nodes, "/api/v1", "nodes", NULL, NULL, NULL) == 0 &&
-           tf_kube_path(&configmaps, "/api/v1", "configmaps", ns, NULL, NULL) == 0;
+           tf_kube_path(&configmaps, "/api/v1", "configmaps", ns, NULL, NULL) == 0 &&
+           tf_kube_path(&endpoints, "/api/v1", "endpoints", "default", NULL, NULL) == 0;
   tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
   qo.base_delay_ms = 200;
   qo.max_delay_ms = 10000;
   ok = ok && tf_workqueue_new(&c->queue, &qo) == 0;
-  ok = ok && informer(c, &c->pools, c->pools_path, NULL, on_pool) == 0 &&
-       informer(c, &c->pods, pods, POOL_LABEL, on_pod) == 0 && informer(c, &c->nodes, nodes, NULL, on_node) == 0 &&
-       informer(c, &c->secrets, secrets, NULL, on_secret) == 0 &&
+  ok = ok && informer(c, &c->pools, c->pools_path, NULL, NULL, on_pool) == 0 &&
+       informer(c, &c->pods, pods, POOL_LABEL, NULL, on_pod) == 0 &&
+       informer(c, &c->nodes, nodes, NULL, NULL, on_node) == 0 &&
+       informer(c, &c->secrets, secrets, NULL, NULL, on_secret) == 0 &&
        /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
-       informer(c, &c->configmaps, configmaps, POOL_LABEL, on_configmap) == 0;
+       informer(c, &c->configmaps, configmaps, POOL_LABEL, NULL, on_configmap) == 0 &&
+       /* the API servers' addresses, which no relay may take: as a node change, every pool */
+       informer(c, &c->endpoints, endpoints, NULL, "metadata.name=kubernetes", on_node) == 0;
   ok = ok && tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
   if (cfg->budget_writes > 0) bo.writes = cfg->budget_writes;
@@ -198,6 +204,7 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   ao.nodes = c->nodes;
   ao.secrets = c->secrets;
   ao.configmaps = c->configmaps;
+  ao.api_endpoints = c->endpoints;
   ao.queue = c->queue;
   ao.recorder = c->recorder;
   ao.agent_image = cfg->agent_image;
@@ -218,6 +225,7 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   tf_free(secrets);
   tf_free(nodes);
   tf_free(configmaps);
+  tf_free(endpoints);
   if (!ok) {
     op_controller_free(c);
     return -1;
@@ -228,8 +236,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
 
 int op_controller_start(op_controller *c)
 {
-  tf_informer *all[] = {c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
-  for (size_t i = 0; i < 5; i++)
+  tf_informer *all[] = {c->endpoints, c->nodes, c->secrets, c->configmaps, c->pods, c->pools};
+  for (size_t i = 0; i < 6; i++)
     if (tf_informer_start(all[i]) < 0) return -1;
   return 0;
 }
@@ -237,7 +245,8 @@ int op_controller_start(op_controller *c)
 int op_controller_synced(const op_controller *c)
 {
   return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->pods) && tf_informer_has_synced(c->nodes) &&
-         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps);
+         tf_informer_has_synced(c->secrets) && tf_informer_has_synced(c->configmaps) &&
+         tf_informer_has_synced(c->endpoints);
 }
 
 void op_controller_enqueue_all(op_controller *c) { enqueue_ns(c, NULL); }
@@ -246,10 +255,10 @@ void op_controller_free(op_controller *c)
   if (!c) return;
   if (c->queue) tf_workqueue_shutdown(c->queue);
   /* every informer stops before any is freed: one's callback reads another's cache */
-  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps};
-  for (size_t i = 0; i < 5; i++) tf_informer_stop(all[i]);
+  tf_informer *all[] = {c->pools, c->pods, c->nodes, c->secrets, c->configmaps, c->endpoints};
+  for (size_t i = 0; i < 6; i++) tf_informer_stop(all[i]);
   tf_adapter_free(c->adapter);
-  for (size_t i = 0; i < 5; i++) tf_informer_free(all[i]);
+  for (size_t i = 0; i < 6; i++) tf_informer_free(all[i]);
   tf_recorder_free(c->recorder);
   tf_budget_free(c->budget);
   tf_workqueue_free(c->queue);

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 struct wh_cache {
-  tf_informer *pools, *nodes;
+  tf_informer *pools, *nodes, *endpoints; /* endpoints: the API servers', which no relay may take */
   pthread_mutex_t lock;
   unsigned long changes;  /* bumped by every informer change */
   unsigned long built_at; /* changes the snapshot was built from */
@@ -27,14 +27,15 @@ static void on_change(tf_informer_op op, const char *key, const char *object, vo
   pthread_mutex_unlock(&c->lock);
 }
 
-static int informer(tf_informer **out, tf_kube *kube, const char *api, const char *resource, wh_cache *c,
-                    tf_log_cb log, char *err, size_t errlen)
+static int informer(tf_informer **out, tf_kube *kube, const char *api, const char *resource, const char *ns,
+                    const char *fields, wh_cache *c, tf_log_cb log, char *err, size_t errlen)
 {
   char *path = NULL;
   tf_informer_options o;
   tf_informer_options_init(&o, TF_INFORMER_OPTIONS_VERSION);
-  if (tf_kube_path(&path, api, resource, NULL, NULL, NULL) < 0) goto fail;
+  if (tf_kube_path(&path, api, resource, ns, NULL, NULL) < 0) goto fail;
   o.path = path;
+  o.field_selector = fields;
   o.on_change = on_change;
   o.payload = c;
   o.log = log;
@@ -57,8 +58,10 @@ int wh_cache_start(wh_cache **out, tf_kube *kube, tf_log_cb log, char *err, size
   }
   pthread_mutex_init(&c->lock, NULL);
   c->built_at = (unsigned long)-1;
-  if (informer(&c->pools, kube, "/apis/turnfleet.hzmi.dev/v1alpha1", "turnpools", c, log, err, errlen) < 0 ||
-      informer(&c->nodes, kube, "/api/v1", "nodes", c, log, err, errlen) < 0) {
+  if (informer(&c->pools, kube, "/apis/turnfleet.hzmi.dev/v1alpha1", "turnpools", NULL, NULL, c, log, err, errlen) < 0 ||
+      informer(&c->nodes, kube, "/api/v1", "nodes", NULL, NULL, c, log, err, errlen) < 0 ||
+      informer(&c->endpoints, kube, "/api/v1", "endpoints", "default", "metadata.name=kubernetes", c, log, err,
+               errlen) < 0) {
     wh_cache_stop(c);
     return -1;
   }
@@ -66,7 +69,10 @@ int wh_cache_start(wh_cache **out, tf_kube *kube, tf_log_cb log, char *err, size
   return 0;
 }
 
-int wh_cache_synced(wh_cache *c) { return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->nodes); }
+int wh_cache_synced(wh_cache *c)
+{
+  return tf_informer_has_synced(c->pools) && tf_informer_has_synced(c->nodes) && tf_informer_has_synced(c->endpoints);
+}
 
 static void snapshot_free(wh_snapshot *s)
 {
@@ -91,6 +97,11 @@ static wh_snapshot *build(wh_cache *c)
       if (tf_nodes_parse(&s->nodes, doc, strlen(doc)) < 0) s->nodes = NULL;
       free(doc);
     }
+    /* the API servers' endpoints, as the operator's planner reserves them */
+    char *ep = NULL;
+    if (s->nodes && tf_informer_get(c->endpoints, "default/kubernetes", &ep) == 0)
+      (void)tf_nodes_reserve_endpoints(s->nodes, ep, strlen(ep), "the Kubernetes API server");
+    tf_free(ep);
     tf_free(list);
     list = NULL;
   }
@@ -148,6 +159,7 @@ void wh_cache_stop(wh_cache *c)
   if (!c) return;
   tf_informer_free(c->pools);
   tf_informer_free(c->nodes);
+  tf_informer_free(c->endpoints);
   snapshot_free(c->current);
   pthread_mutex_destroy(&c->lock);
   free(c);

@@ -117,7 +117,14 @@ def one_node(addr):
             "kind": "List",
             "items": [
                 {
-                    "metadata": {"name": "py-node", "labels": {"turnfleet.hzmi.dev/relay-node": "true"}},
+                    "metadata": {
+                        "name": "py-node",
+                        # a loopback address relays only on a development node
+                        "labels": {
+                            "turnfleet.hzmi.dev/relay-node": "true",
+                            "node-restriction.kubernetes.io/turnfleet-development": "true",
+                        },
+                    },
                     "status": {
                         "addresses": [{"type": "InternalIP", "address": addr}],
                         "conditions": [{"type": "Ready", "status": "True"}],

@@ -62,12 +62,16 @@ typedef struct tf_adapter_options {
   size_t workers;           /**< probe and scrape threads (default 4) */
   tf_log_cb log;            /**< or NULL (silent) */
   void *log_payload;
+  /** version 2: the `kubernetes` Endpoints of namespace `default` (an informer on
+   * /api/v1/namespaces/default/endpoints, field selector metadata.name=kubernetes), or NULL: no relay
+   * takes an API server's address and port (tf_nodes_reserve_endpoints()), besides the API server URL's */
+  tf_informer *api_endpoints;
 } tf_adapter_options;
 
-#define TF_ADAPTER_OPTIONS_VERSION 1
+#define TF_ADAPTER_OPTIONS_VERSION 2
 #define TF_ADAPTER_OPTIONS_INIT                                                                             \
   {TF_ADAPTER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 9700, 5000, 2000, 15800, 10, \
-   10, 0, 4, NULL, NULL}
+   10, 0, 4, NULL, NULL, NULL}
 
 /**
  * Fill @p opts with the defaults of @p version.

@@ -451,7 +451,8 @@ TF_EXTERN(const tf_pool *) tf_engine_pool(const tf_engine *engine);
  * relay on: HostNetwork and PartitionedIP get one Ready node per address (in
  * DualStack, the i-th IPv4 address paired with the i-th IPv6 one); ExternalIPPool
  * and PodIP get one node offering every address (the planner keeps those inside
- * the pool's CIDRs). Every node carries the pool's nodeSelector labels.
+ * the pool's CIDRs). Every node carries the pool's nodeSelector labels and
+ * TF_LABEL_DEVELOPMENT=true: the addresses are the user's own, so loopback ones may relay.
  * @param[out] out release with tf_nodes_free(); no node when @p count is 0
  * @param addrs the host's addresses (tf_addr_list_parse()), borrowed
  * @return 0, TF_EINVALID for NULL arguments, TF_ENOMEM

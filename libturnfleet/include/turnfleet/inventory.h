@@ -22,6 +22,15 @@ typedef struct tf_nodes tf_nodes;
 #define TF_ANNOTATION_RELAY_POD_ADDRESSES "turnfleet.hzmi.dev/relay-pod-addresses"
 
 /**
+ * The label (value `true`) that lets a node's loopback addresses (127.0.0.0/8, ::1) host relays:
+ * a development cluster whose nodes all run on one host. Elsewhere the planner refuses them, as
+ * it refuses unspecified, multicast, link-local and broadcast addresses. Under the
+ * `node-restriction.kubernetes.io/` prefix, which the NodeRestriction admission plugin keeps a
+ * kubelet from setting on its own Node: only the cluster's administrators can set it.
+ */
+#define TF_LABEL_DEVELOPMENT "node-restriction.kubernetes.io/turnfleet-development"
+
+/**
  * Parse a NodeList (`kind: List` or `NodeList`; `kind` may be absent) as
  * JSON. `items` is required; per node `metadata.name` (a lowercase RFC 1123
  * subdomain, unique), `metadata.labels`, the turnfleet.hzmi.dev/ annotations
@@ -102,6 +111,19 @@ TF_EXTERN(void) tf_nodes_free(tf_nodes *nodes);
  *         endpoints; TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_nodes_reserve_endpoint(tf_nodes *nodes, const tf_addr *addr, uint16_t port, const char *what);
+
+/**
+ * tf_nodes_reserve_endpoint() for every endpoint of a Kubernetes Endpoints object (`kubectl get
+ * endpoints kubernetes -n default -o json`, the API servers of the cluster): each
+ * `subsets[].addresses[].ip` and `subsets[].notReadyAddresses[].ip` with each of its subset's
+ * `ports[].port`. An endpoint already reserved is not reserved twice. Nothing is reserved on failure.
+ * @param json the object, borrowed for the call
+ * @param what as tf_nodes_reserve_endpoint()
+ * @return 0; TF_EPROTO for malformed JSON (byte offset in the message); TF_EINVALID naming the
+ *         field (`subsets[0].addresses[1].ip: must be an IP address`); TF_ERESOURCE when the
+ *         endpoints would pass TF_NODES_RESERVED_MAX; TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_nodes_reserve_endpoints(tf_nodes *nodes, const char *json, size_t len, const char *what);
 
 /** Number of nodes. */
 TF_EXTERN(size_t) tf_nodes_count(const tf_nodes *nodes);

@@ -82,6 +82,7 @@ def builtin_types():
         T("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",),
           extra_sub=[("token", "TokenRequest", "authentication.k8s.io", "v1", ["create"])]),
         T("", "v1", "services", "Service", True, ("svc",), status=True, categories=("all",)),
+        T("", "v1", "endpoints", "Endpoints", True, ("ep",)),
         T("coordination.k8s.io", "v1", "leases", "Lease", True, require_rv=True),
         T("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, generation=True, categories=("all",)),
         T("batch", "v1", "jobs", "Job", True, status=True, generation=True, categories=("all",)),

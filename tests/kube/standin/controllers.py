@@ -49,6 +49,14 @@ class Controllers:
                         "spec": {"clusterIP": self.si.host, "ports": [{"name": "https", "port": self.si.port, "protocol": "TCP", "targetPort": self.si.port}]}}, _ctx())
         except ApiError:
             pass
+        # as kube-apiserver's endpoint reconciler keeps it: every API server's address and port
+        try:
+            reg.create(reg.store.type_for("", "v1", "endpoints"), "default",
+                       {"metadata": {"name": "kubernetes", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                        "subsets": [{"addresses": [{"ip": a} for a in [self.si.host] + list(self.si.advertise)],
+                                     "ports": [{"name": "https", "port": self.si.port, "protocol": "TCP"}]}]}, _ctx())
+        except ApiError:
+            pass
 
     def on_change(self, rt, typ, obj):
         reg = self.si.registry

@@ -143,6 +143,7 @@ class StandIn:
         self.faults = Faults()
         self.registry = api.Registry(self.store, self.admit)
         self.host, self.port = host, port
+        self.advertise = []   # more API server addresses the `kubernetes` Endpoints list (an HA control plane)
         self.ca_pem = ca_pem
         self.certfile, self.keyfile = certfile, keyfile
         self.control_port = control_port
