@@ -43,7 +43,9 @@ spec:
     - {{name: turn, protocol: udp, port: 3901}}
   auth: {{realm: agent.test, secretRef: {{name: s}}}}
 """
-NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true"}},'
+# a development node: its address is a loopback one, which only such a node may relay on
+NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true",'
+         '"node-restriction.kubernetes.io/turnfleet-development":"true"}},'
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
 
 
