@@ -10,8 +10,9 @@
  *    this one), waits for zero allocations or the deadline, then writes the
  *    drained marker answering that request, which the coturn hook waits for.
  * Where the CLI is and its password come from the relay's config file only,
- * never from argv or the environment; so does the /metrics token (a file). Exit: 0 done, 1 the operation failed
- * (prestop: the deadline passed first), 2 usage or bad input. */
+ * never from argv or the environment; the /metrics token comes from a file
+ * too. Exit: 0 done, 1 the operation failed (prestop: the deadline passed
+ * first), 2 usage or bad input. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
