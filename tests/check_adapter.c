@@ -44,6 +44,14 @@ START_TEST(test_adapter__conditions_turning_bad_are_named_once)
                       "{\"reason\":\"PortsNearlyExhausted\",\"message\":\"CapacityPressure: r: 9/10\"}]");
   free(t);
   ck_assert_ptr_null(tf_adapter__condition_troubles("{", was));
+  /* a ready pool whose relay cannot be counted: Ready turns False with RelaysUncounted, one Event */
+  const char counted[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+                         "\"reason\":\"AllRelaysReady\"}]}}";
+  const char uncounted[] = "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\","
+                           "\"reason\":\"RelaysUncounted\",\"message\":\"1/1 relays ready; 1 uncounted (r)\"}]}}";
+  t = tf_adapter__condition_troubles(uncounted, counted);
+  ck_assert_str_eq(t, "[{\"reason\":\"RelaysUncounted\",\"message\":\"Ready: 1/1 relays ready; 1 uncounted (r)\"}]");
+  free(t);
 }
 END_TEST
 

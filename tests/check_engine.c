@@ -281,6 +281,62 @@ START_TEST(test_engine__relay_states_starting_ready_full_failing)
 }
 END_TEST
 
+/* Counts that keep failing while the relay passes its probes: Uncounted after three rounds (state,
+ * Ready False RelaysUncounted naming it, the gauge), still probed and published; one good count ends it. */
+START_TEST(test_engine__a_relay_that_cannot_be_counted_is_uncounted)
+{
+  tf_engine *e = ready_fleet(1, "4.6.1");
+  const char *name = tf_engine_relay_at(e, 0)->name;
+  char relay[TF_RELAY_NAME_MAX];
+  snprintf(relay, sizeof(relay), "%s", name);
+  int64_t t = T0 + 500;
+  size_t failed = 0;
+  while (failed < TF_RECONCILE_UNCOUNTED_ROUNDS) {
+    ck_assert_str_ne(tf_engine_relay_state_name(tf_engine_relay_at(e, 0)->state), "Uncounted");
+    t = tf_engine_next_ms(e);
+    step(e, t);
+    failed += count_kind(e, TF_ENGINE_COUNT, NULL);
+    ack_all(e, t, 1, -1);
+    step(e, t);
+  }
+  const tf_engine_relay *v = tf_engine_relay_at(e, 0);
+  ck_assert_int_eq(v->state, TF_ENGINE_RELAY_UNCOUNTED);
+  ck_assert_str_eq(tf_engine_relay_state_name(v->state), "Uncounted");
+  ck_assert_uint_ne(v->flags & TF_RELAY_PUBLISHED, 0);
+  ck_assert_int_eq(v->allocations, -1);
+  const char *status, *reason, *message;
+  TF_OK_OR_FAIL(tf_reconcile_condition(tf_engine_reconcile(e), 0, NULL, &status, &reason, &message, NULL));
+  ck_assert_str_eq(status, "False");
+  ck_assert_str_eq(reason, "RelaysUncounted");
+  ck_assert_ptr_nonnull(strstr(message, relay));
+  char *json = NULL;
+  TF_OK_OR_FAIL(tf_engine_status_json(&json, e));
+  ck_assert_ptr_nonnull(strstr(json, "\"state\":\t\"Uncounted\""));
+  tf_free(json);
+  tf_metrics *m = NULL;
+  double g = 0;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_reconcile_metrics(m, tf_engine_reconcile(e)));
+  TF_OK_OR_FAIL(tf_metrics_sum(&g, m, "turnfleet_relay_uncounted"));
+  ck_assert(g == 1);
+  tf_metrics_free(m);
+  /* it keeps being probed and counted; the first good count ends it */
+  size_t counted = 0;
+  while (!counted) {
+    t = tf_engine_next_ms(e);
+    step(e, t);
+    counted = count_kind(e, TF_ENGINE_COUNT, NULL);
+    ack_all(e, t, 1, 2);
+    step(e, t);
+  }
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_READY);
+  ck_assert_int_eq(tf_engine_relay_at(e, 0)->allocations, 2);
+  TF_OK_OR_FAIL(tf_reconcile_condition(tf_engine_reconcile(e), 0, NULL, &status, &reason, NULL, NULL));
+  ck_assert_str_eq(reason, "AllRelaysReady");
+  tf_engine_free(e);
+}
+END_TEST
+
 /* Scale-down: out of the URIs at once, coturn told publish_delay_ms later, stopped on a later count of 0. */
 START_TEST(test_engine__drain_waits_the_publication_delay_then_a_count_of_zero)
 {
@@ -1192,6 +1248,7 @@ Suite *tf_test_engine_suite(void)
   tcase_add_test(tc, test_engine__a_secret_change_probes_every_relay_at_once);
   tcase_add_test(tc, test_engine__a_restart_waits_the_publication_delay_out_of_the_uris);
   tcase_add_test(tc, test_engine__relay_states_starting_ready_full_failing);
+  tcase_add_test(tc, test_engine__a_relay_that_cannot_be_counted_is_uncounted);
   tcase_add_test(tc, test_engine__drain_waits_the_publication_delay_then_a_count_of_zero);
   tcase_add_test(tc, test_engine__drain_times_out_after_drain_timeout);
   tcase_add_test(tc, test_engine__a_dead_relay_restarts_after_a_doubling_backoff);

@@ -504,6 +504,91 @@ START_TEST(test_manifest__secret_keeps_a_leaving_relays_key)
 }
 END_TEST
 
+/* The pool's metrics token: in the relay-config Secret (base64) when given, kept as observed when not; the
+ * Pod mounts that key for its agent alone and passes the file, never the token, in argv; a malformed token
+ * is refused without being shown. */
+START_TEST(test_manifest__metrics_token_in_the_secret_and_mounted_for_the_agent_only)
+{
+  static const char token[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  fx f = fx_new(host_pool, host_nodes, NULL);
+  tf_manifest_options o = opts();
+  o.metrics_token = token;
+  char *secret = NULL;
+  TF_OK_OR_FAIL(tf_manifest_relay_config_secret(&secret, f.pool, f.rec, NULL, 0, &o));
+  cJSON *doc = cJSON_Parse(secret);
+  const char *enc = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "data"), "metrics-token"));
+  ck_assert_ptr_nonnull(enc);
+  ck_assert_ptr_null(strstr(secret, token)); /* base64, as every data value */
+  char observed[512], kept[128];
+  snprintf(observed, sizeof(observed), "{\"data\":{\"metrics-token\":\"%s\"}}", enc);
+  snprintf(kept, sizeof(kept), "%s", enc);
+  cJSON_Delete(doc);
+  tf_secret_free(secret);
+  /* without a token given, the observed key is kept, byte for byte */
+  tf_manifest_options plain = opts();
+  TF_OK_OR_FAIL(tf_manifest_relay_config_secret(&secret, f.pool, f.rec, observed, strlen(observed), &plain));
+  doc = cJSON_Parse(secret);
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "data"), "metrics-token")), kept);
+  cJSON_Delete(doc);
+  tf_secret_free(secret);
+
+  char *pod = NULL;
+  TF_OK_OR_FAIL(tf_manifest_relay_pod(&pod, f.pool, f.rec, planned(f.rec, 0), &o));
+  ck_assert_ptr_null(strstr(pod, token));
+  doc = cJSON_Parse(pod);
+  const cJSON *c, *m, *v;
+  int agent_mounts = 0, coturn_mounts = 0, volumes = 0, flag = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "spec"), "containers"))
+  {
+    int agent = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")), "agent") == 0;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(c, "volumeMounts"))
+    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(m, "name")), "metrics-token") == 0) {
+      char want[128];
+      snprintf(want, sizeof(want), "%s/metrics-token", cJSON_GetStringValue(cJSON_GetObjectItem(m, "mountPath")));
+      ck_assert_str_eq(want, TF_MANIFEST_METRICS_TOKEN_PATH);
+      ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(m, "readOnly")));
+      agent ? agent_mounts++ : coturn_mounts++;
+    }
+    const cJSON *arg, *prev = NULL;
+    cJSON_ArrayForEach(arg, cJSON_GetObjectItem(c, "command"))
+    {
+      if (prev && strcmp(cJSON_GetStringValue(prev), "--metrics-token-file") == 0 &&
+          strcmp(cJSON_GetStringValue(arg), TF_MANIFEST_METRICS_TOKEN_PATH) == 0)
+        flag += agent;
+      prev = arg;
+    }
+  }
+  cJSON_ArrayForEach(v, cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "spec"), "volumes"))
+  {
+    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(v, "name")), "metrics-token") != 0) continue;
+    const cJSON *sv = cJSON_GetObjectItem(v, "secret");
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(sv, "secretName")), "edge-relay-config");
+    ck_assert_int_eq(cJSON_GetObjectItem(sv, "defaultMode")->valueint, 0400);
+    const cJSON *item = cJSON_GetArrayItem(cJSON_GetObjectItem(sv, "items"), 0);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(item, "key")), TF_MANIFEST_METRICS_TOKEN_KEY);
+    volumes++;
+  }
+  ck_assert_int_eq(agent_mounts, 1);
+  ck_assert_int_eq(coturn_mounts, 0);
+  ck_assert_int_eq(volumes, 1);
+  ck_assert_int_eq(flag, 1);
+  cJSON_Delete(doc);
+  tf_free(pod);
+  /* without a token: no flag, no mount (the agent's /metrics is open) */
+  pod = pod_of(&f, 0);
+  ck_assert_ptr_null(strstr(pod, "metrics-token"));
+  tf_free(pod);
+  /* malformed: refused, the value not in the message */
+  o.metrics_token = "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef";
+  ck_assert_int_eq(tf_manifest_relay_config_secret(&secret, f.pool, f.rec, NULL, 0, &o), TF_EINVALID);
+  ck_assert_ptr_nonnull(strstr(tf_error_last()->message, "options.metrics_token"));
+  ck_assert_ptr_null(strstr(tf_error_last()->message, "0123"));
+  o.metrics_token = "abc";
+  ck_assert_int_eq(tf_manifest_relay_pod(&pod, f.pool, f.rec, planned(f.rec, 0), &o), TF_EINVALID);
+  fx_free(&f);
+}
+END_TEST
+
 static int matches(const char *desired, const char *observed, char **path)
 {
   int m = -1;
@@ -842,6 +927,7 @@ Suite *tf_test_manifest_suite(void)
   tcase_add_test(tc, test_manifest__secret_configmap_status_event);
   tcase_add_test(tc, test_manifest__no_secret_outside_the_secret);
   tcase_add_test(tc, test_manifest__secret_keeps_a_leaving_relays_key);
+  tcase_add_test(tc, test_manifest__metrics_token_in_the_secret_and_mounted_for_the_agent_only);
   tcase_add_test(tc, test_manifest__matches_owned_fields_only);
   tcase_add_test(tc, test_manifest__bad_input_is_named);
   tcase_add_test(tc, test_manifest__event_names_are_stable);

@@ -782,6 +782,101 @@ START_TEST(test_reconcile__metric_samples)
 }
 END_TEST
 
+/* A relay that serves and passed its probe, but whose count rounds gave nothing three times in a row,
+ * is Uncounted: still served, the pool not Ready (RelaysUncounted, naming it), its gauge 1. Two misses,
+ * a draining relay or an older caller's observation (no count_misses) are not. */
+static tf_reconcile *run_misses(const tf_pool *pool, const tf_nodes *nodes, const int64_t misses[2],
+                                unsigned int version)
+{
+  tf_observed *o = NULL;
+  TF_OK_OR_FAIL(tf_observed_new(&o));
+  for (int k = 1; k <= 2; k++) {
+    char id[64], name[TF_RELAY_NAME_MAX];
+    identity_of(id, sizeof(id), k, 0);
+    name_of(name, k, 0);
+    char *hash = desired_hash(pool, k, 0);
+    tf_relay_observation r = TF_RELAY_OBSERVATION_INIT;
+    r.version = version;
+    r.name = name;
+    r.identity = id;
+    r.config_hash = hash;
+    r.running = 1;
+    r.started_ms = T0 - S(100);
+    r.probe_ms = T0 - S(10);
+    r.probe_ok = 1;
+    r.allocations = -1;
+    r.count_misses = misses[k - 1];
+    TF_OK_OR_FAIL(tf_observed_add_relay(o, &r));
+    tf_free(hash);
+  }
+  tf_reconcile *rec = run(pool, nodes, o, T0);
+  tf_observed_free(o);
+  return rec;
+}
+
+static double uncounted_gauge(const tf_reconcile *rec)
+{
+  tf_metrics *m = NULL;
+  double v = -1;
+  TF_OK_OR_FAIL(tf_metrics_new(&m));
+  TF_OK_OR_FAIL(tf_reconcile_metrics(m, rec));
+  TF_OK_OR_FAIL(tf_metrics_sum(&v, m, "turnfleet_relay_uncounted"));
+  tf_metrics_free(m);
+  return v;
+}
+
+START_TEST(test_reconcile__a_relay_without_counts_is_uncounted_and_the_pool_not_ready)
+{
+  tf_pool *pool = mk_pool(2, 0, NULL);
+  tf_nodes *nodes = mk_nodes(3);
+  char r2[TF_RELAY_NAME_MAX], r1[TF_RELAY_NAME_MAX];
+  name_of(r1, 1, 0);
+  name_of(r2, 2, 0);
+  const char *status, *reason, *message;
+
+  int64_t two[2] = {0, TF_RECONCILE_UNCOUNTED_ROUNDS - 1};
+  tf_reconcile *rec = run_misses(pool, nodes, two, TF_RELAY_OBSERVATION_VERSION);
+  ck_assert_uint_eq(tf_reconcile_action_count(rec), 0);
+  TF_OK_OR_FAIL(tf_reconcile_condition(rec, 0, NULL, &status, &reason, NULL, NULL));
+  ck_assert_str_eq(status, "True");
+  ck_assert_str_eq(reason, "AllRelaysReady");
+  for (size_t i = 0; i < 2; i++) ck_assert_uint_eq(tf_reconcile_relay_flags(rec, i) & TF_RELAY_UNCOUNTED, 0);
+  ck_assert(uncounted_gauge(rec) == 0);
+  tf_reconcile_free(rec);
+
+  int64_t three[2] = {0, TF_RECONCILE_UNCOUNTED_ROUNDS};
+  rec = run_misses(pool, nodes, three, TF_RELAY_OBSERVATION_VERSION);
+  ck_assert_uint_eq(tf_reconcile_action_count(rec), 0); /* nothing restarted for it: it serves */
+  for (size_t i = 0; i < 2; i++) {
+    unsigned int f = tf_reconcile_relay_flags(rec, i);
+    int it = strcmp(tf_reconcile_relay_name(rec, i), r2) == 0;
+    ck_assert_uint_eq((f & TF_RELAY_UNCOUNTED) != 0, it);
+    ck_assert_uint_ne(f & TF_RELAY_PUBLISHED, 0);
+  }
+  TF_OK_OR_FAIL(tf_reconcile_condition(rec, 0, NULL, &status, &reason, &message, NULL));
+  ck_assert_str_eq(status, "False");
+  ck_assert_str_eq(reason, "RelaysUncounted");
+  ck_assert_ptr_nonnull(strstr(message, r2));
+  ck_assert_ptr_null(strstr(message, r1));
+  ck_assert_ptr_nonnull(strstr(message, "1 uncounted"));
+  ck_assert(uncounted_gauge(rec) == 1);
+  char *json = NULL;
+  TF_OK_OR_FAIL(tf_reconcile_to_json(&json, rec));
+  ck_assert_ptr_nonnull(strstr(json, "\"uncounted\": true"));
+  tf_free(json);
+  tf_reconcile_free(rec);
+
+  /* a version 3 caller has no count_misses: not read */
+  rec = run_misses(pool, nodes, three, 3);
+  TF_OK_OR_FAIL(tf_reconcile_condition(rec, 0, NULL, &status, &reason, NULL, NULL));
+  ck_assert_str_eq(reason, "AllRelaysReady");
+  ck_assert(uncounted_gauge(rec) == 0);
+  tf_reconcile_free(rec);
+  tf_nodes_free(nodes);
+  tf_pool_free(pool);
+}
+END_TEST
+
 /* CLI ports: kept by running relays, lowest free for new ones; the exporter port from 4.6.3. */
 START_TEST(test_reconcile__cli_ports_logs_and_metrics_ports)
 {
@@ -1112,6 +1207,7 @@ Suite *tf_test_reconcile_suite(void)
   tcase_add_test(tc, test_reconcile__deterministic);
   tcase_add_test(tc, test_reconcile__status_uris_and_ice_servers);
   tcase_add_test(tc, test_reconcile__metric_samples);
+  tcase_add_test(tc, test_reconcile__a_relay_without_counts_is_uncounted_and_the_pool_not_ready);
   tcase_add_test(tc, test_reconcile__cli_ports_logs_and_metrics_ports);
   tcase_add_test(tc, test_reconcile__cli_ports_avoid_other_pools_on_the_node);
   tcase_add_test(tc, test_reconcile__rejects_bad_input);

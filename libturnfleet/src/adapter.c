@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509.h>
 
 #include "adapter_internal.h"
@@ -57,6 +58,7 @@ typedef struct pool_state {
   size_t seen_count;
   char *collision;            /* the CLI port collision last reported (NULL: none) */
   tf_adapter__expect *expect; /* its creates and deletes the pod cache does not show yet (by relay name) */
+  char *metrics_token;        /* its agents' /metrics token (secret): kept in <pool>-relay-config */
 } pool_state;
 
 struct tf_adapter {
@@ -167,6 +169,7 @@ static void state_free(pool_state *s)
   free(s->seen);
   free(s->collision);
   tf_adapter__expect_free(s->expect);
+  wipe_free(s->metrics_token);
   free(s);
 }
 
@@ -488,6 +491,32 @@ static uint16_t observed_cli_port(const char *config_secret, const char *relay)
   tf_relayctl_config_free(rc);
   wipe_free(conf);
   return port;
+}
+
+/* The pool's metrics token: the one its relay-config Secret holds (so that every leader keeps the one the
+ * agents mount), else the one made before, else a new one from 32 random bytes. -1 without one. */
+static int metrics_token(pool_state *s, const char *config_secret)
+{
+  char *seen = config_secret ? secret_value(config_secret, TF_MANIFEST_METRICS_TOKEN_KEY) : NULL;
+  if (seen && strlen(seen) == 64 && strspn(seen, "0123456789abcdef") == 64) {
+    if (!s->metrics_token || strcmp(s->metrics_token, seen) != 0) {
+      wipe_free(s->metrics_token);
+      s->metrics_token = seen;
+      return 0;
+    }
+  }
+  wipe_free(seen);
+  if (s->metrics_token) return 0;
+  unsigned char raw[32];
+  char *hex = malloc(65);
+  if (!hex || RAND_bytes(raw, sizeof(raw)) != 1) {
+    free(hex);
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  OPENSSL_cleanse(raw, sizeof(raw));
+  s->metrics_token = hex;
+  return 0;
 }
 
 /* Merge-patch the pool's /status with @p body unless @p pool_json already says it.
@@ -859,6 +888,7 @@ static char *create_pod(tf_adapter *c, pool_state *s, const char *pool_json, con
   mo.agent_image = c->o.agent_image;
   mo.agent_port = c->o.agent_port;
   mo.state_dir = STATE_DIR;
+  mo.metrics_token = s->metrics_token;
   char *body = NULL, *coll = NULL, *made = NULL, *out = NULL;
   tf_kube_status *st = NULL;
   if (tf_manifest_relay_pod(&body, tf_engine_pool(s->engine), rec, i, &mo) < 0) {
@@ -1030,7 +1060,8 @@ static void act(tf_adapter *c, pool_state *s, const pods_view *pv, const char *p
       int v6 = a->address && strchr(a->address, ':') != NULL;
       snprintf(url, sizeof(url), "http://%s%s%s:%u/metrics", v6 ? "[" : "", a->address ? a->address : "",
                v6 ? "]" : "", port);
-      if (!p || tf_adapter__work_scrape(c->work, s->key, s->epoch, a->id, url, SCRAPE_TIMEOUT_MS) < 0)
+      if (!p ||
+          tf_adapter__work_scrape(c->work, s->key, s->epoch, a->id, url, s->metrics_token, SCRAPE_TIMEOUT_MS) < 0)
         (void)tf_engine_count_done(s->engine, a->id, -1, now);
       break;
     }
@@ -1048,6 +1079,7 @@ static int write_config(tf_adapter *c, pool_state *s, const char *pool_json, con
   mo.agent_image = c->o.agent_image;
   mo.agent_port = c->o.agent_port;
   mo.state_dir = STATE_DIR;
+  mo.metrics_token = s->metrics_token;
   int rc = 0;
   char *coll = NULL, *body = NULL;
   /* the relay configs first: a pod made next mounts its key */
@@ -1328,6 +1360,7 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   g = tf_informer_get(c->secrets, skey, &config_secret);
   free(skey);
   if (g < 0 && g != TF_ENOTFOUND) goto out;
+  if (metrics_token(s, config_secret) < 0) goto out;
   if (pods_read(c, &pv, ns, name, uid) < 0) goto out;
   claims(c, s, key, pool_json, uid);
   int64_t now = tf_kube__now_ms();

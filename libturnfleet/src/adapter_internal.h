@@ -205,9 +205,10 @@ void tf_adapter__work_free(tf_adapter__work *w);
  * wiped after use). 0, -1 on no memory. */
 int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id,
                            const tf_probe_options *po, size_t n);
-/* GET @p url (an agent's /metrics) and sum turnfleet_agent_ports_in_use. 0, -1 on no memory. */
+/* GET @p url (an agent's /metrics) with `Authorization: Bearer @p token` (NULL: none; copied, wiped after
+ * use) and sum turnfleet_agent_ports_in_use. 0, -1 on no memory. */
 int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url,
-                            int timeout_ms);
+                            const char *token, int timeout_ms);
 /* The finished results of @p key in the order they finished; *out malloc'd (release each with
  * tf_adapter__result_clear(), then free()). Returns the count. */
 size_t tf_adapter__work_take(tf_adapter__work *w, const char *key, tf_adapter__result **out);

@@ -123,6 +123,16 @@ static void run_scrape(tf_adapter__job *j)
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  /* the pool's token: only the operator reads its agents' /metrics */
+  struct curl_slist *headers = NULL;
+  char *auth = j->secret ? malloc(strlen(j->secret) + 32) : NULL;
+  if (auth) {
+    sprintf(auth, "Authorization: Bearer %s", j->secret);
+    headers = curl_slist_append(NULL, auth);
+    OPENSSL_cleanse(auth, strlen(auth));
+    free(auth);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  }
   if (curl_easy_perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
       code == 200 && b.p) {
     tf_metrics *m = NULL;
@@ -140,6 +150,8 @@ static void run_scrape(tf_adapter__job *j)
   }
   free(b.p);
   curl_easy_cleanup(c);
+  for (struct curl_slist *h = headers; h; h = h->next) OPENSSL_cleanse(h->data, strlen(h->data));
+  curl_slist_free_all(headers);
 }
 
 static void *worker(void *arg)
@@ -255,7 +267,8 @@ int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch,
   return submit(w, j);
 }
 
-int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url, int timeout_ms)
+int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url,
+                            const char *token, int timeout_ms)
 {
   tf_adapter__job *j = calloc(1, sizeof(*j));
   if (!j) return -1;
@@ -265,8 +278,9 @@ int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch
   j->id = j->result.id = id;
   j->key = strdup(key);
   j->url = strdup(url);
+  j->secret = token ? strdup(token) : NULL;
   j->timeout_ms = timeout_ms;
-  if (!j->key || !j->url) {
+  if (!j->key || !j->url || (token && !j->secret)) {
     job_free(j);
     return -1;
   }

@@ -28,6 +28,7 @@ typedef struct tf_eng__relay {
   int64_t draining_since_ms, drain_due_ms, drain_sent_ms;
   int64_t allocations, count_ms, next_probe_ms, next_count_ms;
   int64_t count_failures; /* over the relay's life in this engine: a counter */
+  int64_t count_misses;   /* count rounds in a row without a count, since the last good one or its start */
   int64_t probe_ms;
   int64_t probe_sent_ms, probe_duration_ms; /* when the probe out was handed out; the last one's length, -1: unknown */
   int probe_ok, probe_error_code, saw_508;
@@ -290,6 +291,7 @@ static void tf_eng__fresh_process(const tf_engine *e, tf_eng__relay *r, int64_t 
   r->draining_since_ms = r->drain_due_ms = r->drain_sent_ms = 0;
   r->allocations = -1;
   r->count_ms = 0;
+  r->count_misses = 0;
   r->probe_ms = 0;
   r->probe_duration_ms = -1;
   r->probe_ok = r->probe_error_code = r->saw_508 = 0;
@@ -405,6 +407,7 @@ static tf_err tf_eng__observed(tf_observed **out, const tf_engine *e)
     o.held_back = r->held_back || r->restart_due_ms; /* a restart begun: unpublished until it goes */
     o.probe_duration_ms = r->probe_duration_ms;
     o.count_failures = r->count_failures;
+    o.count_misses = r->count_misses;
     rc = tf_observed_add_relay(obs, &o);
   }
   if (rc == TF_OK && e->status_json) (void)tf_observed_set_status(obs, e->status_json, strlen(e->status_json));
@@ -1047,6 +1050,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
 static tf_engine_relay_state tf_eng__state(unsigned int flags, const tf_eng__relay *r)
 {
   if (flags & TF_RELAY_DRAINING) return TF_ENGINE_RELAY_DRAINING;
+  if (flags & TF_RELAY_UNCOUNTED) return TF_ENGINE_RELAY_UNCOUNTED;
   if (flags & TF_RELAY_READY) return TF_ENGINE_RELAY_READY;
   if (!r || !r->observed) return TF_ENGINE_RELAY_STARTING;
   if (!r->running) return r->exited_ms ? TF_ENGINE_RELAY_FAILING : TF_ENGINE_RELAY_STARTING;
@@ -1232,8 +1236,8 @@ tf_err tf_engine_count_done(tf_engine *e, uint64_t id, int64_t allocations, int6
   *slot = 0;
   e->dirty = 1;
   r->allocations = allocations >= 0 ? allocations : -1;
-  if (allocations >= 0) r->count_ms = now_ms;
-  else r->count_failures++;
+  if (allocations >= 0) r->count_ms = now_ms, r->count_misses = 0;
+  else r->count_failures++, r->count_misses++;
   r->next_count_ms = now_ms + e->opts.count_interval_ms;
   return TF_OK;
 }
@@ -1278,7 +1282,7 @@ const tf_engine_action *tf_engine_action_at(const tf_engine *e, size_t i)
 
 const char *tf_engine_relay_state_name(tf_engine_relay_state state)
 {
-  static const char *const names[] = {"Starting", "Ready", "Full", "Failing", "Draining"};
+  static const char *const names[] = {"Starting", "Ready", "Full", "Failing", "Draining", "Uncounted"};
   return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
 }
 

@@ -23,12 +23,14 @@
 tf_err tf_manifest_options_init(tf_manifest_options *opts, unsigned int version)
 {
   TF_ASSERT_ARG(opts);
-  if (version != 1) return tf_error__set(TF_EINVALID, "options.version: %u is not a known version", version);
+  if (version < 1 || version > TF_MANIFEST_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "options.version: %u is not a known version", version);
   opts->version = version;
   opts->pool_uid = NULL;
   opts->agent_image = NULL;
   opts->agent_port = 9700;
   opts->state_dir = NULL;
+  if (version >= 2) opts->metrics_token = NULL;
   return TF_OK;
 }
 
@@ -42,6 +44,12 @@ static tf_err tf_man__options(tf_manifest_options *o, const tf_manifest_options 
   o->agent_image = in->agent_image;
   o->agent_port = in->agent_port;
   o->state_dir = in->state_dir ? in->state_dir : TF_MAN__DEFAULT_STATE_DIR;
+  o->metrics_token = in->version >= 2 ? in->metrics_token : NULL;
+  if (o->metrics_token) {
+    size_t n = strspn(o->metrics_token, "0123456789abcdef");
+    if (n != 64 || o->metrics_token[n]) /* never the value in the message: it is a secret */
+      return tf_error__set(TF_EINVALID, "options.metrics_token: must be 64 lowercase hex digits");
+  }
   if (!o->pool_uid || !*o->pool_uid) return tf_error__set(TF_EINVALID, "options.pool_uid: required");
   if (strlen(o->pool_uid) > 128) return tf_error__set(TF_EINVALID, "options.pool_uid: longer than 128 characters");
   for (const char *p = o->pool_uid; *p; p++)
@@ -357,9 +365,12 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   c = tf_man__obj(&b, containers, NULL);
   tf_man__str(&b, c, "name", "agent");
   tf_man__str(&b, c, "image", o.agent_image);
+  /* the token's file, never the token: argv is readable by anyone who lists the pod */
   const char *const agent_cmd[] = {"turnfleet", "agent", "--config", TF_MANIFEST_CONFIG_PATH, "--coturn-version",
                                    tf_pool_coturn_version(pool), "--listen", listen, "--namespace",
-                                   tf_pool_namespace(pool), "--pool", tf_pool_name(pool), "--relay", name, NULL};
+                                   tf_pool_namespace(pool), "--pool", tf_pool_name(pool), "--relay", name,
+                                   o.metrics_token ? "--metrics-token-file" : NULL, TF_MANIFEST_METRICS_TOKEN_PATH,
+                                   NULL};
   tf_man__strs(&b, c, "command", agent_cmd);
   const char *const agent_stop[] = {"turnfleet", "agent", "prestop", "--config", TF_MANIFEST_CONFIG_PATH,
                                     "--coturn-version", tf_pool_coturn_version(pool), "--marker", marker ? marker : "",
@@ -382,6 +393,13 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
     tf_man__num(&b, live, "failureThreshold", 3);
   }
   tf_man__mounts(&b, c, run_dir ? run_dir : "", 0);
+  if (o.metrics_token) {
+    /* the token for the agent alone: coturn's container does not mount it */
+    cJSON *t = tf_man__obj(&b, cJSON_GetObjectItemCaseSensitive(c, "volumeMounts"), NULL);
+    tf_man__str(&b, t, "name", "metrics-token");
+    tf_man__str(&b, t, "mountPath", "/etc/turnfleet-agent");
+    tf_man__bool(&b, t, "readOnly", 1);
+  }
   tf_man__security(&b, c, agent_port < 1024);
 
   cJSON *vols = tf_man__arr(&b, spec, "volumes");
@@ -396,6 +414,16 @@ tf_err tf_manifest_relay_pod(char **out, const tf_pool *pool, const tf_reconcile
   v = tf_man__obj(&b, vols, NULL);
   tf_man__str(&b, v, "name", "run");
   tf_man__str(&b, tf_man__obj(&b, v, "emptyDir"), "medium", "Memory");
+  if (o.metrics_token) {
+    v = tf_man__obj(&b, vols, NULL);
+    tf_man__str(&b, v, "name", "metrics-token");
+    sv = tf_man__obj(&b, v, "secret");
+    tf_man__str(&b, sv, "secretName", secret_name ? secret_name : "");
+    tf_man__num(&b, sv, "defaultMode", 0400);
+    item = tf_man__obj(&b, tf_man__arr(&b, sv, "items"), NULL);
+    tf_man__str(&b, item, "key", TF_MANIFEST_METRICS_TOKEN_KEY);
+    tf_man__str(&b, item, "path", "metrics-token");
+  }
   if (tls_secret) {
     v = tf_man__obj(&b, vols, NULL);
     tf_man__str(&b, v, "name", "tls");
@@ -498,6 +526,20 @@ tf_err tf_manifest_relay_config_secret(char **out, const tf_pool *pool, const tf
       }
       if (kept) tf_man__str(&b, data, key, kept->valuestring);
     }
+  }
+  /* the pool's metrics token: the one given, else the one its agents already mount */
+  cJSON *token = seen_data ? cJSON_GetObjectItemCaseSensitive(seen_data, TF_MANIFEST_METRICS_TOKEN_KEY) : NULL;
+  if (rc == TF_OK && !b.failed && o.metrics_token) {
+    size_t elen = 0;
+    char *enc = tf_man__base64(o.metrics_token, &elen);
+    if (!enc) b.failed = 1;
+    else tf_man__str(&b, data, TF_MANIFEST_METRICS_TOKEN_KEY, enc);
+    if (enc) tf_crypto__wipe(enc, elen);
+    free(enc);
+  } else if (rc == TF_OK && token) {
+    if (!cJSON_IsString(token)) rc = tf_error__set(TF_EINVALID, "observed.data.%s: must be a string",
+                                                   TF_MANIFEST_METRICS_TOKEN_KEY);
+    else tf_man__str(&b, data, TF_MANIFEST_METRICS_TOKEN_KEY, token->valuestring);
   }
   if (seen) {
     tf_man__wipe_tree(seen);

@@ -50,6 +50,7 @@ typedef struct tf_rec__obs {
   int held_back;       /* ready, not served yet by its runtime: not published */
   int64_t probe_duration_ms; /* -1 unknown */
   int64_t count_failures;
+  int64_t count_misses; /* count rounds in a row without a count */
   char *probe_message; /* NULL none */
   int *failure_codes;  /* sorted */
   int64_t *failure_counts;
@@ -249,6 +250,7 @@ static tf_err tf_rec__obs_copy(tf_rec__obs *o, const tf_relay_observation *r, co
   o->held_back = r->version >= 2 && r->held_back ? 1 : 0;
   o->probe_duration_ms = r->version >= 3 && r->probe_duration_ms >= 0 ? r->probe_duration_ms : -1;
   o->count_failures = r->version >= 3 && r->count_failures > 0 ? r->count_failures : 0;
+  o->count_misses = r->version >= 4 && r->count_misses > 0 ? r->count_misses : 0;
   return TF_OK;
 }
 
@@ -629,6 +631,12 @@ static int tf_rec__ready(const tf_rec__relay *r) { return r->planned && r->membe
 /* Its probe passed and its runtime serves it: a restart of it costs its clients something. */
 static int tf_rec__in_use(const tf_rec__relay *r) { return tf_rec__probe_good(r) && !r->obs.held_back; }
 
+/* It serves and passed its probe, but its count rounds keep coming back empty: its load is unknown. */
+static int tf_rec__uncounted(const tf_rec__relay *r)
+{
+  return tf_rec__probe_good(r) && !r->obs.draining && r->obs.count_misses >= TF_RECONCILE_UNCOUNTED_ROUNDS;
+}
+
 static int64_t tf_rec__backoff(const tf_reconcile_options *o, int64_t restarts)
 {
   int64_t d = o->backoff_initial_ms;
@@ -1004,6 +1012,7 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
     if (in_place[i] && !draining_now[i] && tf_rec__probe_good(r))
       r->flags |= TF_RELAY_READY | (r->uri_count && served ? TF_RELAY_PUBLISHED : 0);
     if (draining_now[i]) r->flags |= TF_RELAY_DRAINING;
+    if ((r->flags & TF_RELAY_READY) && tf_rec__uncounted(r)) r->flags |= TF_RELAY_UNCOUNTED;
     if (tf_rec__serving(r)) rec->replicas++;
   }
 done:
@@ -1114,6 +1123,23 @@ static tf_err tf_rec__conditions(tf_reconcile *rec, const tf_observed *obs, int6
       if (*list) tf_buf__printf(&b, " (%s)", list);
       free(list);
     }
+    /* ready but not counted: what it carries is unknown, so the pool is not Ready with nulls */
+    size_t uncounted = 0;
+    tf_buf u;
+    tf_buf__init(&u);
+    for (size_t i = 0; i < rec->relay_count; i++)
+      if (rec->relays[i].flags & TF_RELAY_UNCOUNTED) tf_rec__clause(&u, &uncounted, "%s", rec->relays[i].name);
+    char *ulist = NULL;
+    if ((rc = tf_rec__finish_list(&u, uncounted, &ulist)) < 0) {
+      tf_buf__dispose(&b, 0);
+      return rc;
+    }
+    if (uncounted) {
+      tf_buf__printf(&b, "; %zu uncounted (no ports-in-use count for %d count rounds: %s)", uncounted,
+                     TF_RECONCILE_UNCOUNTED_ROUNDS, ulist);
+      if (strcmp(status, "True") == 0) status = "False", reason = "RelaysUncounted";
+    }
+    free(ulist);
     if ((rc = tf_buf__detach(&b, &msg)) < 0) return rc;
     if ((rc = tf_rec__set_cond(rec, 0, status, reason, msg, obs, now)) < 0) return rc;
   }
@@ -1559,7 +1585,8 @@ tf_err tf_reconcile_to_json(char **out, const tf_reconcile *rec)
     const char *name;
   } flags[] = {{TF_RELAY_PLANNED, "planned"},     {TF_RELAY_RUNNING, "running"},
                {TF_RELAY_READY, "ready"},         {TF_RELAY_DRAINING, "draining"},
-               {TF_RELAY_PUBLISHED, "published"}, {TF_RELAY_WAITING, "waiting"}};
+               {TF_RELAY_PUBLISHED, "published"}, {TF_RELAY_WAITING, "waiting"},
+               {TF_RELAY_UNCOUNTED, "uncounted"}};
   for (size_t i = 0; i < rec->relay_count; i++) {
     const tf_rec__relay *r = &rec->relays[i];
     tf_rec__jw_open(&w, NULL, "{");
@@ -1627,6 +1654,8 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
     {TF_METRIC_RELAY_PORTS_IN_USE, TF_METRIC_GAUGE, "Relay ports held by allocations (one per allocation)"},
     {TF_METRIC_RELAY_PORTS_TOTAL, TF_METRIC_GAUGE, "Relay ports the relay owns (addresses x ports in its range)"},
     {TF_METRIC_RELAY_DRAINING, TF_METRIC_GAUGE, "1 while the relay drains, else 0"},
+    {TF_METRIC_RELAY_UNCOUNTED, TF_METRIC_GAUGE,
+     "1 while the relay serves and passed its probe but its ports in use cannot be counted, else 0"},
     {TF_METRIC_RELAY_DRAIN_STARTED, TF_METRIC_GAUGE, "When the relay's drain began, Unix seconds (draining relays only)"},
     {TF_METRIC_PROBE_SUCCESS, TF_METRIC_GAUGE,
      "1 when the relay's last TURN Allocate probe since its start passed, else 0"},
@@ -1651,6 +1680,9 @@ tf_err tf_reconcile_metrics(tf_metrics *metrics, const tf_reconcile *rec)
       rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_IN_USE, names, values, 3, (double)r->obs.allocations);
     if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_PORTS_TOTAL, names, values, 3, r->ports_total);
     if (rc == TF_OK) rc = tf_metrics_add(metrics, TF_METRIC_RELAY_DRAINING, names, values, 3, draining ? 1 : 0);
+    if (rc == TF_OK)
+      rc = tf_metrics_add(metrics, TF_METRIC_RELAY_UNCOUNTED, names, values, 3,
+                          (r->flags & TF_RELAY_UNCOUNTED) ? 1 : 0);
     if (rc == TF_OK && r->has_obs)
       rc = tf_metrics_add(metrics, TF_METRIC_RELAY_COUNT_FAILURES, names, values, 3, (double)r->obs.count_failures);
     /* a timestamp, not an age: Prometheus takes time() - it, so a late scrape of this result does not lie */

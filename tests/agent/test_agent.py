@@ -43,13 +43,16 @@ spec:
     - {{name: turn, protocol: udp, port: 3901}}
   auth: {{realm: agent.test, secretRef: {{name: s}}}}
 """
-NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true"}},'
+# a development node: its address is a loopback one, which only such a node may relay on
+NODES = ('{"kind":"List","items":[{"metadata":{"name":"n1","labels":{"turnfleet.hzmi.dev/relay-node":"true",'
+         '"node-restriction.kubernetes.io/turnfleet-development":"true"}},'
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
 
 
-def get(path):
+def get(path, headers=None):
     try:
-        with urllib.request.urlopen("http://" + LISTEN + path, timeout=5) as r:
+        req = urllib.request.Request("http://" + LISTEN + path, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -119,11 +122,11 @@ class TestAgent(unittest.TestCase):
     def agent(self, *extra):
         return [TURNFLEET, "agent", "--config", self.conf, "--coturn-version", VERSION, *extra]
 
-    def start_agent(self, version=None):
+    def start_agent(self, version=None, *extra):
         err = open(os.path.join(self.dir, "agent.err"), "a")
         a = self.spawn([TURNFLEET, "agent", "--config", self.conf, "--coturn-version", version or VERSION, "--listen",
-                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2"],
-                       stdout=subprocess.DEVNULL, stderr=err)
+                        LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay, "--interval", "0.2",
+                        *extra], stdout=subprocess.DEVNULL, stderr=err)
         err.close()
         return a
 
@@ -228,6 +231,13 @@ class TestAgent(unittest.TestCase):
         ]
         render = [TURNFLEET, "render", "-f", os.path.join(self.dir, "pool.yaml"), "--nodes",
                   os.path.join(self.dir, "nodes.json"), "--relay", self.relay, "--secret-file", self.secret]
+        empty = os.path.join(self.dir, "empty-token")
+        open(empty, "w").close()
+        serve = self.agent("--listen", LISTEN, "--namespace", "media", "--pool", "agent", "--relay", self.relay)
+        cases += [(serve + ["--metrics-token-file", empty], "--metrics-token-file"),
+                  (serve + ["--metrics-token-file", os.path.join(self.dir, "no-such-token")], "--metrics-token-file"),
+                  ([TURNFLEET, "agent", "healthz", "--config", self.conf, "--metrics-token-file", empty],
+                   "healthz takes")]
         cases += [(render + ["--cli-port", "15710"], "--cli-port and --cli-password-file go together"),
                   (render + ["--cli-port", "0", "--cli-password-file", self.cli_pw], "--cli-port")]
         for argv, field in cases:
@@ -478,6 +488,52 @@ class TestAgent(unittest.TestCase):
         self.assertEqual(self.stop(agent), 0)
         r = wait_for("the stale heartbeat", lambda: (r := self.healthz()).returncode == 1 and r, 30)
         self.assertIn("no count for", r.stdout)
+        self.stop(ts)
+
+    def test_10_metrics_only_with_the_pools_token(self):
+        token = "5f0c" * 16
+        path = os.path.join(self.dir, "metrics-token")
+        with open(path, "w") as f:
+            f.write(token + "\n")
+        os.chmod(path, 0o400)
+        ts = self.start_turnserver()
+        agent = self.start_agent(None, "--metrics-token-file", path)
+        wait_for("the agent serving", lambda: get("/healthz")[0] == 200, 30)  # /healthz needs no token
+        code, text = get("/metrics")
+        self.assertEqual(code, 401)
+        self.assertNotIn("turnfleet_agent", text)
+        for wrong in ("Bearer " + token[:-1] + "0", "Bearer " + token[:-1], "Bearer " + token + "0", token,
+                      "Basic " + token, "Bearer"):
+            self.assertEqual(get("/metrics", {"Authorization": wrong})[0], 401, wrong)
+        right = {"Authorization": "Bearer " + token}
+        code, text = get("/metrics", right)
+        self.assertEqual(code, 200)
+        self.assertRegex(text, r'(?m)^turnfleet_agent_ports_in_use\{namespace="media",pool="agent",relay="%s"\} 0$'
+                         % self.relay)
+        # the token is in no argv, no environment and no log line
+        with open("/proc/%d/cmdline" % agent.pid, "rb") as f:
+            self.assertNotIn(token.encode(), f.read())
+        with open("/proc/%d/environ" % agent.pid, "rb") as f:
+            self.assertNotIn(token.encode(), f.read())
+        self.assertEqual(self.stop(agent), 0)
+        with open(os.path.join(self.dir, "agent.err")) as f:
+            self.assertNotIn(token, f.read())
+        self.stop(ts)
+
+    def test_11_a_count_older_than_two_intervals_is_no_sample(self):
+        ts = self.start_turnserver()
+        agent = self.start_agent()
+        wait_for("counting", lambda: self.in_use() == 0, 30)
+        # coturn stopped: its CLI answers nothing, the counts fail, the last one ages past two intervals
+        ts.send_signal(signal.SIGSTOP)
+        try:
+            wait_for("the sample gone", lambda: get("/metrics")[0] == 200 and self.in_use() is None, 30)
+            wait_for("a count failed", lambda: self.gauge("count_failures_total") > 0, 30)
+            self.assertIsNone(self.in_use())
+        finally:
+            ts.send_signal(signal.SIGCONT)
+        wait_for("counting again", lambda: self.in_use() == 0, 30)
+        self.assertEqual(self.stop(agent), 0)
         self.stop(ts)
 
 

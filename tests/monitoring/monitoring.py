@@ -60,7 +60,8 @@ def file_sd_config(config, targets_dir, up_target, interval):
     """The shipped prometheus.yml as a Debian Prometheus 2.42 runs it: that build has no Kubernetes discovery,
     so each kubernetes_sd_configs becomes a file_sd_configs whose file the test writes with the targets and the
     __meta_kubernetes_* labels Kubernetes discovery would give (pod_targets()); the relabelling is the shipped one.
-    The turnfleet-up job scrapes @p up_target."""
+    The turnfleet-up job scrapes @p up_target; a job's bearer token file is @p targets_dir/metrics-token
+    (the caller writes it: the pool's token for the agents)."""
     c = copy.deepcopy(config)
     c["global"] = {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval}
     for job in c["scrape_configs"]:
@@ -70,6 +71,8 @@ def file_sd_config(config, targets_dir, up_target, interval):
                                        "refresh_interval": interval}]
         else:
             job["static_configs"] = [{"targets": [up_target]}]
+        if "credentials_file" in (job.get("authorization") or {}):
+            job["authorization"]["credentials_file"] = os.path.join(targets_dir, "metrics-token")
     return c
 
 

@@ -26,6 +26,7 @@ TurnfleetCapacityPressure pending then firing for that relay, every dashboard pa
 series, releasing resolves the alert; the operator alerts stay quiet. Every process is stopped by
 its PID.
 usage: /usr/bin/python3 test_prometheus.py BUILD_DIR"""
+import base64
 import json
 import os
 import re
@@ -253,6 +254,12 @@ def main():
 
     # Prometheus: the shipped configuration and rules, as Debian's build runs them
     config = m.file_sd_config(m.load("prometheus.yml"), os.path.join(TMP, "sd"), UP_METRICS, INTERVAL)
+    # the agents answer only with the pool's token, from its relay-config Secret, in the job's credentials file
+    secret = json.loads(kubectl("get", "secret", "-n", NS, POOL + "-relay-config", "-o", "json").stdout)
+    token_file = os.path.join(TMP, "sd", "metrics-token")
+    with open(token_file, "wb") as f:
+        f.write(base64.b64decode(secret["data"]["metrics-token"]))
+    os.chmod(token_file, 0o600)
     with open(os.path.join(TMP, "rules.yaml"), "w") as f:
         yaml.safe_dump(m.rules_with_for(m.load("rules.yaml"), FOR), f)
     config["rule_files"] = [os.path.join(TMP, "rules.yaml")]

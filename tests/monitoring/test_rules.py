@@ -50,6 +50,7 @@ def main():
     names = [a["alert"] for a in m.alerts(rules)]
     want = {"TurnfleetPoolNotReady", "TurnfleetRelayProbeFailing", "TurnfleetCapacityPressure",
             "TurnfleetAllocationsRejected508", "TurnfleetDrainOverdue", "TurnfleetVantageUnreachable",
+            "TurnfleetRelayUncounted",
             "TurnfleetOperatorAbsent", "TurnfleetOperatorNoLeader"}
     expect(set(names) == want and len(names) == len(want), "the alerts: %s" % ", ".join(sorted(want)), names)
     with open(test_path) as f:
@@ -86,6 +87,11 @@ def main():
              for r in jobs["turnfleet-agents"]["relabel_configs"] if r.get("target_label") == "__address__"]
     expect(relabel == plain and len(plain) == 2, "the agents' address relabelling is the PodMonitor's", (relabel, plain))
     expect(ep["port"] == "agent" and ep.get("honorLabels") is True, "the PodMonitor scrapes the `agent` port, honouring labels")
+    auth = jobs["turnfleet-agents"].get("authorization") or {}
+    expect(auth.get("type") == "Bearer" and auth.get("credentials_file") and
+           (ep.get("authorization") or {}).get("type") == "Bearer" and
+           (ep["authorization"].get("credentials") or {}).get("key") == "metrics-token",
+           "the agents' job and the PodMonitor send the pool's metrics token", (auth, ep.get("authorization")))
     sm = m.load("servicemonitor.yaml")
     svc = m.load("service.yaml")
     expect(sm["spec"]["selector"]["matchLabels"] == svc["metadata"]["labels"] and
@@ -101,9 +107,10 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="tf-monitoring-") as tmp:
         c = m.file_sd_config(config, tmp, "127.0.3.1:23650", "1s")
-        for name in ("turnfleet-operator", "turnfleet-agents"):
-            with open(os.path.join(tmp, name + ".json"), "w") as f:
-                f.write("[]")
+        for name, text in (("turnfleet-operator.json", "[]"), ("turnfleet-agents.json", "[]"),
+                           ("metrics-token", "0" * 64)):
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
         c["rule_files"] = [rules_path]
         path = os.path.join(tmp, "prometheus.yml")
         with open(path, "w") as f:

@@ -19,15 +19,25 @@ constants replaced): one stand-in cluster, API 127.0.10.240:30600, control :3060
   server's address with its port in the pool's range (the URL's, and another API server's from the
   `kubernetes` Endpoints), or a loopback address without the development label host no relay: the
   AddressConflict condition and a Warning Event name each node, its address and why;
+- a relay whose coturn CLI port a process of the test holds before the relay starts (so its agent cannot
+  count) is Uncounted: its state, the pool's Ready False with RelaysUncounted, a Warning Event, the
+  operator's turnfleet_relay_uncounted gauge; freed, it is counted again. Its node n3 on 127.0.16.1 (no
+  relay-node label: only that pool, by its own nodeSelector), relays on udp 36478, range 36100-36119;
+- the agents' /metrics answers only the operator: 401 without the pool's token (from <pool>-relay-config),
+  200 with it; the token is in no pod spec, Event, status or ConfigMap;
 - 200 half-open connections to an agent's port from one address (127.0.10.9): the relay keeps serving,
   is not drained, its agent is not killed for liveness, and its counts keep arriving.
 
 Tests run in order and share the cluster; every process is stopped by its PID."""
+import base64
 import os
+import re
 import signal
 import socket
 import sys
 import unittest
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -36,7 +46,7 @@ import test_operator_lifecycle as life  # noqa: E402  (api, container_pid, resta
 
 e2e.API_ADDR, e2e.API_PORT = "127.0.10.240", 30600
 e2e.CONTROL = "http://%s:%d" % (e2e.API_ADDR, e2e.API_PORT + 1)
-e2e.NODES = [("n1", "127.0.10.241"), ("n2", "127.0.10.242")]
+e2e.NODES = [("n1", "127.0.10.241"), ("n2", "127.0.10.242"), ("n3", "127.0.16.1")]
 API_OTHER = "127.0.10.239"   # a second API server the `kubernetes` Endpoints list (nothing listens there)
 e2e.CLUSTER_ARGS = ["--advertise-address", API_OTHER]
 e2e.NS = "tfharden"
@@ -79,7 +89,35 @@ def events(reason, name):
             if ev.get("reason") == reason and ev["involvedObject"].get("name") == name]
 
 
-setUpModule, tearDownModule = e2e.setUpModule, e2e.tearDownModule
+def setUpModule():
+    e2e.setUpModule()
+    # n3 is the uncounted case's alone: out of the relay-node pools, in its own
+    e2e.kubectl("label", "node", "n3", "turnfleet.hzmi.dev/relay-node-", "uncounted=true")
+
+
+tearDownModule = e2e.tearDownModule
+
+
+def cli_port_of(ns, name, base=30800, slots=10, stride=10):
+    """The first CLI port of a pool: the operator's slot, FNV-1a of NS/NAME (docs/operator.md)."""
+    h = 2166136261
+    for ch in ("%s/%s" % (ns, name)).encode():
+        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+    return base + stride * (h % slots)
+
+
+def agent_metrics(pod, token=None):
+    """GET the relay's agent /metrics (its address, the operator's --agent-port 30700): (code, text)."""
+    addr = pod["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"]
+    req = urllib.request.Request("http://%s:30700/metrics" % addr,
+                                 headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return None, ""
 
 
 class Hardening(e2e.OperatorE2E):
@@ -99,6 +137,7 @@ class Hardening(e2e.OperatorE2E):
         e2e.kubectl("create", "secret", "generic", "-n", NS, POOL + "-secret", "--from-literal=secret=" + SECRET)
         e2e.kubectl("apply", "-f", "-", input=pool_yaml(2))
         pods = self.converged(2)
+        Hardening.first_token = e2e.kget("-n", NS, "secret", POOL + "-relay-config")["data"].get("metrics-token")
         victim = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
         name, uri = victim["metadata"]["name"], uri_of(victim)
         path = "/api/v1/namespaces/%s/pods/%s" % (NS, name)
@@ -247,7 +286,79 @@ class Hardening(e2e.OperatorE2E):
         e2e.kubectl("delete", "-n", NS, "turnpool", "guard")
         e2e.kubectl("delete", "node", *sorted(bad))
 
-    def test_07_a_flood_of_half_open_connections_fails_neither_liveness_nor_counts(self):
+    def test_06_a_relay_that_cannot_be_counted_shows_it(self):
+        name = "uncounted"
+        self.assertNotEqual(cli_port_of(NS, name), cli_port_of(NS, POOL))  # not the running pool's CLI ports
+        port = cli_port_of(NS, name)
+        # the relay's CLI port, taken before the relay starts: its coturn cannot listen there, and its agent
+        # does not give the password to a listener that is not coturn's
+        squatter = socket.socket()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen(1)
+        try:
+            text = pool_yaml(1).replace("name: %s, namespace" % POOL, "name: %s, namespace" % name).replace(
+                "relayPortRange: {start: 30100, end: 30119}",
+                "relayPortRange: {start: 36100, end: 36119}\n  nodeSelector: {uncounted: \"true\"}").replace(
+                "port: 30478", "port: 36478")
+            e2e.kubectl("apply", "-f", "-", input=text)
+            pod = e2e.wait_for("the relay pod", lambda: (p := e2e.live(e2e.relay_pods(name))) and p[0], 120)
+            relay = pod["metadata"]["name"]
+            self.assertEqual(pod["metadata"]["annotations"]["turnfleet.hzmi.dev/relay-address"], "127.0.16.1")
+            self.assertEqual(pod["metadata"]["annotations"].get("turnfleet.hzmi.dev/cli-port"), str(port))
+
+            def uncounted():
+                c = e2e.cond(e2e.pool_obj(name), "Ready")
+                r = self.status_relays(name).get(relay) or {}
+                return c.get("reason") == "RelaysUncounted" and r.get("state") == "Uncounted" and (c, r)
+            c, r = e2e.wait_for("the relay Uncounted, Ready False RelaysUncounted", uncounted, 120)
+            self.assertEqual(c["status"], "False")
+            self.assertIn(relay, c["message"])
+            self.assertIsNone(r.get("portsInUse"))
+            self.assertTrue(r.get("ready"), r)  # it serves: probed, still listed
+            self.assertEqual(refused("turn:127.0.16.1:36478?transport=udp"), 0)
+            ev = e2e.wait_for("the Warning Event", lambda: [e for e in events("RelaysUncounted", name)
+                                                           if e.get("type") == "Warning"], 60)
+            self.assertIn(relay, ev[0]["message"])
+            series = re.compile(r'(?m)^turnfleet_relay_uncounted\{namespace="%s",pool="%s",relay="%s"\} (\S+)$'
+                                % (NS, name, relay))
+            e2e.wait_for("the gauge at 1", lambda: (m := series.search(e2e.operator_get(0, "/metrics")[1] or ""))
+                         and m.group(1) == "1", 60)
+        finally:
+            squatter.close()
+        # the port freed: coturn's CLI binds at its next start (the relay restarted for it); counted again
+        e2e.kubectl("delete", "-n", NS, "pod", relay, "--wait=false")
+        e2e.wait_for("counted again", lambda: (r := [x for x in self.status_relays(name).values()
+                                                     if x.get("portsInUse") is not None and x.get("state") == "Ready"])
+                     and e2e.cond(e2e.pool_obj(name), "Ready").get("status") == "True", 240)
+        e2e.kubectl("delete", "-n", NS, "turnpool", name)
+
+    def test_07_agent_metrics_only_with_the_pools_token(self):
+        pods = self.converged(2)
+        secret = e2e.kget("-n", NS, "secret", POOL + "-relay-config")
+        token = base64.b64decode(secret["data"]["metrics-token"]).decode()
+        self.assertRegex(token, r"^[0-9a-f]{64}$")
+        for pod in pods:
+            self.assertEqual(agent_metrics(pod)[0], 401)
+            self.assertEqual(agent_metrics(pod, "0" * 64)[0], 401)
+            code, text = agent_metrics(pod, token)
+            self.assertEqual(code, 200)
+            self.assertIn("turnfleet_agent_ports_in_use{", text)
+            # mounted for the agent alone (the stand-in kubelet keeps the volume on the host)
+            vol = os.path.join(os.path.dirname(run_dir(pod)), "metrics-token", "metrics-token")
+            with open(vol) as f:
+                self.assertEqual(f.read(), token)
+        # the operator's scrapes carry it: the relays are counted
+        e2e.wait_for("every relay counted", lambda: all(r.get("portsInUse") is not None
+                                                        for r in self.status_relays().values()), 60)
+        # made once: the one of the pool's first relays, through the restarts, deletions and the rollout since
+        self.assertEqual(base64.b64decode(getattr(Hardening, "first_token", None) or "").decode(), token)
+        # nowhere else: no pod spec (env, args), no Event, no status, no ConfigMap
+        for what in (["pods"], ["events"], ["turnpools"], ["configmaps"]):
+            text = e2e.kubectl("get", "-n", NS, "-o", "json", *what).stdout
+            self.assertNotIn(token, text, what)
+            self.assertNotIn(base64.b64encode(token.encode()).decode(), text, what)
+
+    def test_08_a_flood_of_half_open_connections_fails_neither_liveness_nor_counts(self):
         e2e.kubectl("apply", "-f", "-", input=pool_yaml(2))
         pods = self.converged(2)
         victim = sorted(pods, key=lambda p: p["metadata"]["name"])[0]

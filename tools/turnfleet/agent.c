@@ -10,8 +10,9 @@
  *    this one), waits for zero allocations or the deadline, then writes the
  *    drained marker answering that request, which the coturn hook waits for.
  * Where the CLI is and its password come from the relay's config file only,
- * never from argv or the environment. Exit: 0 done, 1 the operation failed
- * (prestop: the deadline passed first), 2 usage or bad input. */
+ * never from argv or the environment; the /metrics token comes from a file
+ * too. Exit: 0 done, 1 the operation failed (prestop: the deadline passed
+ * first), 2 usage or bad input. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <turnfleet.h>
 
 #include "tool_http.h"
@@ -46,13 +48,15 @@
 static const char agent_usage[] =
   "usage: turnfleet agent --config CONF --coturn-version V --listen ADDR:PORT\n"
   "                       --namespace NS --pool POOL --relay NAME [--interval S] [--probe-user U]\n"
+  "                       [--metrics-token-file FILE]\n"
   "       turnfleet agent prestop --config CONF --coturn-version V --marker FILE --deadline S\n"
   "       turnfleet agent healthz --config CONF\n"
   "\n"
   "agent:   counts the relay's allocations through coturn's CLI (`pu`) every S seconds (default 5)\n"
   "         and serves /metrics and /healthz on ADDR:PORT, which must be one of the config's\n"
   "         listening-ip addresses. Sessions of REST user U (default turnfleet-operator: the\n"
-  "         operator's Allocate probes) are not counted.\n"
+  "         operator's Allocate probes) are not counted. With FILE (the pool's token, one line),\n"
+  "         GET /metrics needs `Authorization: Bearer TOKEN` (else 401); /healthz stays open.\n"
   "         While no stop request is there, a refusal (`cc total-quota -1`) it finds is undone.\n"
   "prestop: only when the stop request DIR/stopping (DIR: FILE's directory; the coturn container's\n"
   "         preStop writes it, an id a line) appears within 10 s: drains (coturn >= 4.6.3: CLI `drain`,\n"
@@ -69,6 +73,7 @@ static const char agent_usage[] =
 
 typedef struct agent_args {
   const char *config, *coturn_version, *listen, *namespace_, *pool, *relay, *marker, *interval, *deadline, *probe_user;
+  const char *token_file;
 } agent_args;
 
 /* The one error line of the tools, then where the usage is; exit 2. */
@@ -99,6 +104,28 @@ static tf_relayctl_config *load_config(const char *path)
   tf_secret_free(text); /* the config holds the secrets */
   if (rc < 0) complain("--config", "%s: %s", path, tf_error_last()->message);
   return config;
+}
+
+/* The /metrics token: one line of printable characters (a final newline allowed). Prints why on failure,
+ * never the token. */
+static char *load_token(const char *path)
+{
+  size_t len = 0;
+  char *text = tool_read_file(path, &len, 4096);
+  if (!text) {
+    complain("--metrics-token-file", "%s: cannot read: %s", path, strerror(errno));
+    return NULL;
+  }
+  while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
+  size_t ok = 0;
+  while (ok < len && text[ok] > ' ' && text[ok] <= '~') ok++;
+  if (!len || ok != len) {
+    complain("--metrics-token-file", "%s: %s", path,
+             len ? "not a token (one line of printable characters without spaces)" : "empty");
+    tf_secret_free(text);
+    return NULL;
+  }
+  return text;
 }
 
 static int load_version(const char *text, uint32_t *version)
@@ -173,6 +200,7 @@ typedef struct agent {
   const agent_args *args;
   tf_relayctl_config *config;
   int64_t interval_ms;
+  char *token; /* the pool's /metrics token (secret); NULL: /metrics is open */
   pthread_mutex_t lock; /* guards the fields below: the HTTP thread reads them */
   int64_t count;        /* -1 until the first good count */
   int64_t counted_ms;   /* monotonic time of the last good count; 0: never */
@@ -193,7 +221,8 @@ static char *agent_metrics(agent *a, int64_t count, int64_t failures, int64_t un
   /* turnfleet_agent_*: the operator exports turnfleet_relay_* for the same relays (metrics.h) */
   if (tf_metrics_new(&m) == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_IN_USE, TF_METRIC_GAUGE,
-                         "Relay ports held by allocations (coturn CLI `pu`); absent until a count succeeds") == 0 &&
+                         "Relay ports held by allocations (coturn CLI `pu`); absent until a count succeeds, and "
+                         "while the last one is older than two intervals") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_PORTS_TOTAL, TF_METRIC_GAUGE,
                          "Relay ports the relay owns: addresses x ports in its range") == 0 &&
       tf_metrics_declare(m, TF_METRIC_AGENT_COUNT_FAILURES, TF_METRIC_COUNTER,
@@ -236,6 +265,17 @@ static void write_heartbeat(const agent *a, int64_t counted_ms, int64_t count, c
   (void)tool_write_atomic(dir, "health", text, (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, 0644);
 }
 
+/* /metrics is the operator's: `Authorization: Bearer TOKEN` with the pool's token, compared in constant time. */
+static int authorized(const agent *a, struct MHD_Connection *conn)
+{
+  if (!a->token) return 1;
+  const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  size_t n = strlen(a->token);
+  if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+  h += 7;
+  return strlen(h) == n && CRYPTO_memcmp(h, a->token, n) == 0;
+}
+
 static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -249,8 +289,20 @@ static enum MHD_Result agent_http(void *cls, struct MHD_Connection *conn, const 
   char why[sizeof(a->why)];
   memcpy(why, a->why, sizeof(why));
   pthread_mutex_unlock(&a->lock);
+  if (!strcmp(url, "/metrics") && !authorized(a, conn)) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof("unauthorized\n") - 1, (void *)"unauthorized\n",
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, r);
+    MHD_destroy_response(r);
+    return rc;
+  }
   if (!strcmp(url, "/metrics")) {
-    char *text = agent_metrics(a, counted ? count : -1, failures, undone, mismatch);
+    /* a count older than two intervals is no sample: the counts stopped, so its load is unknown */
+    int fresh = counted && up_now_ms() - counted <= 2 * a->interval_ms;
+    char *text = agent_metrics(a, fresh ? count : -1, failures, undone, mismatch);
     if (!text) return tool_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n");
     enum MHD_Result rc = tool_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text);
     tf_free(text);
@@ -352,10 +404,15 @@ static int agent_serve(const agent_args *args)
   if (a.interval_ms < 0) return agent_usage_error("--interval: \"%s\" is not a number of seconds >= 0.05", args->interval);
   uint32_t version;
   if (load_version(args->coturn_version, &version) < 0) return EXIT_BAD_INPUT;
-  if (!(a.config = load_config(args->config))) return EXIT_BAD_INPUT;
+  if (args->token_file && !(a.token = load_token(args->token_file))) return EXIT_BAD_INPUT;
+  if (!(a.config = load_config(args->config))) {
+    tf_secret_free(a.token);
+    return EXIT_BAD_INPUT;
+  }
   char *request = request_path(a.config, NULL);
   if (check_listen(args, a.config) < 0) {
     tf_relayctl_config_free(a.config);
+    tf_secret_free(a.token);
     free(request);
     return EXIT_BAD_INPUT;
   }
@@ -405,6 +462,7 @@ static int agent_serve(const agent_args *args)
   if (sfd >= 0) close(sfd);
   pthread_mutex_destroy(&a.lock);
   tf_relayctl_config_free(a.config);
+  tf_secret_free(a.token);
   free(request);
   return st;
 }
@@ -456,7 +514,8 @@ static int agent_prestop(const agent_args *args)
 {
   if (!args->config || !args->coturn_version || !args->marker || !args->deadline)
     return agent_usage_error("%s", "prestop: --config, --coturn-version, --marker and --deadline are required");
-  if (args->listen || args->namespace_ || args->pool || args->relay || args->interval || args->probe_user)
+  if (args->listen || args->namespace_ || args->pool || args->relay || args->interval || args->probe_user ||
+      args->token_file)
     return agent_usage_error("%s", "prestop takes --config, --coturn-version, --marker and --deadline only");
   int64_t deadline_ms = parse_seconds(args->deadline, 0);
   if (deadline_ms < 0) return agent_usage_error("--deadline: \"%s\" is not a number of seconds >= 0", args->deadline);
@@ -537,7 +596,7 @@ static int agent_healthz(const agent_args *args)
 {
   if (!args->config) return agent_usage_error("%s", "healthz: --config is required");
   if (args->coturn_version || args->listen || args->namespace_ || args->pool || args->relay || args->interval ||
-      args->probe_user || args->marker || args->deadline)
+      args->probe_user || args->marker || args->deadline || args->token_file)
     return agent_usage_error("%s", "healthz takes --config only");
   tf_relayctl_config *config = load_config(args->config);
   if (!config) return EXIT_BAD_INPUT;
@@ -568,13 +627,13 @@ int agent_main(int argc, char **argv)
 {
   int prestop = argc > 1 && !strcmp(argv[1], "prestop"), healthz = argc > 1 && !strcmp(argv[1], "healthz");
   enum { A_CONFIG = 256, A_VERSION, A_LISTEN, A_NAMESPACE, A_POOL, A_RELAY, A_MARKER, A_INTERVAL, A_DEADLINE,
-         A_PROBE_USER };
+         A_PROBE_USER, A_TOKEN_FILE };
   static const struct option opts[] = {
     {"config", required_argument, NULL, A_CONFIG},       {"coturn-version", required_argument, NULL, A_VERSION},
     {"listen", required_argument, NULL, A_LISTEN},       {"namespace", required_argument, NULL, A_NAMESPACE},
     {"pool", required_argument, NULL, A_POOL},           {"relay", required_argument, NULL, A_RELAY},
     {"marker", required_argument, NULL, A_MARKER},       {"interval", required_argument, NULL, A_INTERVAL},
-    {"probe-user", required_argument, NULL, A_PROBE_USER},
+    {"probe-user", required_argument, NULL, A_PROBE_USER}, {"metrics-token-file", required_argument, NULL, A_TOKEN_FILE},
     {"deadline", required_argument, NULL, A_DEADLINE},   {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
   };
@@ -598,6 +657,7 @@ int agent_main(int argc, char **argv)
     case A_INTERVAL: a.interval = optarg; break;
     case A_DEADLINE: a.deadline = optarg; break;
     case A_PROBE_USER: a.probe_user = optarg; break;
+    case A_TOKEN_FILE: a.token_file = optarg; break;
     default: break;
     }
   }

@@ -16,6 +16,7 @@ READY = _c.TF_RELAY_READY
 DRAINING = _c.TF_RELAY_DRAINING
 PUBLISHED = _c.TF_RELAY_PUBLISHED
 WAITING = _c.TF_RELAY_WAITING
+UNCOUNTED = _c.TF_RELAY_UNCOUNTED
 
 
 class Observed(Handle):
@@ -82,7 +83,7 @@ class RelayState:
     """One relay of a reconcile's result."""
 
     name: str
-    flags: int  # PLANNED | RUNNING | READY | DRAINING | PUBLISHED | WAITING
+    flags: int  # PLANNED | RUNNING | READY | DRAINING | PUBLISHED | WAITING | UNCOUNTED
     config: Optional[str]  # the rendered turnserver.conf (holds the secret), None when not planned
     config_hash: Optional[str]
     cli_port: int

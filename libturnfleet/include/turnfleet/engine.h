@@ -342,7 +342,8 @@ TF_EXTERN(tf_err) tf_engine_probe_done(tf_engine *engine, uint64_t id, int ok, i
 
 /**
  * Report a count.
- * @param allocations the relay's current allocations; -1: it could not be read
+ * @param allocations the relay's current allocations; -1: it could not be read (TF_RECONCILE_UNCOUNTED_ROUNDS
+ *        of those in a row, and a relay that passes its probe is Uncounted until a count comes)
  * @return 0, TF_ENOTFOUND as above, TF_EINVALID
  */
 TF_EXTERN(tf_err) tf_engine_count_done(tf_engine *engine, uint64_t id, int64_t allocations, int64_t now_ms);
@@ -396,10 +397,12 @@ typedef enum tf_engine_relay_state {
   TF_ENGINE_RELAY_READY = 1,    /**< its last probe passed */
   TF_ENGINE_RELAY_FULL = 2,     /**< it answers, but its last probe got 508: no relay port free */
   TF_ENGINE_RELAY_FAILING = 3,  /**< its last probe failed otherwise, or its process died */
-  TF_ENGINE_RELAY_DRAINING = 4  /**< leaving: out of the URIs, going when its allocations are gone */
+  TF_ENGINE_RELAY_DRAINING = 4, /**< leaving: out of the URIs, going when its allocations are gone */
+  TF_ENGINE_RELAY_UNCOUNTED = 5 /**< its last probe passed, but TF_RECONCILE_UNCOUNTED_ROUNDS counts in a row gave
+                                     nothing (TF_RELAY_UNCOUNTED): still served, its load unknown */
 } tf_engine_relay_state;
 
-/** "Starting", "Ready", "Full", "Failing", "Draining"; NULL for an unknown value. */
+/** "Starting", "Ready", "Full", "Failing", "Draining", "Uncounted"; NULL for an unknown value. */
 TF_EXTERN(const char *) tf_engine_relay_state_name(tf_engine_relay_state state);
 
 /** One relay as the last step saw it. Allocated by the engine; borrowed until the next tf_engine_step(). */

@@ -57,10 +57,22 @@ typedef struct tf_manifest_options {
                                 (default 9700); PartitionedIP adds the slice */
   const char *state_dir;   /**< absolute; the tf_coturn_options.state_dir the configs were rendered with
                                 (default /var/lib/turnfleet) */
+  /* version 2 */
+  const char *metrics_token; /**< the pool's token for its agents' /metrics: 64 lowercase hex digits, secret
+                                  (a driver makes it once, from 32 random bytes, and keeps it: the
+                                  operator reads it back from the observed Secret). The relay-config Secret carries it as
+                                  TF_MANIFEST_METRICS_TOKEN_KEY; a Pod mounts that key for its agent alone
+                                  at TF_MANIFEST_METRICS_TOKEN_PATH and passes `--metrics-token-file`.
+                                  NULL: none (the Secret keeps the key it was observed with) */
 } tf_manifest_options;
 
-#define TF_MANIFEST_OPTIONS_VERSION 1
-#define TF_MANIFEST_OPTIONS_INIT {TF_MANIFEST_OPTIONS_VERSION, NULL, NULL, 9700, NULL}
+#define TF_MANIFEST_OPTIONS_VERSION 2
+#define TF_MANIFEST_OPTIONS_INIT {TF_MANIFEST_OPTIONS_VERSION, NULL, NULL, 9700, NULL, NULL}
+
+/** The key of the relay-config Secret that holds the pool's metrics token. */
+#define TF_MANIFEST_METRICS_TOKEN_KEY "metrics-token"
+/** Where a relay Pod's agent container (only) reads the metrics token. */
+#define TF_MANIFEST_METRICS_TOKEN_PATH "/etc/turnfleet-agent/metrics-token"
 
 /**
  * Fill @p opts with the defaults of @p version.
@@ -94,7 +106,9 @@ TF_EXTERN(tf_err) tf_manifest_relay_pod(char **out, const tf_pool *pool, const t
  * The Secret `<pool>-relay-config`: one key `<relay>.conf` per planned relay
  * of @p rec, its rendered config. A relay that is leaving has no config in
  * @p rec; its key is copied from @p observed (the Secret as read from the
- * API) so that its draining Pod keeps its file.
+ * API) so that its draining Pod keeps its file. With opts->metrics_token
+ * (version 2) also the key TF_MANIFEST_METRICS_TOKEN_KEY; without it, that key
+ * as observed.
  * @param[out] out the body, secret material: release with tf_secret_free()
  * @param observed the observed Secret's JSON, or NULL (borrowed)
  * @param observed_len bytes in @p observed

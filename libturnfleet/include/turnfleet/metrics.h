@@ -46,6 +46,9 @@ TF_BEGIN_DECL
 #define TF_METRIC_RELAY_COUNT_FAILURES "turnfleet_relay_count_failures_total"
 /** Driver gauge: 1 while the relay drains, else 0. */
 #define TF_METRIC_RELAY_DRAINING "turnfleet_relay_draining"
+/** Driver gauge: 1 while the relay is Uncounted (TF_RELAY_UNCOUNTED: running, probed, no count for
+ * TF_RECONCILE_UNCOUNTED_ROUNDS count rounds), else 0. */
+#define TF_METRIC_RELAY_UNCOUNTED "turnfleet_relay_uncounted"
 /** Driver gauge: when the relay's drain began, Unix seconds (draining relays only). */
 #define TF_METRIC_RELAY_DRAIN_STARTED "turnfleet_relay_drain_started_timestamp_seconds"
 /** Driver gauge: 1 when the relay's last Allocate probe passed, else 0. */

@@ -67,11 +67,18 @@ typedef struct tf_relay_observation {
   /* version 3 */
   int64_t probe_duration_ms;   /**< how long the last probe took, from its action to its result, ms; -1: unknown */
   int64_t count_failures;      /**< counts that could not be read (the CLI, an agent's /metrics), cumulative */
+  /* version 4 */
+  int64_t count_misses;        /**< count rounds in a row, since the last good count (or its process started),
+                                    that gave no count: a running relay that passed its probe is Uncounted
+                                    (TF_RELAY_UNCOUNTED) from TF_RECONCILE_UNCOUNTED_ROUNDS on */
 } tf_relay_observation;
 
-#define TF_RELAY_OBSERVATION_VERSION 3
+#define TF_RELAY_OBSERVATION_VERSION 4
 #define TF_RELAY_OBSERVATION_INIT \
-  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, -1, 0}
+  {TF_RELAY_OBSERVATION_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, -1, 0, 0}
+
+/** Count rounds in a row without a count after which a running, probed relay is Uncounted. */
+#define TF_RECONCILE_UNCOUNTED_ROUNDS 3
 
 /**
  * Fill @p obs with the defaults of @p version (allocations unknown, the rest empty).
@@ -267,6 +274,9 @@ TF_EXTERN(tf_err) tf_reconcile_action(const tf_reconcile *rec, size_t i, tf_acti
 #define TF_RELAY_DRAINING 0x08u  /**< observed draining, or drained by this result */
 #define TF_RELAY_PUBLISHED 0x10u /**< its URIs are in tf_reconcile_uri() */
 #define TF_RELAY_WAITING 0x20u   /**< planned, but its start waits (backoff, or its address is still in use) */
+#define TF_RELAY_UNCOUNTED 0x40u /**< it runs and passed its probe, but TF_RECONCILE_UNCOUNTED_ROUNDS count rounds
+                                      in a row gave no ports-in-use count (tf_relay_observation.count_misses):
+                                      still served, and the pool's Ready is False (RelaysUncounted) */
 
 /**
  * Number of relays: the planned ones and the observed ones leaving, sorted
@@ -357,7 +367,7 @@ TF_EXTERN(tf_err) tf_reconcile_to_json(char **out, const tf_reconcile *rec);
 /**
  * Add the pool's samples to @p metrics, declaring the families if needed
  * (names in metrics.h): gauges `turnfleet_relay_ports_in_use` (relays with a
- * known count), `turnfleet_relay_ports_total`, `turnfleet_relay_draining`,
+ * known count), `turnfleet_relay_ports_total`, `turnfleet_relay_draining`, `turnfleet_relay_uncounted`,
  * `turnfleet_relay_drain_started_timestamp_seconds` (draining relays),
  * `turnfleet_probe_success` (relays probed since their process started),
  * `turnfleet_probe_duration_seconds` (relays whose last probe's duration is
