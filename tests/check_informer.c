@@ -158,12 +158,6 @@ static void tf_it_wait_synced(tf_informer *inf)
 }
 
 /* Wait until the request log has at least @p n matching requests. */
-static void tf_it_wait_count(const char *method, const char *path, const char *query, int n)
-{
-  int c = 0;
-  for (int i = 0; i < 300 && (c = tf_test_count(&tf_it, method, path, query)) < n; i++) tf_test_sleep_ms(100);
-  ck_assert_msg(c >= n, "%s %s ?%s: %d requests, waited for %d", method, path, query ? query : "", c, n);
-}
 
 /* A client whose requests the log tells apart (User-Agent tf-informer). */
 static tf_kube *tf_it_informer_kube(void) { return tf_test_kube_token(&tf_it, tf_it.token_path, "tf-informer", NULL); }
@@ -295,7 +289,7 @@ START_TEST(test_informer__cache_indexes_notifications)
   ck_assert_int_eq(f.seen.added, 5);
   /* the first LIST asks for RV "0"; watches ask for bookmarks, from an RV */
   ck_assert_int_eq(tf_test_count(&tf_it, "GET", f.path, "resourceVersion=0"), 1);
-  tf_it_wait_count("GET", f.path, "allowWatchBookmarks=true", 1);
+  (void)tf_test_wait_count(&tf_it, "GET", f.path, "allowWatchBookmarks=true", 1);
   char *txt = NULL;
   TF_OK_OR_FAIL(tf_informer_list(f.inf, NULL, "app=a", &txt));
   cJSON *d = cJSON_Parse(txt);
@@ -344,7 +338,7 @@ START_TEST(test_informer__rewatch_on_clean_end)
 {
   tf_it_fix f;
   tf_it_fix_open(&f, "inf-rewatch", 1, 0);
-  tf_it_wait_count("GET", f.path, "watch=1", 3);
+  (void)tf_test_wait_count(&tf_it, "GET", f.path, "watch=1", 3);
   tf_it_cm_del(f.admin, f.ns, "a0");
   tf_it_converges(f.inf, f.admin, f.path);
   ck_assert_int_eq(tf_it_lists(&f), 1);
@@ -517,7 +511,7 @@ START_TEST(test_informer__slow_list)
   tf_kube *k = NULL;
   tf_informer *inf = tf_it_list_fault("inf-slow", "\"slowHeaders\":7,\"count\":1", &seen, &k);
   tf_it_converges(inf, k, path);
-  tf_it_wait_count("GET", path, "resourceVersion=0", 2);
+  (void)tf_test_wait_count(&tf_it, "GET", path, "resourceVersion=0", 2);
   ck_assert_int_eq(tf_test_count(&tf_it, "GET", path, "resourceVersion=0"), 2);
   tf_informer_free(inf);
   tf_kube_free(k);
@@ -540,7 +534,7 @@ START_TEST(test_informer__token_rotation)
   const char *path = "/api/v1/namespaces/inf-tok/configmaps";
   tf_informer *inf = tf_it_informer(k, path, &seen, 3, 0);
   tf_it_wait_synced(inf);
-  tf_it_wait_count("GET", path, "watch=1", 1);
+  (void)tf_test_wait_count(&tf_it, "GET", path, "watch=1", 1);
   char *t2 = tf_test_new_token(&tf_it, "new", tokp);
   char *rev = tf_asprintf__("{\"token\":\"%s\"}", t1);
   cJSON_Delete(tf_test_control(&tf_it, "POST", "/tokens/revoke", rev));
@@ -647,7 +641,7 @@ START_TEST(test_informer__resync_and_options)
   }
   ck_assert_int_ge(updated, 2); /* resyncs: UPDATED with nothing changed */
   /* the watches' timeoutSeconds are in [1, 2] */
-  tf_it_wait_count("GET", o.path, "watch=1", 2);
+  (void)tf_test_wait_count(&tf_it, "GET", o.path, "watch=1", 2);
   cJSON *w = tf_test_requests(&tf_it, "GET", o.path, "watch=1");
   cJSON *it;
   cJSON_ArrayForEach(it, w)

@@ -843,7 +843,7 @@ START_TEST(test_kube__watch)
   TF_OK_OR_FAIL(tf_kube_watch(k, coll, &lo, tf_kt_on_event, &st, &s));
   ck_assert_int_eq(s.added, 3);
   ck_assert_int_ge(s.bookmarks, 1);
-  ck_assert_int_eq(tf_test_count(&tf_kt, "GET", "/configmaps", "allowWatchBookmarks=true&timeoutSeconds=1"), 1);
+  ck_assert_int_eq(tf_test_wait_count(&tf_kt, "GET", "/configmaps", "allowWatchBookmarks=true&timeoutSeconds=1", 1), 1);
   /* ERROR event 410 mid-stream */
   memset(&s, 0, sizeof(s));
   tf_test_fault(&tf_kt, "{\"path\":\"/configmaps$\",\"query\":\"watch=1\",\"expireMidStream\":true,\"afterEvents\":1,\"count\":1}");

@@ -121,7 +121,8 @@ static char *pc_nodes(const char *addr)
   char *json = NULL;
   int n = asprintf(&json,
                    "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"probe-node\","
-                   "\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},\"status\":{\"addresses\":"
+                   "\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\",\"" TF_LABEL_DEVELOPMENT "\":\"true\"}},"
+                   "\"status\":{\"addresses\":"
                    "[{\"type\":\"InternalIP\",\"address\":\"%s\"}],\"conditions\":[{\"type\":\"Ready\","
                    "\"status\":\"True\"}]}}]}",
                    addr);

@@ -21,7 +21,8 @@ static const char pool_text[] =
     "  relayPortRange: {start: 63000, end: 63009}\n"
     "  auth: {realm: cfg.test, secretRef: {name: s}}\n";
 static const char nodes_json[] =
-    "{\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"n\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}},"
+    "{\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"n\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\","
+    "\"" TF_LABEL_DEVELOPMENT "\":\"true\"}},"
     "\"status\":{\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"127.0.0.231\"},"
     "{\"type\":\"ExternalIP\",\"address\":\"::1\"}]}}]}";
 

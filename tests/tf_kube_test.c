@@ -176,6 +176,16 @@ int tf_test_count(const tf_test_cluster *c, const char *method, const char *path
   return n;
 }
 
+int tf_test_wait_count(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part,
+                       int n)
+{
+  int got = 0;
+  for (int i = 0; i < 300 && (got = tf_test_count(c, method, path_part, query_part)) < n; i++) tf_test_sleep_ms(100);
+  ck_assert_msg(got >= n, "%s %s ?%s: %d requests, waited for %d", method ? method : "*", path_part ? path_part : "",
+                query_part ? query_part : "", got, n);
+  return got;
+}
+
 static pthread_mutex_t tf_test_log_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void tf_test_log_cb(tf_log_level level, const char *msg, void *payload)

@@ -33,6 +33,11 @@ void tf_test_reset(const tf_test_cluster *c);
 /* Count logged requests whose method matches and whose path contains @p path_part
  * and whose query contains @p query_part (NULL = any). */
 int tf_test_count(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part);
+/* Wait (up to 30 s) until the request log holds at least @p n such requests (a request is logged once its
+ * answer is sent, so a client can be back before its request is in the log); fails the test otherwise.
+ * Returns the count seen. */
+int tf_test_wait_count(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part,
+                       int n);
 /* The request log entries matching, in order (caller deletes the array). */
 cJSON *tf_test_requests(const tf_test_cluster *c, const char *method, const char *path_part, const char *query_part);
 /* A client on the cluster's kubeconfig, logging into @p log (may be NULL). */

@@ -662,6 +662,30 @@ tf_err tf_engine_clear_claims(tf_engine *e)
   return TF_OK;
 }
 
+/* Store a claim checked already (@p identity NULL: a CLI claim, @p pool its node). */
+static tf_err tf_eng__keep_claim(tf_engine *e, const char *pool, const char *identity, const uint16_t *ports, size_t n)
+{
+  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
+  if (!grown) return tf_error__nomem();
+  e->claims = grown;
+  tf_eng__claim *c = &e->claims[e->claim_count];
+  memset(c, 0, sizeof(*c));
+  c->pool = tf_strdup__(pool);
+  c->identity = identity ? tf_strdup__(identity) : NULL;
+  c->ports = n ? malloc(n * sizeof(uint16_t)) : NULL;
+  if (!c->pool || (identity && !c->identity) || (n && !c->ports)) {
+    free(c->pool);
+    free(c->identity);
+    free(c->ports);
+    return tf_error__nomem();
+  }
+  if (n) memcpy(c->ports, ports, n * sizeof(uint16_t));
+  c->port_count = n;
+  e->claim_count++;
+  e->dirty = 1;
+  return TF_OK;
+}
+
 tf_err tf_engine_add_claim(tf_engine *e, const char *pool, const char *identity, const uint16_t *listener_ports,
                            size_t listener_ports_count)
 {
@@ -672,25 +696,7 @@ tf_err tf_engine_add_claim(tf_engine *e, const char *pool, const char *identity,
   if (rc == TF_OK) rc = tf_observed_add_claim(trial, pool, identity, listener_ports, listener_ports_count);
   tf_observed_free(trial);
   if (rc < 0) return rc;
-  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
-  if (!grown) return tf_error__nomem();
-  e->claims = grown;
-  tf_eng__claim *c = &e->claims[e->claim_count];
-  memset(c, 0, sizeof(*c));
-  c->pool = tf_strdup__(pool);
-  c->identity = tf_strdup__(identity);
-  c->ports = listener_ports_count ? malloc(listener_ports_count * sizeof(uint16_t)) : NULL;
-  if (!c->pool || !c->identity || (listener_ports_count && !c->ports)) {
-    free(c->pool);
-    free(c->identity);
-    free(c->ports);
-    return tf_error__nomem();
-  }
-  if (listener_ports_count) memcpy(c->ports, listener_ports, listener_ports_count * sizeof(uint16_t));
-  c->port_count = listener_ports_count;
-  e->claim_count++;
-  e->dirty = 1;
-  return TF_OK;
+  return tf_eng__keep_claim(e, pool, identity, listener_ports, listener_ports_count);
 }
 
 tf_err tf_engine_add_cli_claim(tf_engine *e, const char *node, uint16_t port)
@@ -701,23 +707,7 @@ tf_err tf_engine_add_cli_claim(tf_engine *e, const char *node, uint16_t port)
   if (rc == TF_OK) rc = tf_observed_add_cli_claim(trial, node, port);
   tf_observed_free(trial);
   if (rc < 0) return rc;
-  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
-  if (!grown) return tf_error__nomem();
-  e->claims = grown;
-  tf_eng__claim *c = &e->claims[e->claim_count];
-  memset(c, 0, sizeof(*c));
-  c->pool = tf_strdup__(node);
-  c->ports = malloc(sizeof(uint16_t));
-  if (!c->pool || !c->ports) {
-    free(c->pool);
-    free(c->ports);
-    return tf_error__nomem();
-  }
-  c->ports[0] = port;
-  c->port_count = 1;
-  e->claim_count++;
-  e->dirty = 1;
-  return TF_OK;
+  return tf_eng__keep_claim(e, node, NULL, &port, 1);
 }
 
 /* ---- the step ---- */

@@ -309,7 +309,9 @@ class TestUpRuntime(unittest.TestCase):
 
         def node_list(addr):
             return json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": [{
-                "metadata": {"name": "n1", "labels": {"turnfleet.hzmi.dev/relay-node": "true"}}, "status": {
+                "metadata": {"name": "n1", "labels": {"turnfleet.hzmi.dev/relay-node": "true",  # loopback: a development node
+                                                      "node-restriction.kubernetes.io/turnfleet-development": "true"}},
+                "status": {
                     "addresses": [{"type": "InternalIP", "address": addr}],
                     "conditions": [{"type": "Ready", "status": "True"}]}}]})
         write_watched(nodes, node_list("127.0.0.96"))

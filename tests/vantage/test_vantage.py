@@ -33,7 +33,9 @@ spec:
     - {name: turn-tcp, protocol: tcp, port: 3478}
   auth: {realm: vantage.turnfleet.test, secretRef: {name: edge-secret}}
 """ % (POOL, NS)
-NODES = ('{"kind":"List","items":[{"metadata":{"name":"n4","labels":{"turnfleet.hzmi.dev/relay-node":"true"}},'
+# a loopback address: a development node
+NODES = ('{"kind":"List","items":[{"metadata":{"name":"n4","labels":{"turnfleet.hzmi.dev/relay-node":"true",'
+         '"node-restriction.kubernetes.io/turnfleet-development":"true"}},'
          '"status":{"addresses":[{"type":"ExternalIP","address":"%s"}]}}]}' % ADDR)
 
 
