@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,55 @@ START_TEST(test_map__random_puts_and_deletes_agree_with_an_array)
 }
 END_TEST
 
+/* Each _init() of a struct with more than one version writes nothing past the version asked for (an older
+ * caller's struct ends there), and refuses version 0 and versions newer than the library's. */
+#define INIT_KEEPS_TO(T, init, latest, v1_end)                                                              \
+  do {                                                                                                     \
+    union {                                                                                                \
+      T s;                                                                                                 \
+      unsigned char b[sizeof(T)];                                                                          \
+    } u;                                                                                                   \
+    memset(&u, 0xAA, sizeof(u));                                                                           \
+    TF_OK_OR_FAIL(init(&u.s, 1));                                                                          \
+    ck_assert_uint_eq(u.s.version, 1);                                                                     \
+    for (size_t i = (v1_end); i < sizeof(T); i++) ck_assert_msg(u.b[i] == 0xAA, #T ": byte %zu written", i); \
+    TF_OK_OR_FAIL(init(&u.s, latest));                                                                     \
+    ck_assert_uint_eq(u.s.version, latest);                                                                \
+    ck_assert_int_eq(init(&u.s, 0), TF_EINVALID);                                                          \
+    ck_assert_int_eq(init(&u.s, (latest) + 1), TF_EINVALID);                                               \
+  } while (0)
+
+START_TEST(test_common__inits_write_no_field_past_the_callers_version)
+{
+  INIT_KEEPS_TO(tf_relay_observation, tf_relay_observation_init, TF_RELAY_OBSERVATION_VERSION,
+                offsetof(tf_relay_observation, held_back));
+  INIT_KEEPS_TO(tf_engine_relay_facts, tf_engine_relay_facts_init, TF_ENGINE_RELAY_FACTS_VERSION,
+                offsetof(tf_engine_relay_facts, draining));
+  INIT_KEEPS_TO(tf_informer_options, tf_informer_options_init, TF_INFORMER_OPTIONS_VERSION,
+                offsetof(tf_informer_options, bookmark_interval_ms));
+  INIT_KEEPS_TO(tf_kube_list_options, tf_kube_list_options_init, TF_KUBE_LIST_OPTIONS_VERSION,
+                offsetof(tf_kube_list_options, silence_ms));
+  INIT_KEEPS_TO(tf_relayctl_request, tf_relayctl_request_init, TF_RELAYCTL_REQUEST_VERSION,
+                offsetof(tf_relayctl_request, owner_pid));
+  INIT_KEEPS_TO(tf_manifest_options, tf_manifest_options_init, TF_MANIFEST_OPTIONS_VERSION,
+                offsetof(tf_manifest_options, metrics_token));
+  INIT_KEEPS_TO(tf_coturn_options, tf_coturn_options_init, TF_COTURN_OPTIONS_VERSION, offsetof(tf_coturn_options, prometheus));
+  /* one version so far: the whole struct, and the version asked for */
+  tf_node_info ni;
+  TF_OK_OR_FAIL(tf_node_info_init(&ni, TF_NODE_INFO_VERSION));
+  ck_assert_int_eq(ni.ready, -1);
+  ck_assert_int_eq(tf_node_info_init(&ni, TF_NODE_INFO_VERSION + 1), TF_EINVALID);
+  tf_manifest_event ev;
+  TF_OK_OR_FAIL(tf_manifest_event_init(&ev, TF_MANIFEST_EVENT_VERSION));
+  ck_assert_str_eq(ev.type, "Normal");
+  ck_assert_int_eq(ev.count, 1);
+  ck_assert_int_eq(tf_manifest_event_init(&ev, 0), TF_EINVALID);
+  tf_kube_options ko;
+  TF_OK_OR_FAIL(tf_kube_options_init(&ko, 1));
+  ck_assert_uint_eq(ko.version, 1);
+}
+END_TEST
+
 Suite *tf_test_common_suite(void)
 {
   Suite *s = suite_create("common");
@@ -311,6 +361,7 @@ Suite *tf_test_common_suite(void)
   tcase_add_test(tc, test_doc__yaml_errors);
   tcase_add_test(tc, test_map__random_puts_and_deletes_agree_with_an_array);
   tcase_add_test(tc, test_mac__agrees_with_openssl);
+  tcase_add_test(tc, test_common__inits_write_no_field_past_the_callers_version);
   suite_add_tcase(s, tc);
   return s;
 }

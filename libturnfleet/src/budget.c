@@ -31,6 +31,7 @@ tf_err tf_budget_options_init(tf_budget_options *opts, unsigned int version)
     return tf_error__set(TF_EINVALID, "tf_budget_options: unknown version %u", version);
   tf_budget_options d = TF_BUDGET_OPTIONS_INIT;
   *opts = d;
+  opts->version = version;
   return TF_OK;
 }
 

@@ -48,6 +48,7 @@ tf_err tf_elector_options_init(tf_elector_options *opts, unsigned int version)
     return tf_error__set(TF_EINVALID, "tf_elector_options: unknown version %u", version);
   tf_elector_options d = TF_ELECTOR_OPTIONS_INIT;
   *opts = d;
+  opts->version = version;
   return TF_OK;
 }
 

@@ -4,6 +4,7 @@
  * them translated onto the wall clock of the step (wall - (now - t)), so every
  * interval it measures is a monotonic one. */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,7 +569,7 @@ tf_err tf_engine_relay_facts_init(tf_engine_relay_facts *facts, unsigned int ver
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_engine_relay_facts version (1-%d)", version,
                          TF_ENGINE_RELAY_FACTS_VERSION);
   tf_engine_relay_facts init = TF_ENGINE_RELAY_FACTS_INIT;
-  *facts = init;
+  memcpy(facts, &init, version == 1 ? offsetof(tf_engine_relay_facts, draining) : sizeof(init)); /* the caller's */
   facts->version = version;
   return TF_OK;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,8 @@ tf_err tf_informer_options_init(tf_informer_options *opts, unsigned int version)
   if (version == 0 || version > TF_INFORMER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "tf_informer_options: unknown version %u", version);
   tf_informer_options d = TF_INFORMER_OPTIONS_INIT;
-  *opts = d;
+  memcpy(opts, &d, version == 1 ? offsetof(tf_informer_options, bookmark_interval_ms) : sizeof(d)); /* the caller's */
+  opts->version = version;
   return TF_OK;
 }
 

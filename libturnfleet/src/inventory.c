@@ -508,6 +508,17 @@ static tf_addr *tf_inventory__addr_copy(struct tf_nodes__chunk **arena, const tf
   return dst;
 }
 
+tf_err tf_node_info_init(tf_node_info *info, unsigned int version)
+{
+  TF_ASSERT_ARG(info);
+  if (version == 0 || version > TF_NODE_INFO_VERSION)
+    return tf_error__set(TF_EINVALID, "version: %u is not a tf_node_info version (1-%d)", version, TF_NODE_INFO_VERSION);
+  tf_node_info init = TF_NODE_INFO_INIT; /* one version so far: the whole struct is version 1's */
+  *info = init;
+  info->version = version;
+  return TF_OK;
+}
+
 tf_err tf_nodes_add(tf_nodes *nodes, const tf_node_info *info)
 {
   TF_ASSERT_ARG(nodes);

@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,7 @@ tf_err tf_kube_options_init(tf_kube_options *opts, unsigned int version)
     return tf_error__set(TF_EINVALID, "tf_kube_options: unknown version %u", version);
   tf_kube_options d = TF_KUBE_OPTIONS_INIT;
   *opts = d;
+  opts->version = version;
   return TF_OK;
 }
 
@@ -95,7 +97,8 @@ tf_err tf_kube_list_options_init(tf_kube_list_options *opts, unsigned int versio
   if (version == 0 || version > TF_KUBE_LIST_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "tf_kube_list_options: unknown version %u", version);
   tf_kube_list_options d = TF_KUBE_LIST_OPTIONS_INIT;
-  *opts = d;
+  memcpy(opts, &d, version == 1 ? offsetof(tf_kube_list_options, silence_ms) : sizeof(d)); /* the caller's */
+  opts->version = version;
   return TF_OK;
 }
 
@@ -106,6 +109,7 @@ tf_err tf_kube_delete_options_init(tf_kube_delete_options *opts, unsigned int ve
     return tf_error__set(TF_EINVALID, "tf_kube_delete_options: unknown version %u", version);
   tf_kube_delete_options d = TF_KUBE_DELETE_OPTIONS_INIT;
   *opts = d;
+  opts->version = version;
   return TF_OK;
 }
 

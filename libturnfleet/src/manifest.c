@@ -39,7 +39,9 @@ static tf_err tf_man__options(tf_manifest_options *o, const tf_manifest_options 
 {
   tf_manifest_options_init(o, TF_MANIFEST_OPTIONS_VERSION);
   if (!in) return tf_error__set(TF_EINVALID, "options: required");
-  if (in->version < 1) return tf_error__set(TF_EINVALID, "options.version: %u is not a known version", in->version);
+  if (in->version < 1 || in->version > TF_MANIFEST_OPTIONS_VERSION)
+    return tf_error__set(TF_EINVALID, "options.version: %u is not a tf_manifest_options version (1-%d)", in->version,
+                         TF_MANIFEST_OPTIONS_VERSION);
   o->pool_uid = in->pool_uid;
   o->agent_image = in->agent_image;
   o->agent_port = in->agent_port;
@@ -687,6 +689,18 @@ static int tf_man__rfc3339(const char *t)
   return 1;
 }
 
+tf_err tf_manifest_event_init(tf_manifest_event *ev, unsigned int version)
+{
+  TF_ASSERT_ARG(ev);
+  if (version == 0 || version > TF_MANIFEST_EVENT_VERSION)
+    return tf_error__set(TF_EINVALID, "version: %u is not a tf_manifest_event version (1-%d)", version,
+                         TF_MANIFEST_EVENT_VERSION);
+  tf_manifest_event init = TF_MANIFEST_EVENT_INIT; /* one version so far: the whole struct is version 1's */
+  *ev = init;
+  ev->version = version;
+  return TF_OK;
+}
+
 tf_err tf_manifest_event_body(char **out, const tf_pool *pool, const tf_manifest_event *ev,
                               const tf_manifest_options *opts)
 {
@@ -696,7 +710,9 @@ tf_err tf_manifest_event_body(char **out, const tf_pool *pool, const tf_manifest
   tf_err rc = tf_man__begin(&o, pool, opts);
   if (rc < 0) return rc;
   if (!ev) return tf_error__set(TF_EINVALID, "event: required");
-  if (ev->version < 1) return tf_error__set(TF_EINVALID, "event.version: %u is not a known version", ev->version);
+  if (ev->version < 1 || ev->version > TF_MANIFEST_EVENT_VERSION)
+    return tf_error__set(TF_EINVALID, "event.version: %u is not a tf_manifest_event version (1-%d)", ev->version,
+                         TF_MANIFEST_EVENT_VERSION);
   if (!ev->type || (strcmp(ev->type, "Normal") != 0 && strcmp(ev->type, "Warning") != 0))
     return tf_error__set(TF_EINVALID, "event.type: must be Normal or Warning");
   size_t rlen = ev->reason ? strlen(ev->reason) : 0;

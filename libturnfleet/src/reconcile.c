@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +113,12 @@ tf_err tf_relay_observation_init(tf_relay_observation *obs, unsigned int version
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_relay_observation version (1-%d)", version,
                          TF_RELAY_OBSERVATION_VERSION);
   tf_relay_observation init = TF_RELAY_OBSERVATION_INIT;
-  *obs = init;
+  /* never past the caller's version: an older caller's struct ends sooner */
+  size_t size = version == 1   ? offsetof(tf_relay_observation, held_back)
+                : version == 2 ? offsetof(tf_relay_observation, probe_duration_ms)
+                : version == 3 ? offsetof(tf_relay_observation, count_misses)
+                               : sizeof(init);
+  memcpy(obs, &init, size);
   obs->version = version;
   return TF_OK;
 }

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,18 @@ static tf_err tf_rctl__metrics(int64_t *count, const tf_relayctl_request *req)
   else rc = tf_coturn_allocations_from_metrics(count, body.ptr ? body.ptr : "", body.len);
   tf_buf__dispose(&body, 0);
   return rc;
+}
+
+tf_err tf_relayctl_request_init(tf_relayctl_request *req, unsigned int version)
+{
+  TF_ASSERT_ARG(req);
+  if (version == 0 || version > TF_RELAYCTL_REQUEST_VERSION)
+    return tf_error__set(TF_EINVALID, "version: %u is not a tf_relayctl_request version (1-%d)", version,
+                         TF_RELAYCTL_REQUEST_VERSION);
+  tf_relayctl_request init = TF_RELAYCTL_REQUEST_INIT;
+  memcpy(req, &init, version == 1 ? offsetof(tf_relayctl_request, owner_pid) : sizeof(init));
+  req->version = version;
+  return TF_OK;
 }
 
 /* The caller's request field by field up to its version (an older caller's struct is shorter). */

@@ -40,6 +40,7 @@ tf_err tf_workqueue_options_init(tf_workqueue_options *opts, unsigned int versio
     return tf_error__set(TF_EINVALID, "tf_workqueue_options: unknown version %u", version);
   tf_workqueue_options d = TF_WORKQUEUE_OPTIONS_INIT;
   *opts = d;
+  opts->version = version;
   return TF_OK;
 }
 

@@ -69,6 +69,13 @@ typedef struct tf_node_info {
 #define TF_NODE_INFO_INIT {TF_NODE_INFO_VERSION, NULL, NULL, NULL, 0, -1, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0}
 
 /**
+ * Fill @p info with the defaults of @p version (TF_NODE_INFO_INIT's: no labels or addresses,
+ * readiness unknown), writing no field past it.
+ * @return 0, TF_EINVALID for a NULL pointer or an unknown version
+ */
+TF_EXTERN(tf_err) tf_node_info_init(tf_node_info *info, unsigned int version);
+
+/**
  * An empty inventory to add nodes to.
  * @param[out] out release with tf_nodes_free()
  * @return 0, TF_EINVALID, TF_ENOMEM

@@ -161,6 +161,12 @@ typedef struct tf_manifest_event {
 #define TF_MANIFEST_EVENT_INIT {TF_MANIFEST_EVENT_VERSION, "Normal", NULL, NULL, 1, NULL, NULL}
 
 /**
+ * Fill @p ev with the defaults of @p version (TF_MANIFEST_EVENT_INIT's), writing no field past it.
+ * @return 0, TF_EINVALID for a NULL pointer or an unknown version
+ */
+TF_EXTERN(tf_err) tf_manifest_event_init(tf_manifest_event *ev, unsigned int version);
+
+/**
  * A core/v1 Event on the pool (involvedObject = the TURNPool). Its name is
  * `<pool>.<16 hex digits>` from the pool's uid, type, reason and message, so
  * the same event again has the same name: the driver PATCHes its count and

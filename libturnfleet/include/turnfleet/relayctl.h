@@ -55,6 +55,12 @@ typedef struct tf_relayctl_request {
 #define TF_RELAYCTL_REQUEST_INIT {TF_RELAYCTL_REQUEST_VERSION, TF_RELAYCTL_COUNT, NULL, 0, NULL, 1000, 0}
 
 /**
+ * Fill @p req with the defaults of @p version (TF_RELAYCTL_REQUEST_INIT's), writing no field past it.
+ * @return 0, TF_EINVALID for a NULL pointer or an unknown version
+ */
+TF_EXTERN(tf_err) tf_relayctl_request_init(tf_relayctl_request *req, unsigned int version);
+
+/**
  * Ask one relay and wait (at most the request's timeout).
  * @param[out] count COUNT, COUNT_METRICS, SESSIONS: the allocations; may be NULL
  * @param[out] text COUNT, SESSIONS: coturn's output (release with tf_free()); may be NULL
