@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "webhook"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "kube"))
 import harness  # noqa: E402
+import proctree  # noqa: E402
 from standin import netns  # noqa: E402
 
 SOURCE = harness.SOURCE
@@ -67,45 +68,6 @@ def readme_block(path, heading="## On Kubernetes"):
     else:
         raise AssertionError("%s: the ```sh block under %r is not closed" % (path, heading))
     return cmds
-
-
-def proc_table():
-    """pid -> (ppid, start time) of every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                st = open("/proc/%s/stat" % d).read()
-                rest = st[st.rindex(")") + 2:].split()
-                out[int(d)] = (int(rest[1]), rest[19])
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
-
-
-def descendants(root):
-    table, kids, todo = proc_table(), {}, [root]
-    while todo:
-        p = todo.pop()
-        for pid, (ppid, start) in table.items():
-            if ppid == p and pid not in kids:
-                kids[pid] = start
-                todo.append(pid)
-    return kids
-
-
-def still_running(kids):
-    """Those of @p kids alive with the same start time, zombies excepted, with their command lines."""
-    now, out = proc_table(), []
-    for pid, start in kids.items():
-        if pid in now and now[pid][1] == start:
-            try:
-                if any(l.split()[1] == "Z" for l in open("/proc/%d/status" % pid) if l.startswith("State:")):
-                    continue
-                out.append("%d %s" % (pid, open("/proc/%d/cmdline" % pid).read().replace("\0", " ")))
-            except OSError:
-                pass
-    return out
 
 
 def main():
@@ -173,10 +135,10 @@ def main():
                     sys.stderr.write(cluster.kubectl("logs", p["metadata"]["name"], ns="turnfleet-system",
                                                      check=False).stdout[-3000:])
         ok = False
-        kids = descendants(cluster.proc.pid)
+        kids = proctree.descendants(cluster.proc.pid)
         cluster.stop()
         expect(cluster.proc.returncode == 0, "the stand-in stopped (exit 0)", open(cluster.log_path).read()[-3000:])
-        left = still_running(kids)
+        left = ["%d %s" % (pid, cmd) for pid, state, cmd in proctree.running(kids) if state != "Z"]
         expect(not left, "the stand-in's %d processes (operator, relays, kubelets) all gone" % len(kids), "\n".join(left))
         prefix = netns.prefix_for(API_ADDR, API_PORT)
         spaces = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, text=True, check=True).stdout

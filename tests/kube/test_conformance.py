@@ -30,6 +30,8 @@ import time
 import unittest
 import urllib.request
 
+import proctree  # tests/kube/proctree.py, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(HERE, "testdata")
@@ -1692,52 +1694,12 @@ class NodeNetworks(unittest.TestCase):
 
 # ---- the launcher stops everything -----------------------------------------
 
-def _proc_table():
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            st = open("/proc/%s/stat" % d).read()
-            rest = st[st.rindex(")") + 2:].split()
-            out[int(d)] = (int(rest[1]), rest[19])    # ppid, start time
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
 def _describe(pid):
     try:
         state = [l for l in open("/proc/%d/status" % pid) if l.startswith(("State", "PPid"))]
         return "%d %s %s" % (pid, open("/proc/%d/cmdline" % pid).read().replace("\0", " "), " ".join(x.strip() for x in state))
     except OSError:
         return "%d gone" % pid
-
-
-def _descendants(root):
-    table = _proc_table()
-    kids, todo = {}, [root]
-    while todo:
-        p = todo.pop()
-        for pid, (ppid, start) in table.items():
-            if ppid == p and pid not in kids:
-                kids[pid] = start
-                todo.append(pid)
-    return kids
-
-
-def _running(kids):
-    """Those of kids still alive (same start time), zombies excepted."""
-    after = _proc_table()
-    out = []
-    for pid, start in kids.items():
-        if pid in after and after[pid][1] == start:
-            try:
-                state = [l.split()[1] for l in open("/proc/%d/status" % pid) if l.startswith("State:")][0]
-            except (OSError, IndexError):
-                continue
-            out.append((pid, state))
-    return out
 
 
 class ZLauncherLeavesNothing(unittest.TestCase):
@@ -1758,13 +1720,13 @@ class ZLauncherLeavesNothing(unittest.TestCase):
             k = [CLIENTS["kubectl-rootfs"], "--kubeconfig", d + "/c/kubeconfig", "--cache-dir", d + "/cache"]
             subprocess.run(k + ["apply", "-f", "-"], input=json.dumps(pod), text=True, check=True, stdout=subprocess.DEVNULL)
             subprocess.run(k + ["wait", "--for=condition=Ready", "--timeout=30s", "pod/orphan"], check=True, stdout=subprocess.DEVNULL)
-            kids = _descendants(p.pid)
+            kids = proctree.descendants(p.pid)
             self.assertGreaterEqual(len(kids), 4, kids)
         finally:
             p.kill()
             p.wait()
         # the kernel kills them (PR_SET_PDEATHSIG); what is left may be a zombie for init to reap
-        wait_for("the containers dead", lambda: not [x for x in _running(kids) if x[1] != "Z"], 100)
+        wait_for("the containers dead", lambda: not [x for x in proctree.running(kids) if x[1] != "Z"], 100)
 
     def test_sigterm_stops_every_pod_and_process(self):
         k = CLIENTS["kubectl-rootfs"]
@@ -1776,12 +1738,12 @@ class ZLauncherLeavesNothing(unittest.TestCase):
                        check=True, text=True, stdout=subprocess.DEVNULL)
         subprocess.run([k, "--kubeconfig", kubeconfig(), "--cache-dir", home, "wait", "--for=condition=Ready", "--timeout=30s", "pod/stubborn"],
                        check=True, stdout=subprocess.DEVNULL)
-        kids = _descendants(CLUSTER.pid)
+        kids = proctree.descendants(CLUSTER.pid)
         self.assertGreaterEqual(len(kids), 4, kids)   # the pod's helper, its shell and two sleeps at least
         CLUSTER.send_signal(signal.SIGTERM)
         CLUSTER.wait(60)
         self.assertEqual(CLUSTER.returncode, 0)
-        after = _proc_table()
+        after = proctree.proc_table()
         left = [pid for pid, start in kids.items() if pid in after and after[pid][1] == start]
         self.assertEqual(left, [], [_describe(p) for p in left])
         self.assertFalse(os.path.exists(os.path.join(cluster_dir(), "ready")))
