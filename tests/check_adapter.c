@@ -837,13 +837,29 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_writes_over_budget_total 0\n"));
   tf_free(text);
   tf_metrics_free(m);
+  /* before version 4 a Secret queues every pool of its namespace (the `secrets` cache held them all) */
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/demo-relay-config", pod));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0); /* (the pools' cache is empty) */
+  tf_adapter_free(a);
+  /* from version 4 the `secrets` cache holds the pools' own relay-config Secrets: each queues its pool */
+  ao.version = TF_ADAPTER_OPTIONS_VERSION;
+  ao.budget_writes = 100;
+  TF_OK_OR_FAIL(tf_adapter_new(&a, k, &ao));
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/demo-relay-config", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_ADDED, "media/other",
+                                   "{\"metadata\":{\"namespace\":\"media\",\"name\":\"other\"}}"));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
   tf_adapter_free(a);
 
   /* options_init of an older version stops where that version's struct ends */
   unsigned char raw[sizeof(tf_adapter_options)];
   static const size_t ends[] = {offsetof(tf_adapter_options, api_endpoints),
-                                offsetof(tf_adapter_options, budget_writes)};
-  for (unsigned v = 1; v <= 2; v++) {
+                                offsetof(tf_adapter_options, budget_writes),
+                                offsetof(tf_adapter_options, referenced_secrets)};
+  for (unsigned v = 1; v <= 3; v++) {
     memset(raw, 0xA5, sizeof(raw));
     TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, v));
     for (size_t i = ends[v - 1]; i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);

@@ -1,8 +1,10 @@
 /**
  * @file turnfleet/adapter.h
  * @brief The Kubernetes adapter: the library half of the operator. Given the
- * caches of TURNPools, relay Pods, Nodes, Secrets and ConfigMaps (informers the
- * caller runs), tf_adapter_reconcile() reconciles one pool: its facts into the
+ * caches of TURNPools, relay Pods, Nodes, the pools' own Secrets and ConfigMaps
+ * (informers the caller runs) and of the Secrets the pools reference (informers
+ * the adapter runs, one per referenced name, only while a pool references it),
+ * tf_adapter_reconcile() reconciles one pool: its facts into the
  * pool's engine (engine.h, the same engine `turnfleet up` runs), the engine's
  * actions as Kubernetes writes (pods created and deleted, readiness gates), then
  * the `<pool>-relay-config` Secret, the `<pool>-turn-uris` ConfigMap and the
@@ -28,8 +30,9 @@
  *
  * Thread safety: one adapter is used by one thread (the caller's loop), but for
  * tf_adapter_changed() and tf_adapter_write_metrics() (any thread); probes and
- * agent scrapes run on its own worker threads, which wake the loop by adding the
- * pool's key to the work queue.
+ * agent scrapes run on its own worker threads, and its referenced Secrets'
+ * informers on theirs, which wake the loop by adding the pool's key to the work
+ * queue.
  */
 #ifndef TURNFLEET_ADAPTER_H
 #define TURNFLEET_ADAPTER_H
