@@ -1006,8 +1006,9 @@ START_TEST(test_adapter__a_secret_made_after_its_pool_queues_it_and_no_other_is_
     const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "path"));
     const char *query = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "query"));
     if (strcmp(method, "GET") != 0) continue; /* the test's own creates */
-    reads++;
     ck_assert_msg(strstr(path, "unnamed") == NULL, "read the Secret no pool names: %s", path);
+    if (strcmp(path, RS_COLL) != 0) continue; /* (another test's read of one object) */
+    reads++;
     ck_assert_msg(query && strstr(query, "fieldSelector=metadata.name") && strstr(query, "late"), "a Secret list or watch without "
                   "the name: %s?%s", path, query ? query : "");
   }
@@ -1017,6 +1018,34 @@ START_TEST(test_adapter__a_secret_made_after_its_pool_queues_it_and_no_other_is_
   tf_workqueue_free(q);
   (void)tf_kube_delete(k, RS_COLL "/late", NULL, NULL, NULL);
   (void)tf_kube_delete(k, RS_COLL "/unnamed", NULL, NULL, NULL);
+  tf_kube_free(k);
+}
+END_TEST
+
+/* A create answered 409 whose fresh read is someone else's object (other ownerReferences: one a cache by
+ * label does not show) is not written: TF_ECONFLICT, that object learnt, no PUT. */
+START_TEST(test_adapter__a_foreign_object_met_on_create_is_not_taken_over)
+{
+  tf_kube *k = tf_test_kube(&rs_kt, NULL);
+  TF_OK_OR_FAIL(tf_kube_create(k, RS_COLL, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":"
+                               "\"demo-relay-config\",\"namespace\":\"default\"},\"data\":{\"mine\":\"eA==\"}}",
+                               NULL, NULL));
+  const char *desired = "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"demo-relay-config\","
+                        "\"namespace\":\"default\",\"ownerReferences\":[{\"apiVersion\":\"turnfleet.hzmi.dev/v1alpha1\","
+                        "\"kind\":\"TURNPool\",\"name\":\"demo\",\"uid\":\"u1\",\"controller\":true}]},"
+                        "\"data\":{\"r.conf\":\"eQ==\"}}";
+  int written = 1;
+  char *what = NULL, *learnt = NULL;
+  ck_assert_int_eq(tf_adapter__apply(k, RS_COLL, "demo-relay-config", desired, NULL, &written, &what, &learnt),
+                   TF_ECONFLICT);
+  ck_assert_int_eq(written, 0);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"mine\""));
+  ck_assert_int_eq(tf_adapter__same_owners(desired, learnt), 0);
+  ck_assert_int_eq(tf_test_count(&rs_kt, "PUT", "/secrets/demo-relay-config", NULL), 0);
+  free(learnt);
+  free(what);
+  (void)tf_kube_delete(k, RS_COLL "/demo-relay-config", NULL, NULL, NULL);
   tf_kube_free(k);
 }
 END_TEST
@@ -1163,6 +1192,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_unchecked_fixture(refs, rs_setup, rs_teardown);
   tcase_set_timeout(refs, 120);
   tcase_add_test(refs, test_adapter__a_secret_made_after_its_pool_queues_it_and_no_other_is_read);
+  tcase_add_test(refs, test_adapter__a_foreign_object_met_on_create_is_not_taken_over);
   suite_add_tcase(s, refs);
   return s;
 }

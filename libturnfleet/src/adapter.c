@@ -229,19 +229,22 @@ static void event(tf_adapter *c, const char *pool_json, const char *type, const 
 
 /* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
  * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
+/* Someone else's object @p other of the name the pool needs: never taken over (nor could it be: no delete). */
+static int not_owned(tf_adapter *c, const char *pool_json, const char *coll, const char *name, const char *other)
+{
+  const char *kind = strstr(coll, "/secrets") ? "Secret" : "ConfigMap";
+  char *ns = tf_adapter__meta_string(other, "namespace");
+  event(c, pool_json, "Warning", "NotOwned", "%s %s/%s exists and is not this pool's (its ownerReferences differ): "
+        "not overwritten; delete or rename it", kind, ns ? ns : "", name);
+  say(c, TF_LOG_WARN, "%s/%s: not this pool's (its ownerReferences differ): not overwritten", coll, name);
+  free(ns);
+  return -1;
+}
+
 static int write_object(tf_adapter *c, const pool_state *s, const char *pool_json, const char *coll,
                         const char *name, const char *desired, const char *observed)
 {
-  if (observed && tf_adapter__same_owners(desired, observed) != 1) {
-    /* someone else's object of the name the pool needs: never taken over (nor could it be: no delete) */
-    const char *kind = strstr(coll, "/secrets") ? "Secret" : "ConfigMap";
-    char *ns = tf_adapter__meta_string(observed, "namespace");
-    event(c, pool_json, "Warning", "NotOwned", "%s %s/%s exists and is not this pool's (its ownerReferences differ): "
-          "not overwritten; delete or rename it", kind, ns ? ns : "", name);
-    say(c, TF_LOG_WARN, "%s/%s: not this pool's (its ownerReferences differ): not overwritten", coll, name);
-    free(ns);
-    return -1;
-  }
+  if (observed && tf_adapter__same_owners(desired, observed) != 1) return not_owned(c, pool_json, coll, name, observed);
   char *what = NULL, *learnt = NULL, *objpath = join3(coll, "/", name), *key = objpath ? view_key(s->key, objpath) : NULL;
   if (!key) {
     free(objpath);
@@ -251,7 +254,11 @@ static int write_object(tf_adapter *c, const pool_state *s, const char *pool_jso
   const char *seen = tf_adapter__views_pick(c->views, key, observed);
   tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, seen, NULL, &what, &learnt);
   if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
-  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, learnt);
+  /* someone else's, which the cache does not show (it holds ours by label): said, and not kept as a view (the
+   * cache would not show its going) */
+  const int foreign = rc == TF_ECONFLICT && learnt && tf_adapter__same_owners(desired, learnt) != 1;
+  if (foreign) (void)not_owned(c, pool_json, coll, name, learnt);
+  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, foreign ? NULL : learnt);
   if (learnt) OPENSSL_cleanse(learnt, strlen(learnt));
   free(learnt);
   free(what);

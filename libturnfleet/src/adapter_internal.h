@@ -98,7 +98,9 @@ int tf_adapter__diff(char **update, char **path, const char *desired, const char
 /* Create or update the object @p name in collection @p coll so that it has what @p desired says, starting
  * from @p observed (a cache's copy; NULL: absent): nothing is sent when nothing differs; an update carries
  * the resourceVersion it read. A 409 (a concurrent write, or a create of an object that exists) gets one
- * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop.
+ * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop; a
+ * fresh read of an object with other ownerReferences than @p desired's is not written (TF_ECONFLICT, that
+ * object in @p learnt: someone else's object of the name, which a cache by label does not show).
  * *written (may be NULL) is 1 when a write succeeded. @p what (may be NULL) says what was done, e.g.
  * `update configmaps/x (data.uris differs)`, malloc'd. @p learnt (may be NULL) gets the object as the
  * server has it when a request told (the write's answer, or the fresh read that needed no write; malloc'd),
