@@ -837,13 +837,29 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_writes_over_budget_total 0\n"));
   tf_free(text);
   tf_metrics_free(m);
+  /* before version 4 a Secret queues every pool of its namespace (the `secrets` cache held them all) */
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/demo-relay-config", pod));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0); /* (the pools' cache is empty) */
+  tf_adapter_free(a);
+  /* from version 4 the `secrets` cache holds the pools' own relay-config Secrets: each queues its pool */
+  ao.version = TF_ADAPTER_OPTIONS_VERSION;
+  ao.budget_writes = 100;
+  TF_OK_OR_FAIL(tf_adapter_new(&a, k, &ao));
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/demo-relay-config", pod));
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_ADDED, "media/other",
+                                   "{\"metadata\":{\"namespace\":\"media\",\"name\":\"other\"}}"));
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
   tf_adapter_free(a);
 
   /* options_init of an older version stops where that version's struct ends */
   unsigned char raw[sizeof(tf_adapter_options)];
   static const size_t ends[] = {offsetof(tf_adapter_options, api_endpoints),
-                                offsetof(tf_adapter_options, budget_writes)};
-  for (unsigned v = 1; v <= 2; v++) {
+                                offsetof(tf_adapter_options, budget_writes),
+                                offsetof(tf_adapter_options, referenced_secrets)};
+  for (unsigned v = 1; v <= 3; v++) {
     memset(raw, 0xA5, sizeof(raw));
     TF_OK_OR_FAIL(tf_adapter_options_init((tf_adapter_options *)raw, v));
     for (size_t i = ends[v - 1]; i < sizeof(raw); i++) ck_assert_uint_eq(raw[i], 0xA5);
@@ -854,6 +870,182 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   tf_recorder_free(rec);
   for (size_t i = 0; i < 5; i++) tf_informer_free(inf[i]);
   tf_workqueue_free(q);
+  tf_kube_free(k);
+}
+END_TEST
+
+/* ---- the referenced Secrets' caches (adapter_secrets.c) ---- */
+
+/* Each referenced name has one cache, shared by the pools that reference it and dropped with the last of
+ * them; a change of one queues exactly the pools that reference it; a name no pool references has no cache
+ * (read: TF_EUNAVAILABLE, never another Secret's). (No server answers: the caches never sync.) */
+START_TEST(test_adapter__referenced_secrets_are_cached_while_a_pool_references_them)
+{
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.source = TF_KUBE_SOURCE_EXPLICIT;
+  ko.server = "https://127.0.19.1:39999"; /* nothing listens: the informers retry quietly */
+  tf_kube *k = NULL;
+  TF_OK_OR_FAIL(tf_kube_new(&k, &ko));
+  tf_workqueue *q = NULL;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, NULL));
+  tf_adapter__refs *t = tf_adapter__refs_new(k, NULL, q);
+  ck_assert_ptr_nonnull(t);
+  const char *a_names[] = {"shared", "a-only", "shared", NULL, ""};
+  ck_assert_int_eq(tf_adapter__refs_set(t, "media/a", "media", a_names, 5), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 2);
+  const char *b_names[] = {"shared"};
+  ck_assert_int_eq(tf_adapter__refs_set(t, "media/b", "media", b_names, 1), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 2);
+  /* a Secret of that name in another namespace is another Secret */
+  ck_assert_int_eq(tf_adapter__refs_set(t, "other/c", "other", b_names, 1), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 3);
+  char *json = NULL;
+  ck_assert_int_eq(tf_adapter__refs_get(t, "media/shared", &json), TF_EUNAVAILABLE);
+  ck_assert_ptr_null(json);
+  ck_assert_int_eq(tf_adapter__refs_get(t, "media/unreferenced", &json), TF_EUNAVAILABLE);
+
+  tf_adapter__refs_changed(t, "media/shared");
+  char *k1 = next_key(q), *k2 = next_key(q);
+  ck_assert_ptr_nonnull(k1);
+  ck_assert_ptr_nonnull(k2);
+  ck_assert_int_ne(strcmp(k1, k2), 0);
+  ck_assert(strcmp(k1, "media/a") == 0 || strcmp(k1, "media/b") == 0);
+  ck_assert(strcmp(k2, "media/a") == 0 || strcmp(k2, "media/b") == 0);
+  tf_free(k1);
+  tf_free(k2);
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+  tf_adapter__refs_changed(t, "media/a-only");
+  k1 = next_key(q);
+  ck_assert_str_eq(k1, "media/a");
+  tf_free(k1);
+  tf_adapter__refs_changed(t, "media/unreferenced");
+  tf_adapter__refs_changed(t, NULL);
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+
+  /* pool a stops naming a-only: its cache goes, shared stays for b */
+  ck_assert_int_eq(tf_adapter__refs_set(t, "media/a", "media", b_names, 1), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 2);
+  tf_adapter__refs_changed(t, "media/a-only");
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+  /* pool a gone (its namespace unknown then): what only it referenced goes */
+  ck_assert_int_eq(tf_adapter__refs_set(t, "media/a", "", NULL, 0), 0);
+  ck_assert_int_eq(tf_adapter__refs_set(t, "media/b", "media", NULL, 0), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 1);
+  tf_adapter__refs_changed(t, "media/shared");
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
+  tf_adapter__refs_changed(t, "other/shared");
+  k1 = next_key(q);
+  ck_assert_str_eq(k1, "other/c");
+  tf_free(k1);
+  tf_adapter__refs_free(t);
+  tf_workqueue_free(q);
+  tf_kube_free(k);
+}
+END_TEST
+
+/* ---- the referenced Secrets' caches against the API stand-in (127.0.19.1:39000, control 39001) ---- */
+
+static tf_test_cluster rs_kt;
+/* bookmarks every 0.5 s: a watch its client closed ends (and is logged) at the next one */
+static const char *const rs_flags[] = {"--bookmark-interval", "0.5", NULL};
+static void rs_setup(void) { tf_test_cluster_start(&rs_kt, "127.0.19.1", 39000, rs_flags); }
+static void rs_teardown(void) { tf_test_cluster_stop(&rs_kt); }
+
+#define RS_COLL "/api/v1/namespaces/default/secrets"
+
+/* A pool that names a Secret before it exists: the cache syncs empty (TF_ENOTFOUND, not refused before it
+ * synced), the Secret's creation queues the pool and the cache holds it; a large Secret no pool names is never
+ * listed, watched or read; every Secret request the caches make names one Secret. */
+START_TEST(test_adapter__a_secret_made_after_its_pool_queues_it_and_no_other_is_read)
+{
+  tf_kube *k = tf_test_kube(&rs_kt, NULL);
+  size_t big = 2u << 20;
+  char *blob = malloc(big + 1);
+  ck_assert_ptr_nonnull(blob);
+  memset(blob, 'A', big);
+  blob[big] = '\0';
+  char *body = NULL;
+  ck_assert_int_ge(asprintf(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"unnamed\","
+                                   "\"namespace\":\"default\"},\"data\":{\"blob\":\"%s\"}}", blob), 0);
+  free(blob);
+  TF_OK_OR_FAIL(tf_kube_create(k, RS_COLL, body, NULL, NULL));
+  free(body);
+  tf_workqueue *q = NULL;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, NULL));
+  tf_adapter__refs *t = tf_adapter__refs_new(k, NULL, q);
+  ck_assert_ptr_nonnull(t);
+  const char *names[] = {"late"};
+  ck_assert_int_eq(tf_adapter__refs_set(t, "default/demo", "default", names, 1), 0);
+  char *json = NULL;
+  tf_err g = TF_EUNAVAILABLE;
+  for (int i = 0; i < 300 && (g = tf_adapter__refs_get(t, "default/late", &json)) == TF_EUNAVAILABLE; i++)
+    tf_test_sleep_ms(100);
+  ck_assert_int_eq(g, TF_ENOTFOUND);
+  TF_OK_OR_FAIL(tf_kube_create(k, RS_COLL, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":"
+                               "\"late\",\"namespace\":\"default\"},\"data\":{\"secret\":\"czNjcjN0\"}}", NULL, NULL));
+  char *key = NULL;
+  TF_OK_OR_FAIL(tf_workqueue_get(q, &key, 30000)); /* the watch brought it */
+  ck_assert_str_eq(key, "default/demo");
+  tf_workqueue_done(q, key);
+  tf_free(key);
+  TF_OK_OR_FAIL(tf_adapter__refs_get(t, "default/late", &json));
+  ck_assert_ptr_nonnull(strstr(json, "czNjcjN0"));
+  tf_free(json);
+  /* no pool names it any more: its cache and its watch go */
+  ck_assert_int_eq(tf_adapter__refs_set(t, "default/demo", "default", NULL, 0), 0);
+  ck_assert_uint_eq(tf_adapter__refs_count(t), 0);
+  ck_assert_int_eq(tf_adapter__refs_get(t, "default/late", &json), TF_EUNAVAILABLE);
+  /* a watch is logged once it ends (here: its informer stopped, the server's next bookmark finds it gone) */
+  (void)tf_test_wait_count(&rs_kt, "GET", "/secrets", "watch", 1);
+  cJSON *reqs = tf_test_requests(&rs_kt, NULL, "/secrets", NULL);
+  int reads = 0;
+  const cJSON *r;
+  cJSON_ArrayForEach(r, reqs)
+  {
+    const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "method"));
+    const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "path"));
+    const char *query = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "query"));
+    if (strcmp(method, "GET") != 0) continue; /* the test's own creates */
+    ck_assert_msg(strstr(path, "unnamed") == NULL, "read the Secret no pool names: %s", path);
+    if (strcmp(path, RS_COLL) != 0) continue; /* (another test's read of one object) */
+    reads++;
+    ck_assert_msg(query && strstr(query, "fieldSelector=metadata.name") && strstr(query, "late"), "a Secret list or watch without "
+                  "the name: %s?%s", path, query ? query : "");
+  }
+  cJSON_Delete(reqs);
+  ck_assert_int_ge(reads, 2); /* the list and the watch */
+  tf_adapter__refs_free(t);
+  tf_workqueue_free(q);
+  (void)tf_kube_delete(k, RS_COLL "/late", NULL, NULL, NULL);
+  (void)tf_kube_delete(k, RS_COLL "/unnamed", NULL, NULL, NULL);
+  tf_kube_free(k);
+}
+END_TEST
+
+/* A create answered 409 whose fresh read is someone else's object (other ownerReferences: one a cache by
+ * label does not show) is not written: TF_ECONFLICT, that object learnt, no PUT. */
+START_TEST(test_adapter__a_foreign_object_met_on_create_is_not_taken_over)
+{
+  tf_kube *k = tf_test_kube(&rs_kt, NULL);
+  TF_OK_OR_FAIL(tf_kube_create(k, RS_COLL, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":"
+                               "\"demo-relay-config\",\"namespace\":\"default\"},\"data\":{\"mine\":\"eA==\"}}",
+                               NULL, NULL));
+  const char *desired = "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"demo-relay-config\","
+                        "\"namespace\":\"default\",\"ownerReferences\":[{\"apiVersion\":\"turnfleet.hzmi.dev/v1alpha1\","
+                        "\"kind\":\"TURNPool\",\"name\":\"demo\",\"uid\":\"u1\",\"controller\":true}]},"
+                        "\"data\":{\"r.conf\":\"eQ==\"}}";
+  int written = 1;
+  char *what = NULL, *learnt = NULL;
+  ck_assert_int_eq(tf_adapter__apply(k, RS_COLL, "demo-relay-config", desired, NULL, &written, &what, &learnt),
+                   TF_ECONFLICT);
+  ck_assert_int_eq(written, 0);
+  ck_assert_ptr_nonnull(learnt);
+  ck_assert_ptr_nonnull(strstr(learnt, "\"mine\""));
+  ck_assert_int_eq(tf_adapter__same_owners(desired, learnt), 0);
+  ck_assert_int_eq(tf_test_count(&rs_kt, "PUT", "/secrets/demo-relay-config", NULL), 0);
+  free(learnt);
+  free(what);
+  (void)tf_kube_delete(k, RS_COLL "/demo-relay-config", NULL, NULL, NULL);
   tf_kube_free(k);
 }
 END_TEST
@@ -988,6 +1180,7 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
   tcase_add_test(tc, test_adapter__changes_queue_the_pools_they_concern);
   tcase_add_test(tc, test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt);
+  tcase_add_test(tc, test_adapter__referenced_secrets_are_cached_while_a_pool_references_them);
   suite_add_tcase(s, tc);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);
@@ -995,5 +1188,11 @@ Suite *tf_test_adapter_suite(void)
   tcase_set_timeout(live, 120);
   tcase_add_test(live, test_adapter__apply_writes_only_what_differs_and_retries_a_409_once);
   suite_add_tcase(s, live);
+  TCase *refs = tcase_create("secrets");
+  tcase_add_unchecked_fixture(refs, rs_setup, rs_teardown);
+  tcase_set_timeout(refs, 120);
+  tcase_add_test(refs, test_adapter__a_secret_made_after_its_pool_queues_it_and_no_other_is_read);
+  tcase_add_test(refs, test_adapter__a_foreign_object_met_on_create_is_not_taken_over);
+  suite_add_tcase(s, refs);
   return s;
 }

@@ -65,6 +65,7 @@ struct tf_adapter {
   tf_adapter_options o;
   tf_kube *kube;
   tf_informer *pools, *pods, *nodes, *secrets, *configmaps;
+  tf_adapter__refs *refs; /* the Secrets the pools reference (version 4; NULL: `secrets` holds them) */
   tf_workqueue *queue;
   tf_recorder *recorder;
   tf_adapter__work *work;
@@ -228,19 +229,22 @@ static void event(tf_adapter *c, const char *pool_json, const char *type, const 
 
 /* Create or update one owned object so it has what @p desired says (tf_adapter__apply(): nothing sent when
  * nothing differs, one retry after a 409). 0 (also when nothing was written), -1. */
+/* Someone else's object @p other of the name the pool needs: never taken over (nor could it be: no delete). */
+static int not_owned(tf_adapter *c, const char *pool_json, const char *coll, const char *name, const char *other)
+{
+  const char *kind = strstr(coll, "/secrets") ? "Secret" : "ConfigMap";
+  char *ns = tf_adapter__meta_string(other, "namespace");
+  event(c, pool_json, "Warning", "NotOwned", "%s %s/%s exists and is not this pool's (its ownerReferences differ): "
+        "not overwritten; delete or rename it", kind, ns ? ns : "", name);
+  say(c, TF_LOG_WARN, "%s/%s: not this pool's (its ownerReferences differ): not overwritten", coll, name);
+  free(ns);
+  return -1;
+}
+
 static int write_object(tf_adapter *c, const pool_state *s, const char *pool_json, const char *coll,
                         const char *name, const char *desired, const char *observed)
 {
-  if (observed && tf_adapter__same_owners(desired, observed) != 1) {
-    /* someone else's object of the name the pool needs: never taken over (nor could it be: no delete) */
-    const char *kind = strstr(coll, "/secrets") ? "Secret" : "ConfigMap";
-    char *ns = tf_adapter__meta_string(observed, "namespace");
-    event(c, pool_json, "Warning", "NotOwned", "%s %s/%s exists and is not this pool's (its ownerReferences differ): "
-          "not overwritten; delete or rename it", kind, ns ? ns : "", name);
-    say(c, TF_LOG_WARN, "%s/%s: not this pool's (its ownerReferences differ): not overwritten", coll, name);
-    free(ns);
-    return -1;
-  }
+  if (observed && tf_adapter__same_owners(desired, observed) != 1) return not_owned(c, pool_json, coll, name, observed);
   char *what = NULL, *learnt = NULL, *objpath = join3(coll, "/", name), *key = objpath ? view_key(s->key, objpath) : NULL;
   if (!key) {
     free(objpath);
@@ -250,7 +254,11 @@ static int write_object(tf_adapter *c, const pool_state *s, const char *pool_jso
   const char *seen = tf_adapter__views_pick(c->views, key, observed);
   tf_err rc = tf_adapter__apply(c->kube, coll, name, desired, seen, NULL, &what, &learnt);
   if (what) say(c, rc ? TF_LOG_WARN : TF_LOG_INFO, "%s", what);
-  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, learnt);
+  /* someone else's, which the cache does not show (it holds ours by label): said, and not kept as a view (the
+   * cache would not show its going) */
+  const int foreign = rc == TF_ECONFLICT && learnt && tf_adapter__same_owners(desired, learnt) != 1;
+  if (foreign) (void)not_owned(c, pool_json, coll, name, learnt);
+  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, foreign ? NULL : learnt);
   if (learnt) OPENSSL_cleanse(learnt, strlen(learnt));
   free(learnt);
   free(what);
@@ -597,6 +605,39 @@ static void condition_events(tf_adapter *c, const char *pool_json, const char *b
   cJSON_free(list);
 }
 
+/* The Secret @p name of @p ns as cached (tf_free(); secret material): 0, TF_ENOTFOUND, or TF_EUNAVAILABLE
+ * while its cache has not synced (the pool is retried: it is not refused for a Secret not read yet). */
+static tf_err read_secret(const tf_adapter *c, const char *ns, const char *name, char **out)
+{
+  *out = NULL;
+  char *key = join3(ns, "/", name);
+  if (!key) return tf_error__set(TF_ENOMEM, "Secret %s/%s", ns, name);
+  tf_err rc = c->refs ? tf_adapter__refs_get(c->refs, key, out) : tf_informer_get(c->secrets, key, out);
+  if (rc < 0 && rc != TF_ENOTFOUND) say(c, TF_LOG_DEBUG, "%s", tf_error_last()->message);
+  free(key);
+  return rc;
+}
+
+/* Cache the Secrets @p pool references (auth secretRef, previousSecretRef, the listeners' tlsSecretRef), and
+ * no others (@p pool NULL: none). 0, -1 when a cache could not be made (retry). */
+static int reference_secrets(tf_adapter *c, const char *ns, const char *name, const tf_pool *pool)
+{
+  if (!c->refs) return 0;
+  char *key = join3(ns, "/", name);
+  const char *names[2 + 64] = {NULL};
+  size_t n = 0;
+  for (int prev = 0; pool && prev < 2; prev++) {
+    const char *sname = NULL, *skey = NULL;
+    if (tf_pool_secret_ref(pool, prev, &sname, &skey) == 0) names[n++] = sname;
+  }
+  for (size_t i = 0; pool && i < tf_pool_listener_count(pool) && n < sizeof(names) / sizeof(names[0]); i++)
+    names[n++] = tf_pool_listener_tls_secret(pool, i);
+  int rc = key ? tf_adapter__refs_set(c->refs, key, ns, names, n) : -1;
+  if (rc < 0) say(c, TF_LOG_WARN, "%s/%s: cannot cache its Secrets (retry)", ns, name);
+  free(key);
+  return rc;
+}
+
 typedef struct pool_inputs {
   tf_pool *pool;
   char tls_digest[65];      /* the tls/dtls listeners' certificate and key (SHA-256); "" without such listeners */
@@ -656,8 +697,11 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
   memset(in, 0, sizeof(*in));
   if (tf_pool_parse(&in->pool, pool_json, strlen(pool_json), TF_FORMAT_JSON) < 0) {
     refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
+    (void)reference_secrets(c, ns, name, NULL);
     return 1;
   }
+  /* the Secrets it names are cached (and watched: one that appears later queues it) from now on */
+  if (reference_secrets(c, ns, name, in->pool) < 0) return -1;
   tf_problems *pr = NULL;
   tf_err vr = tf_pool_validate(&pr, in->pool);
   if (vr < 0 && !tf_problems_count(pr)) {
@@ -685,13 +729,13 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
       }
       continue;
     }
-    char *skey_path = join3(ns, "/", sname), *sj = NULL;
-    char *value = NULL;
-    int found = skey_path && tf_informer_get(c->secrets, skey_path, &sj) == 0;
+    char *sj = NULL, *value = NULL;
+    tf_err sg = read_secret(c, ns, sname, &sj);
+    if (sg < 0 && sg != TF_ENOTFOUND) return -1;
+    int found = sg == 0;
     if (found) value = secret_value(sj, skey);
     if (sj) OPENSSL_cleanse(sj, strlen(sj));
     tf_free(sj);
-    free(skey_path);
     int bad = value && tf_pool_check_secret(in->pool, prev, value, strlen(value)) < 0; /* names Secret and key */
     if (!value || bad) {
       wipe_free(value);
@@ -719,9 +763,8 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
   /* the certificate of its tls/dtls listeners, which its relay pods mount */
   const char *tls = tf_manifest_tls_secret(in->pool);
   if (tls) {
-    char *tkey = join3(ns, "/", tls), *tj = NULL, why[256];
-    tf_err tg = tkey ? tf_informer_get(c->secrets, tkey, &tj) : TF_ENOMEM;
-    free(tkey);
+    char *tj = NULL, why[256];
+    tf_err tg = read_secret(c, ns, tls, &tj);
     if (tg < 0 && tg != TF_ENOTFOUND) return -1;
     char *crt = tg == 0 ? secret_value(tj, "tls.crt") : NULL, *key = tg == 0 ? secret_value(tj, "tls.key") : NULL;
     if (tj) OPENSSL_cleanse(tj, strlen(tj));
@@ -1281,6 +1324,7 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     /* deleted: what it owned goes with it (owner references); its engine's books go now, and the
      * results of its last probes and scrapes with them */
     state_drop(c, key);
+    if (c->refs) (void)tf_adapter__refs_set(c->refs, key, "", NULL, 0); /* its Secrets' caches, unless shared */
     tf_adapter__result *res = NULL;
     size_t nr = tf_adapter__work_take(c->work, key, &res);
     for (size_t i = 0; i < nr; i++) tf_adapter__result_clear(&res[i]);
@@ -1478,7 +1522,14 @@ long tf_adapter_write_gate(const char *method, const char *path, void *adapter)
 tf_err tf_adapter_changed(tf_adapter *c, tf_adapter_cache cache, tf_informer_op op, const char *key,
                           const char *object)
 {
-  return c ? tf_adapter__enqueue(c->pools, c->queue, cache, op, key, object) : TF_OK;
+  if (!c) return TF_OK;
+  /* from version 4 the secrets cache holds the pools' own relay-config Secrets: each queues its pool (the
+   * Secrets pools reference queue theirs from the adapter's own informers, tf_adapter__refs) */
+  if (c->refs && cache == TF_ADAPTER_SECRETS && key) {
+    tf_adapter__enqueue_owner(c->queue, object);
+    return TF_OK;
+  }
+  return tf_adapter__enqueue(c->pools, c->queue, cache, op, key, object);
 }
 
 tf_err tf_adapter_write_metrics(const tf_adapter *c, tf_metrics *m)
@@ -1525,6 +1576,7 @@ static size_t options_size(unsigned int version)
 {
   return version == 1   ? offsetof(tf_adapter_options, api_endpoints)
          : version == 2 ? offsetof(tf_adapter_options, budget_writes)
+         : version == 3 ? offsetof(tf_adapter_options, referenced_secrets)
                         : sizeof(tf_adapter_options);
 }
 
@@ -1553,6 +1605,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   /* only the fields of the caller's version: the rest keep their defaults */
   tf_adapter_options o = TF_ADAPTER_OPTIONS_INIT;
   memcpy(&o, opts, options_size(opts->version));
+  const unsigned int caller_version = opts->version;
   o.version = TF_ADAPTER_OPTIONS_VERSION;
   opts = &o;
   const char *missing = !opts->pools ? "pools" : !opts->pods ? "pods" : !opts->nodes ? "nodes"
@@ -1590,7 +1643,14 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   c->queue = opts->queue;
   c->recorder = opts->recorder;
   find_api_server(c);
+  if (caller_version >= 4 && !(c->refs = tf_adapter__refs_new(kube, opts->referenced_secrets, opts->queue))) {
+    tf_budget_free(c->budget);
+    tf_adapter__views_free(c->views);
+    free(c);
+    return tf_error__set(TF_ENOMEM, "adapter: the referenced Secrets' caches");
+  }
   if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
+    tf_adapter__refs_free(c->refs);
     tf_budget_free(c->budget);
     tf_adapter__views_free(c->views);
     free(c);
@@ -1603,6 +1663,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
 void tf_adapter_free(tf_adapter *c)
 {
   if (!c) return;
+  tf_adapter__refs_free(c->refs); /* its informers stopped first: their callbacks queue pools */
   tf_adapter__work_free(c->work);
   for (size_t i = 0; i < c->state_count; i++) state_free(c->states[i]);
   free(c->states);

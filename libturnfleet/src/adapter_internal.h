@@ -98,7 +98,9 @@ int tf_adapter__diff(char **update, char **path, const char *desired, const char
 /* Create or update the object @p name in collection @p coll so that it has what @p desired says, starting
  * from @p observed (a cache's copy; NULL: absent): nothing is sent when nothing differs; an update carries
  * the resourceVersion it read. A 409 (a concurrent write, or a create of an object that exists) gets one
- * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop.
+ * fresh read and, if it still differs, one more write against the fresh resourceVersion: never a loop; a
+ * fresh read of an object with other ownerReferences than @p desired's is not written (TF_ECONFLICT, that
+ * object in @p learnt: someone else's object of the name, which a cache by label does not show).
  * *written (may be NULL) is 1 when a write succeeded. @p what (may be NULL) says what was done, e.g.
  * `update configmaps/x (data.uris differs)`, malloc'd. @p learnt (may be NULL) gets the object as the
  * server has it when a request told (the write's answer, or the fresh read that needed no write; malloc'd),
@@ -147,6 +149,34 @@ int tf_adapter__status_says(const char *object, const char *field);
  * every pool. Any thread. */
 tf_err tf_adapter__enqueue(tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache, tf_informer_op op,
                            const char *key, const char *object);
+
+/* ---- adapter_secrets.c: the caches of the Secrets the pools reference ---- */
+
+/* One informer per referenced Secret (field selector metadata.name=NAME in the pool's namespace), made when
+ * a pool first references it and dropped when no pool does: a Secret no pool references is never listed,
+ * watched or cached. A change of a cached Secret (it appears, changes, goes) queues the pools that reference
+ * it. Changed by one thread (the adapter's loop); read by any. */
+typedef struct tf_adapter__refs tf_adapter__refs;
+/* The informers take @p tmpl's knobs (its path, selectors and callback are replaced; NULL: the defaults) and
+ * write nothing; a change queues into @p queue. NULL on no memory. */
+tf_adapter__refs *tf_adapter__refs_new(tf_kube *kube, const tf_informer_options *tmpl, tf_workqueue *queue);
+/* Stop every informer and release. */
+void tf_adapter__refs_free(tf_adapter__refs *t);
+/* Pool @p pool (`ns/name`) now references the Secrets @p names (@p n; NULL or "" entries skipped) of
+ * namespace @p ns, and no others: informers made (and started) for names new to every pool, dropped for names
+ * no pool references any more. 0; -1 when a cache could not be made (the others are set). */
+int tf_adapter__refs_set(tf_adapter__refs *t, const char *pool, const char *ns, const char *const *names,
+                         size_t n);
+/* The cached Secret @p key (`ns/name`; tf_free()): 0; TF_ENOTFOUND (its cache synced: there is none);
+ * TF_EUNAVAILABLE while no pool references it or its cache has not synced yet. */
+tf_err tf_adapter__refs_get(tf_adapter__refs *t, const char *key, char **out);
+/* How many Secrets are cached (informers running). */
+size_t tf_adapter__refs_count(tf_adapter__refs *t);
+/* Queue the pools that reference Secret @p key (its informer's callback). */
+void tf_adapter__refs_changed(tf_adapter__refs *t, const char *key);
+
+/* Queue the pool of @p object's turnfleet.hzmi.dev/pool label, in its namespace (nothing without one). */
+void tf_adapter__enqueue_owner(tf_workqueue *queue, const char *object);
 
 /* The first CLI port of a pool's relays: @p base + @p stride x slot, the slot FNV-1a("NS/NAME") mod
  * @p slots. Relays on host networking share their node's 127.0.0.1: pools in different slots never share a

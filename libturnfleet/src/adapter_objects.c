@@ -451,6 +451,11 @@ tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, cons
       fresh = NULL;
     } else if (g < 0) {
       break;
+    } else if (tf_adapter__same_owners(desired, fresh) != 1) {
+      /* someone else's object of that name (a cache that does not hold it: one by label, say): never taken
+       * over; the caller learns whose it is */
+      if (learnt) *learnt = strdup(fresh);
+      break;
     }
   }
   if (rc == TF_OK && verb && written) *written = 1;

@@ -47,6 +47,8 @@ static void add_owner(tf_workqueue *queue, const char *object)
   cJSON_Delete(root);
 }
 
+void tf_adapter__enqueue_owner(tf_workqueue *queue, const char *object) { add_owner(queue, object); }
+
 tf_err tf_adapter__enqueue(tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache, tf_informer_op op,
                            const char *key, const char *object)
 {

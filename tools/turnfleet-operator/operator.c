@@ -1,6 +1,7 @@
 /* The operator's controller (operator.h): informers on TURNPools, relay
- * Pods, Nodes, Secrets, ConfigMaps and the API servers' Endpoints feed a work queue keyed by pool; each
- * key taken is reconciled by the library's Kubernetes adapter (adapter.h). */
+ * Pods, Nodes, its own Secrets and ConfigMaps and the API servers' Endpoints feed a work queue keyed by
+ * pool; each key taken is reconciled by the library's Kubernetes adapter (adapter.h), which caches the
+ * Secrets the pools reference itself (one informer per referenced name). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,23 +34,30 @@ FORWARD(on_node, TF_ADAPTER_NODES)
 FORWARD(on_secret, TF_ADAPTER_SECRETS)
 FORWARD(on_configmap, TF_ADAPTER_CONFIGMAPS)
 
-static int informer(op_controller *c, tf_informer **out, const char *prefix, const char *resource, const char *ns,
-                    const char *labels, const char *fields, tf_informer_cb cb)
+/* every informer's knobs, the adapter's own ones on the referenced Secrets included */
+static tf_informer_options knobs(const op_controller *c)
 {
   tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
-  char *path = NULL;
-  if (tf_kube_path(&path, prefix, resource, ns, NULL, NULL) < 0) return -1;
-  io.path = path;
-  io.label_selector = labels;
-  io.field_selector = fields;
   io.resync_ms = c->cfg.resync_ms;
-  io.on_change = cb;
-  io.payload = c;
   io.log = c->cfg.adapter.log;
   io.log_payload = c->cfg.adapter.log_payload;
   io.backoff_initial_ms = 200;
   io.backoff_max_ms = 5000;
   io.bookmark_interval_ms = c->cfg.bookmark_interval_ms;
+  return io;
+}
+
+static int informer(op_controller *c, tf_informer **out, const char *prefix, const char *resource, const char *ns,
+                    const char *labels, const char *fields, tf_informer_cb cb)
+{
+  tf_informer_options io = knobs(c);
+  char *path = NULL;
+  if (tf_kube_path(&path, prefix, resource, ns, NULL, NULL) < 0) return -1;
+  io.path = path;
+  io.label_selector = labels;
+  io.field_selector = fields;
+  io.on_change = cb;
+  io.payload = c;
   tf_err rc = tf_informer_new(out, c->kube, &io);
   if (rc < 0 && c->cfg.adapter.log) {
     char line[512];
@@ -76,7 +84,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
            informer(c, &c->pools, "/apis/turnfleet.hzmi.dev/v1alpha1", "turnpools", ns, NULL, NULL, on_pool) == 0 &&
            informer(c, &c->pods, "/api/v1", "pods", ns, label, NULL, on_pod) == 0 &&
            informer(c, &c->nodes, "/api/v1", "nodes", NULL, NULL, NULL, on_node) == 0 &&
-           informer(c, &c->secrets, "/api/v1", "secrets", ns, NULL, NULL, on_secret) == 0 &&
+           /* its own <pool>-relay-config (pool label); the Secrets pools reference are the adapter's */
+           informer(c, &c->secrets, "/api/v1", "secrets", ns, label, NULL, on_secret) == 0 &&
            /* its own <pool>-turn-uris and the vantage runners' <pool>-vantage: both carry the pool label */
            informer(c, &c->configmaps, "/api/v1", "configmaps", ns, label, NULL, on_configmap) == 0 &&
            /* the API servers' addresses, which no relay may take: as a node change, every pool */
@@ -84,6 +93,8 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
                                               "metadata.name=kubernetes", on_node) == 0) &&
            tf_recorder_new(&c->recorder, kube, "turnfleet-operator") == 0;
   tf_adapter_options ao = cfg->adapter;
+  const tf_informer_options referenced = knobs(c);
+  ao.referenced_secrets = &referenced;
   ao.pools = c->pools;
   ao.pods = c->pods;
   ao.nodes = c->nodes;

@@ -1,8 +1,10 @@
 /**
  * @file turnfleet/adapter.h
  * @brief The Kubernetes adapter: the library half of the operator. Given the
- * caches of TURNPools, relay Pods, Nodes, Secrets and ConfigMaps (informers the
- * caller runs), tf_adapter_reconcile() reconciles one pool: its facts into the
+ * caches of TURNPools, relay Pods, Nodes, the pools' own Secrets and ConfigMaps
+ * (informers the caller runs) and of the Secrets the pools reference (informers
+ * the adapter runs, one per referenced name, only while a pool references it),
+ * tf_adapter_reconcile() reconciles one pool: its facts into the
  * pool's engine (engine.h, the same engine `turnfleet up` runs), the engine's
  * actions as Kubernetes writes (pods created and deleted, readiness gates), then
  * the `<pool>-relay-config` Secret, the `<pool>-turn-uris` ConfigMap and the
@@ -28,8 +30,9 @@
  *
  * Thread safety: one adapter is used by one thread (the caller's loop), but for
  * tf_adapter_changed() and tf_adapter_write_metrics() (any thread); probes and
- * agent scrapes run on its own worker threads, which wake the loop by adding the
- * pool's key to the work queue.
+ * agent scrapes run on its own worker threads, and its referenced Secrets'
+ * informers on theirs, which wake the loop by adding the pool's key to the work
+ * queue.
  */
 #ifndef TURNFLEET_ADAPTER_H
 #define TURNFLEET_ADAPTER_H
@@ -52,7 +55,9 @@ typedef struct tf_adapter_options {
   tf_informer *pools;       /**< TURNPools (required; borrowed, as every handle here: outlives the adapter) */
   tf_informer *pods;        /**< relay Pods, labelled turnfleet.hzmi.dev/pool (required) */
   tf_informer *nodes;       /**< Nodes (required) */
-  tf_informer *secrets;     /**< Secrets of the pools' namespaces (required) */
+  tf_informer *secrets;     /**< the pools' own `<pool>-relay-config` Secrets, labelled turnfleet.hzmi.dev/pool
+                                 (required); before version 4 also the Secrets the pools reference (then: every
+                                 Secret of the pools' namespaces) */
   tf_informer *configmaps;  /**< ConfigMaps labelled turnfleet.hzmi.dev/pool (required) */
   tf_workqueue *queue;      /**< a finished probe or scrape adds its pool's key (required) */
   tf_recorder *recorder;    /**< the pools' Events (required) */
@@ -73,12 +78,18 @@ typedef struct tf_adapter_options {
   tf_informer *api_endpoints;
   long budget_writes;       /**< (version 3) writes per pool ... (default 100; tf_budget) */
   long budget_interval_ms;  /**< (version 3) ... in any window of this length (default 10000) */
+  /** version 4: the knobs of the informers the adapter runs itself, one per Secret a pool references (auth
+   * secretRef and previousSecretRef, listeners' tlsSecretRef), each on that one name (field selector
+   * metadata.name=NAME), made when a pool first references the name and dropped when no pool does: a Secret
+   * no pool references is never read. Their path, selectors and callback are the adapter's; strings copied;
+   * NULL: the informer defaults. (A version-3 caller's `secrets` serves the references instead.) */
+  const tf_informer_options *referenced_secrets;
 } tf_adapter_options;
 
-#define TF_ADAPTER_OPTIONS_VERSION 3
+#define TF_ADAPTER_OPTIONS_VERSION 4
 #define TF_ADAPTER_OPTIONS_INIT                                                                             \
   {TF_ADAPTER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 9700, 5000, 2000, 15800, 10, \
-   10, 0, 4, NULL, NULL, NULL, 100, 10000}
+   10, 0, 4, NULL, NULL, NULL, 100, 10000, NULL}
 
 /** The cache an informer change comes from (tf_adapter_changed()). */
 typedef enum tf_adapter_cache {
@@ -116,7 +127,9 @@ TF_EXTERN(tf_err) tf_adapter_reconcile(tf_adapter *adapter, const char *key, lon
  * Queue the pools that a change of one cached object concerns: the caches' tf_informer_cb, forwarded. A
  * TURNPool: itself, and every pool when one appears or goes (its addresses are free, or taken); a relay pod:
  * its pool (label turnfleet.hzmi.dev/pool), and every pool when one appears or goes (the claims); a ConfigMap:
- * its pool; a Node: every pool; a Secret: every pool of its namespace. Any thread (the informers').
+ * its pool; a Node: every pool; a Secret: its pool (label turnfleet.hzmi.dev/pool), and the pools that
+ * reference it (before version 4: every pool of its namespace; from version 4 the adapter's own informers on the
+ * referenced Secrets queue those pools themselves). Any thread (the informers').
  * @param adapter the adapter (NULL: nothing queued, 0)
  * @param cache   which cache @p object is from
  * @param op      what happened to it
