@@ -860,15 +860,21 @@ END_TEST
 
 /* ---- the index: which pools a change concerns, and which claims a reconcile reads ---- */
 
-static char *ix_pool_json(const char *ns, const char *name, const char *uid, const char *secret, const char *more)
+static char *ix_pool_json_at(const char *ns, const char *name, const char *uid, const char *secret, unsigned start,
+                             const char *more)
 {
   char *s = NULL;
   ck_assert_int_ge(asprintf(&s, "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"%s\"},\"spec\":{"
                                 "\"replicas\":1,\"dataplane\":{\"coturnVersion\":\"4.6.1\"},"
-                                "\"relayPortRange\":{\"start\":49152,\"end\":49159},"
+                                "\"relayPortRange\":{\"start\":%u,\"end\":%u},"
                                 "\"auth\":{\"realm\":\"r.example.com\",\"secretRef\":{\"name\":\"%s\"}}%s}}",
-                   ns, name, uid, secret, more ? more : ""), 0);
+                   ns, name, uid, start, start + 7, secret, more ? more : ""), 0);
   return s;
+}
+
+static char *ix_pool_json(const char *ns, const char *name, const char *uid, const char *secret, const char *more)
+{
+  return ix_pool_json_at(ns, name, uid, secret, 49152, more);
 }
 
 static char *ix_pod_json(const char *ns, const char *name, const char *pool, const char *owner, const char *node,
@@ -947,15 +953,21 @@ START_TEST(test_adapter__each_change_queues_exactly_the_pools_it_concerns)
             ix_pod_json("media", "b-relay-1", "b", "ub", "n2", "10.0.0.2", 15810, "Running"));
   IX_EXPECT(q, "media/b");
   ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/c-relay-1",
-            ix_pod_json("media", "c-relay-1", "c", "uc", "n1", "10.0.0.3", 15820, "Running"));
+            ix_pod_json("media", "c-relay-1", "c", "uc", "n1", "10.0.0.3", 15800, "Running"));
   IX_EXPECT(q, "media/c");
-  /* b may place a relay on 10.0.0.1 (its planner's site): a's relay coming there concerns b; its CLI port on n1
-   * concerns c (a relay on n1); the other namespace's d nothing */
+  /* b and e may place a relay on 10.0.0.1 (their planners' site): a's relay coming there concerns b (its ports
+   * meet b's), not e (other relay and listener ports); its CLI port on n1 concerns c (its relay on n1 listens on
+   * that port: a collision); the other namespace's d nothing */
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/e",
+            ix_pool_json_at("media", "e", "ue", "e-secret", 40000,
+                            ",\"listeners\":[{\"name\":\"turn\",\"protocol\":\"udp\",\"port\":3490}]"));
+  IX_EXPECT(q, "media/e");
   tf_adapter__sites sites = {1, NULL, 0, NULL, 0};
   char *addrs[] = {"10.0.0.1"};
   sites.addrs = addrs;
   sites.naddrs = 1;
   ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/b", "ub", &sites), 0);
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/e", "ue", &sites), 0);
   ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/a-relay-1",
             ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.1", 15800, "Running"));
   IX_EXPECT(q, "media/a,media/b,media/c");
@@ -987,17 +999,17 @@ START_TEST(test_adapter__each_change_queues_exactly_the_pools_it_concerns)
   IX_EXPECT(q, "");
   ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n3",
             strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}}}"));
-  IX_EXPECT(q, "media/a,media/c,other/d");
+  IX_EXPECT(q, "media/a,media/c,media/e,other/d");
   ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n3",
             strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"zone\":\"east\"}}}"));
-  IX_EXPECT(q, "media/a,media/b,media/c,other/d");
+  IX_EXPECT(q, "media/a,media/b,media/c,media/e,other/d");
   ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_DELETED, "n3",
             strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"zone\":\"east\"}}}"));
   IX_EXPECT(q, "media/b");
   ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n2", strdup("{\"metadata\":{\"name\":\"n2\"}}"));
   IX_EXPECT(q, "media/b"); /* selects none of them, but b's relay runs there */
   ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "default/kubernetes", strdup("{}"));
-  IX_EXPECT(q, "media/a,media/b,media/c,other/d"); /* the API servers' endpoints: every pool */
+  IX_EXPECT(q, "media/a,media/b,media/c,media/e,other/d"); /* the API servers' endpoints: every pool */
 
   /* secrets: the pools of its namespace that name it, and the pool that owns it */
   ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/shared", strdup("{}"));

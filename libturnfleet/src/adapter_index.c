@@ -98,13 +98,17 @@ typedef struct ix_pod {
   char *key;  /* ns/name */
   char *pool; /* ns/<its pool label> */
   tf_adapter__pod p;
-  ix_set addrs; /* its identity's addresses, canonical */
+  ix_set addrs;       /* its identity's addresses, canonical */
+  tf_port_range range; /* its identity's ports */
 } ix_pod;
 
 typedef struct ix_pool {
   char *ns, *name, *uid;
   uint16_t ports[16]; /* its listener ports: part of its relays' claims */
   size_t nports;
+  int parsed;          /* its spec parsed: range, rpn and ports are known */
+  tf_port_range range; /* its relay port range */
+  uint32_t rpn;        /* PartitionedIP: relays per node (a listener port is shifted by the slice) */
   ix_set selector;    /* "key=value" (the default when it names none); empty: it did not parse */
   ix_set secrets;     /* the Secrets it reads, by name in its namespace */
   ix_set sites;       /* the addresses its planner may place relays on (tf_adapter__index_set_sites()) */
@@ -224,6 +228,12 @@ static ix_pod *pod_entry(const char *key, const cJSON *root, const char *object)
     pod_free(e);
     return NULL;
   }
+  const char *slash = strchr(e->p.identity, '/');
+  unsigned start = 0, end = 0;
+  if (slash && sscanf(slash + 1, "%u-%u", &start, &end) == 2 && start <= end && end <= 65535)
+    e->range = (tf_port_range){(uint16_t)start, (uint16_t)end};
+  else
+    e->range = (tf_port_range){0, 65535}; /* unreadable: it may meet anything */
   return e;
 }
 
@@ -245,6 +255,9 @@ static ix_pool *pool_entry(const cJSON *root, const char *object)
   int ok = e->ns && e->name && e->uid;
   tf_pool *pool = NULL;
   if (ok && tf_pool_parse(&pool, object, strlen(object), TF_FORMAT_JSON) == 0) {
+    e->parsed = 1;
+    e->range = tf_pool_relay_port_range(pool);
+    e->rpn = tf_pool_relays_per_node(pool);
     for (size_t i = 0; i < tf_pool_listener_count(pool) && e->nports < 16; i++)
       e->ports[e->nports++] = tf_pool_listener_port(pool, i);
     for (size_t i = 0; ok && i < tf_pool_node_selector_count(pool); i++) {
@@ -313,37 +326,62 @@ static void sites_unlink(tf_adapter__index *x, const char *key, const ix_pool *e
 
 /* ---- which pools a change concerns (the lock held) ---- */
 
-/* The pools a relay coming or going on @p addr concerns: those with a relay there, or that may place one. */
-static int want_claimers(const tf_adapter__index *x, ix_set *out, const char *addr)
+static int overlap(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 <= b1 && b0 <= a1; }
+
+/* Whether a claim (@p range and its pool's listener @p ports) may meet pool @p p's ports: its relay range, its
+ * listener ports (shifted by up to relays-per-node slices). A superset of the planner's test (any of its
+ * candidates' ranges is within its relay range); a pool not parsed (NULL: not cached) may meet anything. */
+static int meets(const ix_pool *p, tf_port_range range, const uint16_t *ports, size_t nports)
+{
+  if (!p || !p->parsed) return 1;
+  uint32_t shift = p->rpn > 1 ? p->rpn - 1 : 0;
+  if (overlap(p->range.start, p->range.end, range.start, range.end)) return 1;
+  for (size_t j = 0; j < nports; j++)
+    if (overlap(p->range.start, p->range.end, ports[j], ports[j])) return 1;
+  for (size_t i = 0; i < p->nports; i++) {
+    uint32_t lo = p->ports[i], hi = lo + shift;
+    if (overlap(lo, hi, range.start, range.end)) return 1;
+    for (size_t j = 0; j < nports; j++)
+      if (overlap(lo, hi, ports[j], ports[j])) return 1;
+  }
+  return 0;
+}
+
+/* The pools a claim (@p range, listener @p ports) coming or going on @p addr concerns: those with a relay there
+ * or that may place one there, whose ports it may meet. */
+static int want_claimers(const tf_adapter__index *x, ix_set *out, const char *addr, tf_port_range range,
+                         const uint16_t *ports, size_t nports)
 {
   const ix_set *pods = tf_smap__get(x->by_addr, addr), *pools = tf_smap__get(x->at_site, addr);
   for (size_t i = 0; pods && i < pods->n; i++) {
     const ix_pod *e = tf_smap__get(x->pods, pods->v[i]);
-    if (e && set_add(out, e->pool) < 0) return -1;
+    if (e && meets(tf_smap__get(x->pools, e->pool), range, ports, nports) && set_add(out, e->pool) < 0) return -1;
   }
   for (size_t i = 0; pools && i < pools->n; i++)
-    if (set_add(out, pools->v[i]) < 0) return -1;
+    if (meets(tf_smap__get(x->pools, pools->v[i]), range, ports, nports) && set_add(out, pools->v[i]) < 0) return -1;
   return 0;
 }
 
-/* The pools with a relay on @p node. */
-static int want_on_node(const tf_adapter__index *x, ix_set *out, const char *node)
+/* The pools with a relay on @p node (@p cli_port not 0: one that listens on that CLI port there). */
+static int want_on_node(const tf_adapter__index *x, ix_set *out, const char *node, uint16_t cli_port)
 {
   const ix_set *pods = *node ? tf_smap__get(x->by_node, node) : NULL;
   for (size_t i = 0; pods && i < pods->n; i++) {
     const ix_pod *e = tf_smap__get(x->pods, pods->v[i]);
-    if (e && set_add(out, e->pool) < 0) return -1;
+    if (e && (!cli_port || (e->p.host_network && e->p.cli_port == cli_port)) && set_add(out, e->pool) < 0) return -1;
   }
   return 0;
 }
 
-/* A relay pod's claims concern: the pools on its addresses, and (a CLI port on its node's 127.0.0.1) the pools
- * with relays on its node. */
+/* A relay pod's claims concern: the pools its address and ports meet, and (its CLI port on its node's
+ * 127.0.0.1) the pools with a relay on that port there: their collision comes or goes. */
 static int want_pod_claims(const tf_adapter__index *x, ix_set *out, const ix_pod *e)
 {
+  const ix_pool *owner = tf_smap__get(x->pools, e->pool);
   int rc = 0;
-  for (size_t i = 0; rc == 0 && i < e->addrs.n; i++) rc = want_claimers(x, out, e->addrs.v[i]);
-  if (rc == 0 && e->p.host_network && e->p.cli_port) rc = want_on_node(x, out, e->p.node);
+  for (size_t i = 0; rc == 0 && i < e->addrs.n; i++)
+    rc = want_claimers(x, out, e->addrs.v[i], e->range, owner ? owner->ports : NULL, owner ? owner->nports : 0);
+  if (rc == 0 && e->p.host_network && e->p.cli_port) rc = want_on_node(x, out, e->p.node, e->p.cli_port);
   return rc;
 }
 
@@ -382,14 +420,15 @@ static int pod_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, con
   return pod_replace(x, key, cur) < 0 ? -1 : rc;
 }
 
-/* Every relay pod of pool @p key (by its label) concerns the pools on its addresses. */
-static int want_pool_claims(const tf_adapter__index *x, ix_set *out, const char *key)
+/* Every relay pod of pool @p key (by its label), with @p p's listener ports, concerns the pools it meets. */
+static int want_pool_claims(const tf_adapter__index *x, ix_set *out, const char *key, const ix_pool *p)
 {
-  const ix_set *pods = tf_smap__get(x->by_pool, key);
+  const ix_set *pods = p ? tf_smap__get(x->by_pool, key) : NULL;
   int rc = 0;
   for (size_t i = 0; rc == 0 && pods && i < pods->n; i++) {
     const ix_pod *e = tf_smap__get(x->pods, pods->v[i]);
-    for (size_t k = 0; rc == 0 && e && k < e->addrs.n; k++) rc = want_claimers(x, out, e->addrs.v[k]);
+    for (size_t k = 0; rc == 0 && e && k < e->addrs.n; k++)
+      rc = want_claimers(x, out, e->addrs.v[k], e->range, p->ports, p->nports);
   }
   return rc;
 }
@@ -406,7 +445,8 @@ static int pool_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, co
    * its ports changing, concerns the pools its relays meet */
   int claims_move = !old || !cur || strcmp(old->uid, cur->uid) != 0 || old->nports != cur->nports ||
                     memcmp(old->ports, cur->ports, old->nports * sizeof(uint16_t)) != 0;
-  if (rc == 0 && claims_move) rc = want_pool_claims(x, out, key);
+  if (rc == 0 && claims_move) rc = want_pool_claims(x, out, key, old);
+  if (rc == 0 && claims_move) rc = want_pool_claims(x, out, key, cur);
   if (old) {
     if (cur && strcmp(old->uid, cur->uid) == 0) { /* its planner's addresses stay until it is planned again */
       cur->sites = old->sites;
@@ -456,7 +496,7 @@ static int node_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, co
   int rc = 0;
   while (rc == 0 && tf_smap__next(x->pools, &pos, &k, &v))
     if (selects(v, old) || selects(v, cur)) rc = set_add(out, k);
-  if (rc == 0) rc = want_on_node(x, out, key);
+  if (rc == 0) rc = want_on_node(x, out, key, 0);
   if (cur) {
     if (tf_smap__put(x->nodes, key, cur) < 0) {
       set_free(cur);

@@ -166,10 +166,10 @@ tf_adapter__index *tf_adapter__index_new(void);
 void tf_adapter__index_free(tf_adapter__index *x);
 
 /* tf_adapter_changed(): take the change into @p x and queue on @p queue the pools it concerns (docs/operator.md):
- * a TURNPool itself, and when it comes, goes or changes its listener ports the pools its relays' addresses meet;
- * a relay pod its pool, and when its claim changes (it comes or goes; its address, node, CLI port, owner or
- * phase changes) the pools with a relay or a site on its addresses and, on host networking with a CLI port,
- * the pools with relays on its node; a Node the pools whose nodeSelector its old or new labels match and those
+ * a TURNPool itself, and when it comes, goes or changes its listener ports the pools its relays meet; a relay
+ * pod its pool, and when its claim changes (it comes or goes; its address, ports, node, CLI port, owner or phase
+ * changes) the pools with a relay or a site on its addresses whose ports it may meet (relay range, listener
+ * ports) and, on host networking, the pools with a relay on its CLI port on its node (a collision); a Node the pools whose nodeSelector its old or new labels match and those
  * with relays on it (the API servers' Endpoints, a namespaced key: every pool); a Secret the pools of its
  * namespace that name it (secretRef, previousSecretRef, tlsSecretRef) and the pool of its label; a ConfigMap
  * the pool of its label. @p key NULL: every pool of the @p pools cache. Any thread. 0; TF_EINVALID for an
