@@ -652,7 +652,8 @@ static int gather(const tf_adapter__index *x, const tf_smap *m, char *const *nam
   *out = NULL;
   *count = 0;
   size_t cap = 0, pos = 0;
-  ix_set seen = {0};
+  tf_smap *seen = tf_smap__new(NULL);
+  if (!seen) return -1;
   for (size_t i = 0;; i++) {
     const ix_set *keys = NULL;
     if (names) {
@@ -666,8 +667,8 @@ static int gather(const tf_adapter__index *x, const tf_smap *m, char *const *nam
     }
     for (size_t j = 0; keys && j < keys->n; j++) {
       ix_pod *e = tf_smap__get(x->pods, keys->v[j]);
-      if (!e || set_has(&seen, e->key)) continue;
-      if (set_add(&seen, e->key) < 0) goto fail;
+      if (!e || tf_smap__has(seen, e->key)) continue;
+      if (tf_smap__put(seen, e->key, e) < 0) goto fail;
       if (*count == cap) {
         ix_pod **g = realloc(*out, (cap = cap ? cap * 2 : 16) * sizeof(*g));
         if (!g) goto fail;
@@ -676,10 +677,10 @@ static int gather(const tf_adapter__index *x, const tf_smap *m, char *const *nam
       (*out)[(*count)++] = e;
     }
   }
-  set_clear(&seen);
+  tf_smap__free(seen);
   return 0;
 fail:
-  set_clear(&seen);
+  tf_smap__free(seen);
   free(*out);
   *out = NULL;
   *count = 0;
@@ -709,19 +710,29 @@ int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char
   }
   free(pods);
   pods = NULL;
-  /* other existing pools' relays on the addresses it may place relays on, with their pools' listener ports */
+  /* other existing pools' relays on the addresses it may place relays on, with their pools' listener ports,
+   * where their ports may meet the engine's pool's (the others the planner would pass over) */
+  const tf_pool *mine = tf_engine_pool(engine);
+  ix_pool self = {.parsed = mine != NULL};
+  if (mine) {
+    self.range = tf_pool_relay_port_range(mine);
+    self.rpn = tf_pool_relays_per_node(mine);
+    for (size_t i = 0; i < tf_pool_listener_count(mine) && self.nports < 16; i++)
+      self.ports[self.nports++] = tf_pool_listener_port(mine, i);
+    self.parsed = tf_pool_listener_count(mine) <= 16;
+  }
   if (gather(x, x->by_addr, all ? NULL : sites->addrs, all ? 0 : sites->naddrs, &pods, &n) < 0) goto out;
   for (size_t i = 0; i < n; i++) {
     const tf_adapter__pod *p = &pods[i]->p;
     const char *pkey = tf_smap__get(x->uids, p->owner_uid);
     const ix_pool *owner = pkey && strcmp(pkey, key) != 0 ? tf_smap__get(x->pools, pkey) : NULL;
-    if (owner && strcmp(owner->ns, p->ns) == 0 &&
+    if (owner && strcmp(owner->ns, p->ns) == 0 && meets(&self, pods[i]->range, owner->ports, owner->nports) &&
         tf_engine_add_claim(engine, owner->name, p->identity, owner->ports, owner->nports) < 0)
       (*refused)++;
   }
   /* a CLI port its relays share with another relay on their node: every relay on those nodes, in key order */
-  char *self = (char *)key;
-  if (gather(x, x->by_pool, &self, 1, &own, &nown) < 0) goto out;
+  char *pool_key = (char *)key;
+  if (gather(x, x->by_pool, &pool_key, 1, &own, &nown) < 0) goto out;
   for (size_t i = 0; i < nown; i++)
     if (strcmp(own[i]->p.owner_uid, uid) == 0 && own[i]->p.host_network && own[i]->p.cli_port && *own[i]->p.node &&
         set_add(&own_nodes, own[i]->p.node) < 0)
