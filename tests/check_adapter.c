@@ -837,9 +837,12 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   ck_assert_ptr_nonnull(strstr(text, "\nturnfleet_operator_writes_over_budget_total 0\n"));
   tf_free(text);
   tf_metrics_free(m);
-  /* before version 4 a Secret queues every pool of its namespace (the `secrets` cache held them all) */
+  /* before version 4 too, a Secret of the pool label queues that pool (and the pools that name it: none here) */
   TF_OK_OR_FAIL(tf_adapter_changed(a, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/demo-relay-config", pod));
-  ck_assert_uint_eq(tf_workqueue_len(q), 0); /* (the pools' cache is empty) */
+  key = next_key(q);
+  ck_assert_str_eq(key, "media/demo");
+  tf_free(key);
+  ck_assert_uint_eq(tf_workqueue_len(q), 0);
   tf_adapter_free(a);
   /* from version 4 the `secrets` cache holds the pools' own relay-config Secrets: each queues its pool */
   ao.version = TF_ADAPTER_OPTIONS_VERSION;
@@ -871,6 +874,283 @@ START_TEST(test_adapter__changes_queue_the_pools_they_concern)
   for (size_t i = 0; i < 5; i++) tf_informer_free(inf[i]);
   tf_workqueue_free(q);
   tf_kube_free(k);
+}
+END_TEST
+
+/* ---- the index: which pools a change concerns, and which claims a reconcile reads ---- */
+
+static char *ix_pool_json_at(const char *ns, const char *name, const char *uid, const char *secret, unsigned start,
+                             const char *more)
+{
+  char *s = NULL;
+  ck_assert_int_ge(asprintf(&s, "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"%s\"},\"spec\":{"
+                                "\"replicas\":1,\"dataplane\":{\"coturnVersion\":\"4.6.1\"},"
+                                "\"relayPortRange\":{\"start\":%u,\"end\":%u},"
+                                "\"auth\":{\"realm\":\"r.example.com\",\"secretRef\":{\"name\":\"%s\"}}%s}}",
+                   ns, name, uid, start, start + 7, secret, more ? more : ""), 0);
+  return s;
+}
+
+static char *ix_pool_json(const char *ns, const char *name, const char *uid, const char *secret, const char *more)
+{
+  return ix_pool_json_at(ns, name, uid, secret, 49152, more);
+}
+
+static char *ix_pod_json(const char *ns, const char *name, const char *pool, const char *owner, const char *node,
+                         const char *addr, unsigned cli_port, const char *phase)
+{
+  char *s = NULL;
+  ck_assert_int_ge(asprintf(&s, "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"uid\":\"u-%s\","
+                                "\"labels\":{\"turnfleet.hzmi.dev/pool\":\"%s\",\"turnfleet.hzmi.dev/relay\":\"%s\"},"
+                                "\"annotations\":{\"turnfleet.hzmi.dev/relay-address\":\"%s\","
+                                "\"turnfleet.hzmi.dev/port-range\":\"49152-49159\",\"turnfleet.hzmi.dev/cli-port\":\"%u\"},"
+                                "\"ownerReferences\":[{\"controller\":true,\"uid\":\"%s\"}]},"
+                                "\"spec\":{\"nodeName\":\"%s\",\"hostNetwork\":true},\"status\":{\"phase\":\"%s\"}}",
+                   ns, name, name, pool, name, addr, cli_port, owner, node, phase), 0);
+  return s;
+}
+
+/* Every key in @p q, sorted and ','-joined ("" when none): what one change queued. */
+static char *queued(tf_workqueue *q)
+{
+  char *keys[64], *out = calloc(1, 2048);
+  size_t n = 0;
+  while (n < 64 && (keys[n] = next_key(q)) != NULL) n++;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (strcmp(keys[j], keys[i]) < 0) {
+        char *t = keys[i];
+        keys[i] = keys[j];
+        keys[j] = t;
+      }
+  for (size_t i = 0; i < n; i++) {
+    if (i) strcat(out, ",");
+    strcat(out, keys[i]);
+    tf_free(keys[i]);
+  }
+  return out;
+}
+
+#define IX_EXPECT(q, want)                        \
+  do {                                            \
+    char *got_ = queued(q);                       \
+    ck_assert_str_eq(got_, want);                 \
+    free(got_);                                   \
+  } while (0)
+
+static void ix_change(tf_adapter__index *x, tf_workqueue *q, tf_adapter_cache cache, tf_informer_op op,
+                      const char *key, char *object)
+{
+  TF_OK_OR_FAIL(tf_adapter__enqueue(x, NULL, q, cache, op, key, object));
+  free(object);
+}
+
+/* Each kind of change queues exactly the pools it concerns: a pool itself (and, coming, going or changing its
+ * listener ports, the pools its relays' addresses meet); a relay pod its pool, and when its claim moves the pools
+ * with a relay or a site on its addresses and, with a host-network CLI port, those with relays on its node; a
+ * Node the pools its old or new labels select and those with relays on it; a Secret the pools that name it and
+ * its owner; a ConfigMap its owner. */
+START_TEST(test_adapter__each_change_queues_exactly_the_pools_it_concerns)
+{
+  tf_adapter__index *x = tf_adapter__index_new();
+  ck_assert_ptr_nonnull(x);
+  tf_workqueue *q = NULL;
+  tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, &qo));
+  const char *tls = ",\"listeners\":[{\"name\":\"turn\",\"protocol\":\"udp\",\"port\":3478},"
+                    "{\"name\":\"turns\",\"protocol\":\"tls\",\"port\":5349,\"tlsSecretRef\":{\"name\":\"a-tls\"}}]";
+  const char *east = ",\"nodeSelector\":{\"zone\":\"east\"}";
+  /* pools: each itself (none has relays yet) */
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/a", ix_pool_json("media", "a", "ua", "a-secret", tls));
+  IX_EXPECT(q, "media/a");
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/b", ix_pool_json("media", "b", "ub", "shared", east));
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/c", ix_pool_json("media", "c", "uc", "shared", NULL));
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "other/d", ix_pool_json("other", "d", "ud", "shared", NULL));
+  IX_EXPECT(q, "media/b,media/c,other/d");
+  /* relay pods: b's on n2, c's on n1 (host network, a CLI port): each its pool, nobody else there yet */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/b-relay-1",
+            ix_pod_json("media", "b-relay-1", "b", "ub", "n2", "10.0.0.2", 15810, "Running"));
+  IX_EXPECT(q, "media/b");
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/c-relay-1",
+            ix_pod_json("media", "c-relay-1", "c", "uc", "n1", "10.0.0.3", 15800, "Running"));
+  IX_EXPECT(q, "media/c");
+  /* b and e may place a relay on 10.0.0.1 (their planners' site): a's relay coming there concerns b (its ports
+   * meet b's), not e (other relay and listener ports); its CLI port on n1 concerns c (its relay on n1 listens on
+   * that port: a collision); the other namespace's d nothing */
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/e",
+            ix_pool_json_at("media", "e", "ue", "e-secret", 40000,
+                            ",\"listeners\":[{\"name\":\"turn\",\"protocol\":\"udp\",\"port\":3490}]"));
+  IX_EXPECT(q, "media/e");
+  tf_adapter__sites sites = {1, NULL, 0, NULL, 0};
+  char *addrs[] = {"10.0.0.1"};
+  sites.addrs = addrs;
+  sites.naddrs = 1;
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/b", "ub", &sites), 0);
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/e", "ue", &sites), 0);
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/a-relay-1",
+            ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.1", 15800, "Running"));
+  IX_EXPECT(q, "media/a,media/b,media/c");
+  /* its status, a gate, a resync: its claim stays, only its pool */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/a-relay-1",
+            ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.1", 15800, "Running"));
+  IX_EXPECT(q, "media/a");
+  /* it moves to b's relay's address: the pools on the old address and on the new one (and c, on n1) */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/a-relay-1",
+            ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.2", 15800, "Running"));
+  IX_EXPECT(q, "media/a,media/b,media/c");
+  /* finished: its CLI port is free (a claim change) */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/a-relay-1",
+            ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.2", 15800, "Failed"));
+  IX_EXPECT(q, "media/a,media/b,media/c");
+  /* gone */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_DELETED, "media/a-relay-1",
+            ix_pod_json("media", "a-relay-1", "a", "ua", "n1", "10.0.0.2", 15800, "Failed"));
+  IX_EXPECT(q, "media/a,media/b,media/c");
+  /* a pod without the relay annotations: its pool's own business */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/stray",
+            strdup("{\"metadata\":{\"namespace\":\"media\",\"name\":\"stray\",\"labels\":{\"turnfleet.hzmi.dev/pool\":\"c\"}}}"));
+  IX_EXPECT(q, "media/c");
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_UPDATED, "media/x", strdup("not json"));
+  IX_EXPECT(q, "");
+
+  /* nodes: the pools its labels select (before or after) and the pools with relays on it */
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_ADDED, "n3", strdup("{\"metadata\":{\"name\":\"n3\"}}"));
+  IX_EXPECT(q, "");
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n3",
+            strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"turnfleet.hzmi.dev/relay-node\":\"true\"}}}"));
+  IX_EXPECT(q, "media/a,media/c,media/e,other/d");
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n3",
+            strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"zone\":\"east\"}}}"));
+  IX_EXPECT(q, "media/a,media/b,media/c,media/e,other/d");
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_DELETED, "n3",
+            strdup("{\"metadata\":{\"name\":\"n3\",\"labels\":{\"zone\":\"east\"}}}"));
+  IX_EXPECT(q, "media/b");
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "n2", strdup("{\"metadata\":{\"name\":\"n2\"}}"));
+  IX_EXPECT(q, "media/b"); /* selects none of them, but b's relay runs there */
+  ix_change(x, q, TF_ADAPTER_NODES, TF_INFORMER_UPDATED, "default/kubernetes", strdup("{}"));
+  IX_EXPECT(q, "media/a,media/b,media/c,media/e,other/d"); /* the API servers' endpoints: every pool */
+
+  /* secrets: the pools of its namespace that name it, and the pool that owns it */
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/shared", strdup("{}"));
+  IX_EXPECT(q, "media/b,media/c");
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "other/shared", strdup("{}"));
+  IX_EXPECT(q, "other/d");
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_ADDED, "media/a-tls", strdup("{}"));
+  IX_EXPECT(q, "media/a");
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_DELETED, "media/a-secret", strdup("{}"));
+  IX_EXPECT(q, "media/a");
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/c-relay-config",
+            strdup("{\"metadata\":{\"namespace\":\"media\",\"labels\":{\"turnfleet.hzmi.dev/pool\":\"c\"}}}"));
+  IX_EXPECT(q, "media/c");
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/unrelated", strdup("{}"));
+  IX_EXPECT(q, "");
+  /* configmaps: their pool */
+  ix_change(x, q, TF_ADAPTER_CONFIGMAPS, TF_INFORMER_UPDATED, "media/b-vantage",
+            strdup("{\"metadata\":{\"namespace\":\"media\",\"labels\":{\"turnfleet.hzmi.dev/pool\":\"b\"}}}"));
+  IX_EXPECT(q, "media/b");
+
+  /* a pool's status: itself; its listener ports (part of its relays' claims), or its going: the pools its
+   * relays meet (c's relay on 10.0.0.3, where b may now place one) */
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/b", "ub", NULL), 0);
+  sites.addrs[0] = "10.0.0.3";
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/b", "ub", &sites), 0);
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/c", ix_pool_json("media", "c", "uc", "shared", NULL));
+  IX_EXPECT(q, "media/c");
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/c",
+            ix_pool_json("media", "c", "uc", "shared", ",\"listeners\":[{\"name\":\"t\",\"protocol\":\"udp\",\"port\":3479}]"));
+  IX_EXPECT(q, "media/b,media/c");
+  /* a pool made anew under its name forgets the old one's sites: b's sites go with its uid */
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_UPDATED, "media/b", ix_pool_json("media", "b", "ub2", "shared", east));
+  IX_EXPECT(q, "media/b");
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_DELETED, "media/c", ix_pool_json("media", "c", "uc", "shared", NULL));
+  IX_EXPECT(q, "media/c");
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_DELETED, "media/b", ix_pool_json("media", "b", "ub2", "shared", east));
+  IX_EXPECT(q, "media/b");
+  /* no pool left to name it: a Secret concerns only the pools that are */
+  ix_change(x, q, TF_ADAPTER_SECRETS, TF_INFORMER_UPDATED, "media/shared", strdup("{}"));
+  IX_EXPECT(q, "");
+  ck_assert_int_eq(tf_adapter__enqueue(x, NULL, q, (tf_adapter_cache)9, TF_INFORMER_UPDATED, "media/a", "{}"),
+                   TF_EINVALID);
+  tf_adapter__index_free(x);
+  tf_workqueue_free(q);
+}
+END_TEST
+
+static const char *conflict_of(const tf_engine *e, const char **message)
+{
+  const tf_reconcile *rec = tf_engine_reconcile(e);
+  for (size_t i = 0; i < tf_reconcile_condition_count(rec); i++) {
+    const char *type, *status;
+    TF_OK_OR_FAIL(tf_reconcile_condition(rec, i, &type, &status, NULL, message, NULL));
+    if (strcmp(type, "AddressConflict") == 0) return status;
+  }
+  return NULL;
+}
+
+/* A reconcile's claims come from the index: another existing pool's relay on an address the pool's planner may
+ * use is an AddressConflict naming that pool, until that pool goes; a relay on another address concerns it not;
+ * a CLI port its relay shares with another pool's relay on its node is a collision, named. */
+START_TEST(test_adapter__claims_come_from_the_index)
+{
+  tf_adapter__index *x = tf_adapter__index_new();
+  tf_workqueue *q = NULL;
+  tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, &qo));
+  tf_engine *e = parity_engine(1); /* media/demo on n1-n3, 203.0.113.1-3 */
+  tf_nodes *nodes = tf_test_relay_nodes(3);
+  tf_adapter__sites sites = {0};
+  ck_assert_int_eq(tf_adapter__sites_plan(&sites, tf_engine_pool(e), nodes), 0);
+  ck_assert_int_eq(sites.known, 1);
+  ck_assert_uint_eq(sites.naddrs, 3);
+  ck_assert_str_eq(sites.addrs[0], "203.0.113.1");
+  ck_assert_uint_eq(sites.nnodes, 3);
+  ck_assert_str_eq(sites.nodes[2], "n3");
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/demo", ix_pool_json("media", "demo", "udemo", "s", NULL));
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_ADDED, "media/rival", ix_pool_json("media", "rival", "urival", "s", NULL));
+  ck_assert_int_eq(tf_adapter__index_set_sites(x, "media/demo", "udemo", &sites), 0);
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/demo-relay-1",
+            ix_pod_json("media", "demo-relay-1", "demo", "udemo", "n1", "203.0.113.1", 15890, "Running"));
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/rival-far",
+            ix_pod_json("media", "rival-far", "rival", "urival", "far", "198.51.100.9", 15890, "Running"));
+  IX_EXPECT(q, "media/demo,media/rival");
+  size_t refused = 9, collisions = 9;
+  char why[512];
+  const char *msg = NULL;
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_uint_eq(refused, 0);
+  ck_assert_uint_eq(collisions, 0);
+  TF_OK_OR_FAIL(tf_engine_step(e, PT0, PWALL));
+  ck_assert_str_eq(conflict_of(e, &msg), "False");
+  /* the rival's relay on n2's address, with the CLI port of demo's relay on n1 */
+  ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/rival-relay-1",
+            ix_pod_json("media", "rival-relay-1", "rival", "urival", "n1", "203.0.113.2", 15890, "Running"));
+  IX_EXPECT(q, "media/demo,media/rival"); /* on demo's site (and beside its relay on n1) */
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_uint_eq(collisions, 1);
+  ck_assert_str_eq(why, "relay demo-relay-1 and relay rival-relay-1 on node n1 share CLI port 15890");
+  TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 100, PWALL + 100));
+  ck_assert_str_eq(conflict_of(e, &msg), "True");
+  ck_assert_ptr_nonnull(strstr(msg, "203.0.113.2 is in use by pool rival"));
+  /* the same with the sites unknown (every claim): the same conflict */
+  tf_adapter__sites unknown = {0};
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &unknown, &refused, why, sizeof(why), &collisions), 0);
+  TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 200, PWALL + 200));
+  ck_assert_str_eq(conflict_of(e, &msg), "True");
+  /* the rival pool gone: its relays are no claims (their pods wait for the garbage collector) */
+  ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_DELETED, "media/rival", ix_pool_json("media", "rival", "urival", "s", NULL));
+  IX_EXPECT(q, "media/demo,media/rival"); /* demo: the rival's relay was on its site */
+  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 300, PWALL + 300));
+  ck_assert_str_eq(conflict_of(e, &msg), "False");
+  tf_adapter__sites_clear(&sites);
+  tf_nodes_free(nodes);
+  tf_engine_free(e);
+  tf_adapter__index_free(x);
+  tf_workqueue_free(q);
 }
 END_TEST
 
@@ -1179,6 +1459,8 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__an_object_with_other_owners_is_not_the_pools);
   tcase_add_test(tc, test_adapter__both_runtimes_decide_the_same);
   tcase_add_test(tc, test_adapter__changes_queue_the_pools_they_concern);
+  tcase_add_test(tc, test_adapter__each_change_queues_exactly_the_pools_it_concerns);
+  tcase_add_test(tc, test_adapter__claims_come_from_the_index);
   tcase_add_test(tc, test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt);
   tcase_add_test(tc, test_adapter__referenced_secrets_are_cached_while_a_pool_references_them);
   suite_add_tcase(s, tc);

@@ -23,6 +23,8 @@
 #include "adapter_internal.h"
 #include "internal.h"
 #include "kube_internal.h"
+#include "model.h"
+#include "smap.h"
 
 #define GROUP_API "/apis/turnfleet.hzmi.dev/v1alpha1"
 #define STATE_DIR "/var/lib/turnfleet"
@@ -59,6 +61,7 @@ typedef struct pool_state {
   char *collision;            /* the CLI port collision last reported (NULL: none) */
   tf_adapter__expect *expect; /* its creates and deletes the pod cache does not show yet (by relay name) */
   char *metrics_token;        /* its agents' /metrics token (secret): kept in <pool>-relay-config */
+  tf_adapter__sites sites;    /* where its planner may place relays: which other pools' relays are its claims */
 } pool_state;
 
 struct tf_adapter {
@@ -78,6 +81,8 @@ struct tf_adapter {
   tf_adapter__views *views; /* what its writes taught it, ahead of the caches ("ns/pool|what") */
   const char *charging; /* the pool being reconciled: its writes are charged to its budget */
   long over_budget_ms;  /* set by the gate: the pool's budget was spent, free again in this long */
+  tf_adapter__index *index; /* the pools, relay pods and nodes as the changes forwarded them (any thread) */
+  tf_smap *reconciles;      /* ns/name -> uint64_t: reconciles per pool (the loop's) */
 };
 
 /* ---- small helpers ---- */
@@ -171,6 +176,7 @@ static void state_free(pool_state *s)
   free(s->collision);
   tf_adapter__expect_free(s->expect);
   wipe_free(s->metrics_token);
+  tf_adapter__sites_clear(&s->sites);
   free(s);
 }
 
@@ -189,6 +195,7 @@ static void state_drop(tf_adapter *c, const char *key)
   size_t at;
   pool_state *s = state_find(c, key, &at);
   if (s) c->states[at] = c->states[--c->state_count];
+  if (s) (void)tf_adapter__index_set_sites(c->index, key, s->uid, NULL);
   state_free(s);
   char *prefix = join3(key, "|", "");
   if (prefix) tf_adapter__views_forget(c->views, prefix);
@@ -409,39 +416,22 @@ static char *nodes_list(tf_adapter *c)
   return text;
 }
 
-/* Other pools' relay pods as claims on the engine (their addresses and ports, and their CLI ports on each
- * node); a CLI port this pool's relays still share with another relay on their node (host networking: one
- * 127.0.0.1; two pools creating relays at once) is reported once, as a Warning Event and in the log. */
+/* Other pools' relay pods as claims on the engine: their addresses and ports where this pool's planner may place
+ * relays, their CLI ports on the nodes it may place them on (the index: no pod is read here). A CLI port this
+ * pool's relays still share with another relay on their node (host networking: one 127.0.0.1; two pools
+ * creating relays at once) is reported once, as a Warning Event and in the log. */
 static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
 {
   (void)tf_engine_clear_claims(s->engine);
-  char *pools = NULL, *pods = NULL;
-  if (tf_informer_list(c->pools, NULL, NULL, &pools) < 0 || tf_informer_list(c->pods, NULL, NULL, &pods) < 0) {
-    tf_free(pools);
-    tf_free(pods);
+  size_t refused = 0, collisions = 0;
+  char why[1024];
+  if (tf_adapter__index_claims(c->index, s->engine, key, pool_uid, &s->sites, &refused, why, sizeof(why),
+                               &collisions) < 0) {
+    say(c, TF_LOG_WARN, "%s: claims: no memory", key);
     return;
   }
-  cJSON *parr = cJSON_Parse(pools), *arr = cJSON_Parse(pods);
-  /* every relay pod parsed once, then matched against each other pool (parsing them per pool made a
-   * reconcile cost pools x pods parses: minutes per round at 100 pools x 10 relays) */
-  size_t cap = (size_t)cJSON_GetArraySize(arr), n = 0;
-  tf_adapter__pod *rps = calloc(cap + 1, sizeof(tf_adapter__pod));
-  const cJSON *pod;
-  if (rps) {
-    cJSON_ArrayForEach(pod, arr)
-    {
-      char *pt = cJSON_PrintUnformatted(pod);
-      if (pt && tf_adapter__pod_parse(&rps[n], pt) == 0) n++;
-      cJSON_free(pt);
-    }
-  }
-  /* the CLI ports other pools' host-network relays listen on, per node: no new relay of this one takes them */
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(rps[i].owner_uid, pool_uid) != 0 && rps[i].host_network && !rps[i].finished && rps[i].cli_port &&
-        *rps[i].node && tf_engine_add_cli_claim(s->engine, rps[i].node, rps[i].cli_port) < 0)
-      say(c, TF_LOG_WARN, "%s: CLI claim of %s: %s", key, rps[i].name, tf_error_last()->message);
-  char why[1024];
-  if (tf_adapter__cli_collisions(rps, n, pool_uid, why, sizeof(why)) == 0) {
+  if (refused) say(c, TF_LOG_WARN, "%s: %zu claims refused: %s", key, refused, tf_error_last()->message);
+  if (collisions == 0) {
     free(s->collision);
     s->collision = NULL;
   } else if (!s->collision || strcmp(s->collision, why) != 0) {
@@ -451,39 +441,6 @@ static void claims(tf_adapter *c, pool_state *s, const char *key, const char *po
     event(c, pool_json, "Warning", "CLIPortCollision", "%s: only one coturn on a node can listen on a CLI "
           "port (the operator's --cli-port-slots and --cli-ports-per-pool)", why);
   }
-  const cJSON *p;
-  cJSON_ArrayForEach(p, parr)
-  {
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "metadata");
-    const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "namespace"));
-    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name"));
-    const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid"));
-    char *pkey = ns && name ? join3(ns, "/", name) : NULL;
-    if (!pkey || strcmp(pkey, key) == 0) {
-      free(pkey);
-      continue;
-    }
-    char *text = cJSON_PrintUnformatted(p);
-    tf_pool *other = NULL;
-    uint16_t ports[16];
-    size_t np = 0;
-    if (text && tf_pool_parse(&other, text, strlen(text), TF_FORMAT_JSON) == 0)
-      for (size_t i = 0; i < tf_pool_listener_count(other) && np < 16; i++)
-        ports[np++] = tf_pool_listener_port(other, i);
-    tf_pool_free(other);
-    cJSON_free(text);
-    for (size_t i = 0; i < n; i++)
-      if (strcmp(rps[i].ns, ns) == 0 && uid && strcmp(rps[i].owner_uid, uid) == 0)
-        if (tf_engine_add_claim(s->engine, name, rps[i].identity, ports, np) < 0)
-          say(c, TF_LOG_WARN, "%s: claim of %s: %s", key, rps[i].name, tf_error_last()->message);
-    free(pkey);
-  }
-  for (size_t i = 0; i < n; i++) tf_adapter__pod_clear(&rps[i]);
-  free(rps);
-  cJSON_Delete(parr);
-  cJSON_Delete(arr);
-  tf_free(pools);
-  tf_free(pods);
 }
 
 /* The CLI port a relay's running config has (from the observed relay-config Secret); 0: unknown. */
@@ -836,7 +793,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
   if (in->endpoints_text &&
       tf_nodes_reserve_endpoints(nodes, in->endpoints_text, strlen(in->endpoints_text), "the Kubernetes API server") < 0)
     say(c, TF_LOG_WARN, "endpoints default/kubernetes: %s", tf_error_last()->message);
-  int rc = 0;
+  int rc = 0, sites_moved = 0;
   if (!s->engine) {
     tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
     eo.coturn = &co;
@@ -849,6 +806,8 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     eo.count_first_delay_ms = 1000;
     tf_pool *pool = in->pool;
     in->pool = NULL;
+    sites_moved = 1;
+    if (tf_adapter__sites_plan(&s->sites, pool, nodes) < 0) say(c, TF_LOG_WARN, "%s: sites: no memory", s->key);
     if (tf_engine_new(&s->engine, pool, nodes, &eo) < 0) {
       refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
       rc = 1;
@@ -866,12 +825,25 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
               tf_error_last()->message);
         tf_free(pool_text);
         pool_text = NULL;
+      } else {
+        sites_moved = 1;
       }
     }
-    if (!s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0 || !same_text(s->endpoints_text, in->endpoints_text)) {
+    const int nodes_moved = !s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0 ||
+                            !same_text(s->endpoints_text, in->endpoints_text);
+    /* where the engine's pool may go on these nodes: before the engine takes them */
+    if (sites_moved || nodes_moved || !s->sites.known) {
+      sites_moved = 1;
+      if (tf_adapter__sites_plan(&s->sites, tf_engine_pool(s->engine), nodes) < 0)
+        say(c, TF_LOG_WARN, "%s: sites: no memory", s->key);
+    }
+    if (nodes_moved) {
       tf_nodes *n = nodes;
       nodes = NULL;
-      if (tf_engine_set_nodes(s->engine, n) < 0) say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
+      if (tf_engine_set_nodes(s->engine, n) < 0) {
+        say(c, TF_LOG_WARN, "%s: nodes refused: %s", s->key, tf_error_last()->message);
+        tf_adapter__sites_clear(&s->sites); /* the engine keeps nodes these sites are not of: every claim */
+      }
     }
     int rotated = memcmp(digest, s->secret_digest, sizeof(digest)) != 0;
     if (rotated || strcmp(in->tls_digest, s->tls_digest) != 0) {
@@ -896,6 +868,8 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     s->endpoints_text = in->endpoints_text ? strdup(in->endpoints_text) : NULL;
     memcpy(s->secret_digest, digest, sizeof(digest));
     memcpy(s->tls_digest, in->tls_digest, sizeof(s->tls_digest));
+    if (sites_moved && tf_adapter__index_set_sites(c->index, s->key, s->uid, &s->sites) < 0)
+      say(c, TF_LOG_WARN, "%s: sites: no memory", s->key);
   }
   tf_free(pool_text);
   OPENSSL_cleanse(digest, sizeof(digest));
@@ -1325,6 +1299,7 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
      * results of its last probes and scrapes with them */
     state_drop(c, key);
     if (c->refs) (void)tf_adapter__refs_set(c->refs, key, "", NULL, 0); /* its Secrets' caches, unless shared */
+    tf_smap__del(c->reconciles, key);
     tf_adapter__result *res = NULL;
     size_t nr = tf_adapter__work_take(c->work, key, &res);
     for (size_t i = 0; i < nr; i++) tf_adapter__result_clear(&res[i]);
@@ -1495,6 +1470,12 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     *requeue_ms = spent;
     return TF_OK;
   }
+  uint64_t *count = tf_smap__get(c->reconciles, key);
+  if (!count && (count = calloc(1, sizeof(*count))) && tf_smap__put(c->reconciles, key, count) < 0) {
+    free(count);
+    count = NULL;
+  }
+  if (count) (*count)++;
   c->charging = key;
   c->over_budget_ms = 0;
   tf_err rc = reconcile(c, key, requeue_ms);
@@ -1522,14 +1503,7 @@ long tf_adapter_write_gate(const char *method, const char *path, void *adapter)
 tf_err tf_adapter_changed(tf_adapter *c, tf_adapter_cache cache, tf_informer_op op, const char *key,
                           const char *object)
 {
-  if (!c) return TF_OK;
-  /* from version 4 the secrets cache holds the pools' own relay-config Secrets: each queues its pool (the
-   * Secrets pools reference queue theirs from the adapter's own informers, tf_adapter__refs) */
-  if (c->refs && cache == TF_ADAPTER_SECRETS && key) {
-    tf_adapter__enqueue_owner(c->queue, object);
-    return TF_OK;
-  }
-  return tf_adapter__enqueue(c->pools, c->queue, cache, op, key, object);
+  return c ? tf_adapter__enqueue(c->index, c->pools, c->queue, cache, op, key, object) : TF_OK;
 }
 
 tf_err tf_adapter_write_metrics(const tf_adapter *c, tf_metrics *m)
@@ -1560,10 +1534,23 @@ tf_err tf_adapter_metrics(tf_adapter *c, tf_metrics *m)
 {
   TF_ASSERT_ARG(c);
   TF_ASSERT_ARG(m);
+  tf_err rc = tf_metrics_declare(m, TF_METRIC_OPERATOR_RECONCILES, TF_METRIC_COUNTER,
+                                 "Reconciles of each pool (an event queues only the pools it concerns).");
+  size_t pos = 0;
+  const char *key;
+  void *v;
+  while (rc == 0 && tf_smap__next(c->reconciles, &pos, &key, &v)) {
+    const char *slash = strchr(key, '/');
+    char *ns = slash ? strndup(key, (size_t)(slash - key)) : NULL;
+    const char *names[] = {"namespace", "pool"}, *values[] = {ns, slash ? slash + 1 : NULL};
+    rc = ns ? tf_metrics_add(m, TF_METRIC_OPERATOR_RECONCILES, names, values, 2, (double)*(uint64_t *)v) : TF_OK;
+    free(ns);
+  }
+  if (rc < 0) return rc;
   for (size_t i = 0; i < c->state_count; i++) {
     const tf_reconcile *rec = c->states[i]->engine ? tf_engine_reconcile(c->states[i]->engine) : NULL;
     if (!rec) continue;
-    tf_err rc = tf_reconcile_metrics(m, rec);
+    rc = tf_reconcile_metrics(m, rec);
     if (rc < 0) return rc;
     if (vantage_metrics(c, m, tf_engine_pool(c->states[i]->engine)) < 0)
       return tf_error__set(TF_ENOMEM, "metrics: ReachableFromVantage of %s", c->states[i]->key);
@@ -1629,8 +1616,11 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   tf_budget_options bo = TF_BUDGET_OPTIONS_INIT;
   bo.writes = o.budget_writes;
   bo.interval_ms = o.budget_interval_ms;
-  if (tf_budget_new(&c->budget, &bo) < 0 || !(c->views = tf_adapter__views_new())) {
+  if (tf_budget_new(&c->budget, &bo) < 0 || !(c->views = tf_adapter__views_new()) ||
+      !(c->index = tf_adapter__index_new()) || !(c->reconciles = tf_smap__new(free))) {
     tf_budget_free(c->budget);
+    tf_adapter__views_free(c->views);
+    tf_adapter__index_free(c->index);
     free(c);
     return tf_error__set(TF_ENOMEM, "adapter: write budget");
   }
@@ -1646,6 +1636,8 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
   if (caller_version >= 4 && !(c->refs = tf_adapter__refs_new(kube, opts->referenced_secrets, opts->queue))) {
     tf_budget_free(c->budget);
     tf_adapter__views_free(c->views);
+    tf_adapter__index_free(c->index);
+    tf_smap__free(c->reconciles);
     free(c);
     return tf_error__set(TF_ENOMEM, "adapter: the referenced Secrets' caches");
   }
@@ -1653,6 +1645,8 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
     tf_adapter__refs_free(c->refs);
     tf_budget_free(c->budget);
     tf_adapter__views_free(c->views);
+    tf_adapter__index_free(c->index);
+    tf_smap__free(c->reconciles);
     free(c);
     return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
   }
@@ -1669,5 +1663,7 @@ void tf_adapter_free(tf_adapter *c)
   free(c->states);
   tf_budget_free(c->budget);
   tf_adapter__views_free(c->views);
+  tf_adapter__index_free(c->index);
+  tf_smap__free(c->reconciles);
   free(c);
 }

@@ -145,10 +145,52 @@ char *tf_adapter__meta_string(const char *object, const char *field);
 int64_t tf_adapter__deletion_ms(const char *object);
 int tf_adapter__status_says(const char *object, const char *field);
 
-/* tf_adapter_changed() on the adapter's pools cache and work queue (adapter_queue.c): @p key NULL queues
- * every pool. Any thread. */
-tf_err tf_adapter__enqueue(tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache, tf_informer_op op,
-                           const char *key, const char *object);
+/* ---- adapter_index.c: the caches parsed once, by owning pool, node and claimed address ---- */
+
+/* Where a pool's planner may place relays (tf_plan__sites()): canonical addresses and node names, each sorted
+ * and unique. known 0: not computed (every other pool's relay is then a claim on it). */
+typedef struct tf_adapter__sites {
+  int known;
+  char **addrs;
+  size_t naddrs;
+  char **nodes;
+  size_t nnodes;
+} tf_adapter__sites;
+/* The sites of @p pool on @p nodes into @p out (cleared first). 0, -1 on no memory (@p out unknown). */
+int tf_adapter__sites_plan(tf_adapter__sites *out, const tf_pool *pool, const tf_nodes *nodes);
+void tf_adapter__sites_clear(tf_adapter__sites *s);
+
+/* The TURNPools, relay Pods and Nodes as tf_adapter_changed() forwards them: parsed once per change, indexed by
+ * owning pool (the pool label), node and address (the relay-address annotation), and the addresses each pool
+ * may place relays on. Thread-safe (one lock). */
+typedef struct tf_adapter__index tf_adapter__index;
+tf_adapter__index *tf_adapter__index_new(void);
+void tf_adapter__index_free(tf_adapter__index *x);
+
+/* tf_adapter_changed(): take the change into @p x and queue on @p queue the pools it concerns (docs/operator.md):
+ * a TURNPool itself, and when it comes, goes or changes its listener ports the pools its relays meet; a relay
+ * pod its pool, and when its claim changes (it comes or goes; its address, ports, node, CLI port, owner or phase
+ * changes) the pools with a relay or a site on its addresses whose ports it may meet (relay range, listener
+ * ports) and, on host networking, the pools with a relay on its CLI port on its node (a collision); a Node the pools whose nodeSelector its old or new labels match and those
+ * with relays on it (the API servers' Endpoints, a namespaced key: every pool); a Secret the pools of its
+ * namespace that name it (secretRef, previousSecretRef, tlsSecretRef) and the pool of its label; a ConfigMap
+ * the pool of its label. @p key NULL: every pool of the @p pools cache. Any thread. 0; TF_EINVALID for an
+ * unknown @p cache. */
+tf_err tf_adapter__enqueue(tf_adapter__index *x, tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache,
+                           tf_informer_op op, const char *key, const char *object);
+
+/* Pool @p key (uid @p uid; NULL: any) may place relays on @p s's addresses (NULL: none): the queue's sites. 0,
+ * -1 on no memory. A pool the index does not hold is left alone. */
+int tf_adapter__index_set_sites(tf_adapter__index *x, const char *key, const char *uid, const tf_adapter__sites *s);
+
+/* The claims of other pools that concern pool @p key (uid @p uid), into @p engine: the CLI ports of other
+ * pools' running host-network relays on @p sites' nodes, the relays of other existing pools on @p sites'
+ * addresses with their pools' listener ports (@p sites NULL or unknown: every node, every address). *refused:
+ * claims the engine refused (tf_error_last() says the last). *collisions: the pool's relays that share a CLI
+ * port with another relay on their node (tf_adapter__cli_collisions(), @p why). 0, -1 on no memory. */
+int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char *key, const char *uid,
+                             const tf_adapter__sites *sites, size_t *refused, char *why, size_t why_len,
+                             size_t *collisions);
 
 /* ---- adapter_secrets.c: the caches of the Secrets the pools reference ---- */
 
@@ -175,8 +217,6 @@ size_t tf_adapter__refs_count(tf_adapter__refs *t);
 /* Queue the pools that reference Secret @p key (its informer's callback). */
 void tf_adapter__refs_changed(tf_adapter__refs *t, const char *key);
 
-/* Queue the pool of @p object's turnfleet.hzmi.dev/pool label, in its namespace (nothing without one). */
-void tf_adapter__enqueue_owner(tf_workqueue *queue, const char *object);
 
 /* The first CLI port of a pool's relays: @p base + @p stride x slot, the slot FNV-1a("NS/NAME") mod
  * @p slots. Relays on host networking share their node's 127.0.0.1: pools in different slots never share a

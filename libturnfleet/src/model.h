@@ -127,6 +127,17 @@ int tf_inventory__valid_name(const char *s, size_t max);
 struct cJSON;
 tf_err tf_pool__from_tree(tf_pool **out, const struct cJSON *root);
 
+/* Where the planner may place a relay of @p pool on @p nodes: every candidate identity's (node, address),
+ * before claims and conflicts (a pure function of pool and nodes). Another pool's relay concerns this pool
+ * only on one of these addresses (its AddressConflict, the addresses it may take) and its CLI port only on
+ * one of these nodes (the planned relays'). *out malloc'd (NULL when none), node names borrowed from
+ * @p nodes, addresses repeated where candidates share them. TF_OK, TF_ENOMEM. */
+typedef struct tf_plan__site {
+  const char *node;
+  tf_addr addr;
+} tf_plan__site;
+tf_err tf_plan__sites(const tf_pool *pool, const tf_nodes *nodes, tf_plan__site **out, size_t *n);
+
 typedef struct tf_existing_record {
   char *pool; /* NULL = the pool being planned */
   char *name;

@@ -1091,6 +1091,30 @@ static tf_err tf_plan__conditions(tf_plan__work *w, tf_plan *plan)
   return tf_plan__append_condition(plan, "AddressConflict", "True", reason, msg);
 }
 
+tf_err tf_plan__sites(const tf_pool *pool, const tf_nodes *nodes, tf_plan__site **out, size_t *n)
+{
+  *out = NULL;
+  *n = 0;
+  tf_plan__work w;
+  memset(&w, 0, sizeof(w));
+  w.pool = pool;
+  w.nodes = nodes;
+  tf_buf__init(&w.conflicts);
+  tf_err rc = tf_plan__candidates(&w);
+  size_t count = 0;
+  for (size_t i = 0; rc == TF_OK && i < w.cand_count; i++) count += w.cands[i].addr_count;
+  tf_plan__site *sites = rc == TF_OK && count ? malloc(count * sizeof(*sites)) : NULL;
+  if (rc == TF_OK && count && !sites) rc = tf_error__nomem();
+  for (size_t i = 0; sites && i < w.cand_count; i++)
+    for (size_t k = 0; k < w.cands[i].addr_count; k++)
+      sites[(*n)++] = (tf_plan__site){nodes->items[w.cands[i].node].name, w.cands[i].addrs[k]};
+  free(w.cands);
+  free(w.refused);
+  tf_buf__dispose(&w.conflicts, 0);
+  *out = sites;
+  return rc;
+}
+
 tf_err tf_plan_new(tf_plan **out, const tf_pool *pool, const tf_nodes *nodes, const tf_existing *fleet)
 {
   TF_ASSERT_ARG(out);

@@ -124,12 +124,18 @@ TF_EXTERN(tf_err) tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapt
 TF_EXTERN(tf_err) tf_adapter_reconcile(tf_adapter *adapter, const char *key, long *requeue_ms);
 
 /**
- * Queue the pools that a change of one cached object concerns: the caches' tf_informer_cb, forwarded. A
- * TURNPool: itself, and every pool when one appears or goes (its addresses are free, or taken); a relay pod:
- * its pool (label turnfleet.hzmi.dev/pool), and every pool when one appears or goes (the claims); a ConfigMap:
- * its pool; a Node: every pool; a Secret: its pool (label turnfleet.hzmi.dev/pool), and the pools that
- * reference it (before version 4: every pool of its namespace; from version 4 the adapter's own informers on the
- * referenced Secrets queue those pools themselves). Any thread (the informers').
+ * Queue the pools that a change of one cached object concerns: the caches' tf_informer_cb, forwarded. The
+ * adapter keeps an index of the pools, relay pods and nodes from these changes (each parsed once per change;
+ * its reconciles read other pools' claims from it), so forward every change of those caches, from before the
+ * informers start. A TURNPool: itself, and when it appears, goes or changes its listener ports the pools its
+ * relays meet; a relay pod: its pool (label turnfleet.hzmi.dev/pool), and when its claim changes (it appears
+ * or goes, its address, ports, node, CLI port or phase changes) the pools with a relay on its address or that
+ * may place one there whose ports it may meet, and the pools with a relay on its CLI port on its node; a Node:
+ * the pools whose nodeSelector its old or new labels match and the pools with relays on it (a namespaced key,
+ * the API servers' Endpoints: every pool); a Secret: the pools of its namespace that name it (secretRef,
+ * previousSecretRef, tlsSecretRef) and the pool of its label; a ConfigMap: the pool of its label. Any thread
+ * (the informers'). From version 4 the secrets cache holds only the pools' own relay-config Secrets: the
+ * adapter's own informers on the referenced Secrets queue the pools that name them.
  * @param adapter the adapter (NULL: nothing queued, 0)
  * @param cache   which cache @p object is from
  * @param op      what happened to it
@@ -159,7 +165,9 @@ TF_EXTERN(long) tf_adapter_write_gate(const char *method, const char *path, void
 TF_EXTERN(tf_err) tf_adapter_write_metrics(const tf_adapter *adapter, tf_metrics *m);
 
 /**
- * Every reconciled pool's samples (tf_reconcile_metrics() and ReachableFromVantage) into @p m.
+ * Every reconciled pool's samples (tf_reconcile_metrics() and ReachableFromVantage) into @p m, and
+ * turnfleet_operator_reconciles_total{namespace,pool} (TF_METRIC_OPERATOR_RECONCILES: the reconciles of each
+ * pool in the cache). Same thread as tf_adapter_reconcile().
  * @return 0, TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_adapter_metrics(tf_adapter *adapter, tf_metrics *m);

@@ -69,6 +69,9 @@ TF_BEGIN_DECL
 #define TF_METRIC_OPERATOR_EVENTS_DROPPED "turnfleet_operator_events_dropped_total"
 /** Operator counter: writes refused by the per-pool write budget. */
 #define TF_METRIC_OPERATOR_WRITES_OVER_BUDGET "turnfleet_operator_writes_over_budget_total"
+/** Operator counter: reconciles of each pool, labels `namespace` and `pool` (an event queues only the pools it
+ *  concerns: one relay pod's event, its pool and the pools its address claims meet). */
+#define TF_METRIC_OPERATOR_RECONCILES "turnfleet_operator_reconciles_total"
 /** @} */
 
 /** A set of metric families and their samples. */
