@@ -28,7 +28,7 @@
 #define PROBE_RC 7          /* RFC 8489 §6.2.1: sends per transaction */
 #define PROBE_RM 16         /* wait Rm * RTO after the last send */
 #define PROBE_CLEANUP_RTOS 16 /* a failed probe's release: at most this many RTOs (sends at 0, 1, 3, 7, 15) */
-#define PROBE_MAX_SOCKETS 6 /* 437 on Allocate: a new 5-tuple (on a cold port), at most 6 in all */
+#define PROBE_MAX_SOCKETS 8 /* 437 on Allocate: a new 5-tuple (on a cold port), at most 8 in all */
 #define PROBE_MAX_STALE 2   /* 438 retries per transaction */
 #define PROBE_PAYLOAD 32
 #define PROBE_RX_CAP (2 * TF_STUN_MAX_MESSAGE + 64) /* a stream's receive buffer */
@@ -36,7 +36,7 @@
 #define PROBE_DGRAM_CAP (TF_STUN_MAX_MESSAGE + 4)   /* one datagram (bigger ones are measured, not kept) */
 #define PROBE_TEXT_SMALL 64 /* a leg keeps a REALM or NONCE shorter than this in itself */
 #define PROBE_POLL_MAX_MS 1000
-#define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen) */
+#define PROBE_PORT_QUARANTINE_MS 2500u /* coturn holds a released 5-tuple ~1 s (up to 2.5 s seen): the first quarantine */
 #define PROBE_PORT_COLD_MS 60000u      /* after a 437 the walk jumps to a port unused this long (or never) */
 #define PROBE_TIDS 512             /* transaction ids drawn at once */
 #define PROBE_NUMBER_MAX 20            /* decimal digits of a probe number (user_numbered) */
@@ -170,7 +170,7 @@ typedef struct leg {
   int allocated, released;
   int has_mapped;
   uint32_t lifetime;
-  uint16_t port; /* local UDP port when the loop chose it (0: the kernel did) */
+  uint16_t port; /* local UDP port, once bound (0: not yet, or not a UDP leg of a set) */
   uint32_t walk; /* the loop's walk the port came from (ploop.walk then) */
   uint16_t relayed_port, mapped_port;
   tf_addr relayed, mapped;
@@ -249,6 +249,9 @@ typedef struct ploop {
   uint32_t *recent; /* 65536 stamps, or NULL: the kernel picks ports */
   uint16_t port_lo, port_hi, port_next;
   uint32_t walk; /* counts the walk's jumps (a 437 on a port of an earlier walk moves it no more) */
+  /* how long a closed port waits (ms): PROBE_PORT_QUARANTINE_MS, doubled past the age of any port
+   * the relay still held (a 437), up to PROBE_PORT_COLD_MS: a loaded relay forgets slower */
+  uint32_t quarantine;
   /* transaction ids drawn from the CSPRNG in bulk: one RAND_bytes() per PROBE_TIDS */
   uint8_t tids[PROBE_TIDS * TF_STUN_TID_SIZE];
   size_t tids_used;
@@ -312,6 +315,9 @@ double tf_probe__next_timer(const probe *p);
 
 /* probe_io.c */
 void tf_probe__leg_open(leg *l);
+/* After a 437 on the leg's port: how long ago the loop last closed it (ms; UINT32_MAX: never, or
+ * not a port the loop handed out). A port the relay held that long lengthens the quarantine. */
+uint32_t tf_probe__leg_port_held(leg *l);
 /* After a 437: the loop's next UDP source port moves to a random place in the range. */
 void tf_probe__leg_jump_ports(leg *l);
 void tf_probe__leg_close(leg *l);

@@ -55,7 +55,7 @@ static uint16_t next_port(leg *l, struct sockaddr_storage *ss, socklen_t *len)
   for (int skips = 0; skips < PORT_SKIP_MAX; skips++) {
     uint16_t port = L->port_next;
     L->port_next = port >= L->port_hi ? L->port_lo : (uint16_t)(port + 1);
-    if (L->recent[port] && (uint32_t)(stamp - L->recent[port]) < PROBE_PORT_QUARANTINE_MS) continue;
+    if (L->recent[port] && (uint32_t)(stamp - L->recent[port]) < L->quarantine) continue;
     memset(ss, 0, sizeof(*ss));
     if (l->p->sa.ss_family == AF_INET6) {
       struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
@@ -105,6 +105,19 @@ static int leg_open_in_ring(leg *l, int binds)
   l->binds = binds;
   l->conn = CONN_CONNECTING;
   return 0;
+}
+
+uint32_t tf_probe__leg_port_held(leg *l)
+{
+  ploop *L = l->p->loop;
+  if (!L || !L->recent || !l->port || !L->recent[l->port]) return UINT32_MAX;
+  uint32_t age = port_stamp(L) - L->recent[l->port];
+  if (age < PROBE_PORT_COLD_MS / 2 && 2 * age > L->quarantine) {
+    L->quarantine = 2 * age;
+    tf_probe__log(l->p, TF_LOG_DEBUG, "%sthe relay still held port %u, closed %u ms ago: ports now wait %u ms", l->who,
+                  l->port, age, L->quarantine);
+  }
+  return age;
 }
 
 void tf_probe__leg_jump_ports(leg *l)
@@ -159,9 +172,23 @@ void tf_probe__leg_close(leg *l)
   l->req = REQ_NONE;
 }
 
+/* The port the kernel picked when the loop had none to give (every one waiting, or a bind
+ * refused): known, it waits its quarantine after the socket like any other. */
+static void leg_learn_port(leg *l)
+{
+  ploop *L = l->p->loop;
+  if (l->port || !L || !L->recent || l->p->mode != TF_URI_MODE_UDP) return;
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0) return;
+  l->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
 static void leg_connected(leg *l)
 {
   probe *p = l->p;
+  leg_learn_port(l);
   if (p->mode != TF_URI_MODE_TLS) {
     l->conn = CONN_READY;
     tf_probe__leg_ready(p, l, tf_probe__now_ms());

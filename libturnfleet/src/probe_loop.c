@@ -56,6 +56,7 @@ static void loop_port_range(ploop *L)
   }
   uint16_t r = 0;
   if (tf_probe__random(&r, sizeof(r)) < 0) r = (uint16_t)getpid();
+  L->quarantine = PROBE_PORT_QUARANTINE_MS;
   L->port_lo = (uint16_t)lo;
   L->port_hi = (uint16_t)hi;
   L->port_next = (uint16_t)(lo + r % (hi - lo + 1)); /* another run starts elsewhere */

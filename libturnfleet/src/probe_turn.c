@@ -844,9 +844,13 @@ static void leg_on_error(leg *l, const tf_stun_msg *m, double now)
     return;
   }
   if (code == 437 && l->req == REQ_ALLOCATE) {
+    uint32_t held = tf_probe__leg_port_held(l);
     if (l->sockets >= PROBE_MAX_SOCKETS) {
-      tf_probe__fail(p, TF_ERROR, code, reason, "%sAllocate failed: 437 (allocation mismatch) on %d sockets (the last: \"%s\")",
-                 l->who, l->sockets, reason);
+      char last[64] = "";
+      if (held != UINT32_MAX) snprintf(last, sizeof(last), ", closed by this run %u ms before", held);
+      tf_probe__fail(p, TF_ERROR, code, reason,
+                     "%sAllocate failed: 437 (allocation mismatch) on %d sockets (the last on port %u%s: \"%s\")", l->who,
+                     l->sockets, l->port, last, reason);
       return;
     }
     tf_probe__log(p, TF_LOG_DEBUG, "%sAllocate: 437 (\"%s\") on port %u, starting again on a new socket", l->who,
