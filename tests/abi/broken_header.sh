@@ -17,12 +17,14 @@ fi
 echo "broken_header: the deliberate break, in a copy of include/turnfleet/addr.h:"
 diff -u "$src/libturnfleet/include/turnfleet/addr.h" "$tmp/include/turnfleet/addr.h" | sed -n '3,$p' | grep '^[-+]' || true
 
+# libturnfleet's layers (libturnfleet/CMakeLists.txt)
+layers="base turn probe relayctl"
 soname=$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 # shellcheck disable=SC2046
 cc -shared -fPIC -g -O0 -std=c11 -D_GNU_SOURCE -fvisibility=hidden \
-  -I "$tmp/include" -I "$src/libturnfleet/src" $(pkg-config --cflags libcjson yaml-0.1 libssl libcrypto) \
+  -I "$tmp/include" $(for d in $layers; do printf ' -I %s' "$src/libturnfleet/src/$d"; done) $(pkg-config --cflags libcjson yaml-0.1 libssl libcrypto) \
   -Wl,-soname,"$soname" -Wl,--version-script="$build/libturnfleet/turnfleet.map" \
-  -o "$tmp/$soname" "$src"/libturnfleet/src/*.c $(pkg-config --libs libcjson yaml-0.1 libssl libcrypto) -lm \
+  -o "$tmp/$soname" $(for d in $layers; do printf ' %s' "$src/libturnfleet/src/$d"/*.c; done) $(pkg-config --libs libcjson yaml-0.1 libssl libcrypto) -lm \
   > "$tmp/cc.log" 2>&1 || { echo "broken_header: cannot build the broken library:"; cat "$tmp/cc.log"; exit 1; }
 
 if sh "$(dirname "$0")/check_abi.sh" "$tmp/$soname" "$baseline" "$tmp/include" > "$tmp/broken.out" 2>&1; then

@@ -1,12 +1,12 @@
 #!/bin/sh
-# The ABI guard: compare a built libturnfleet with the committed baseline
-# (abi/libturnfleet.abi). An incompatible change fails unless the SONAME changed
+# The ABI guard: compare a built libturnfleet or libturnfleet-kube with its committed
+# baseline (abi/libturnfleet.abi, abi/libturnfleet-kube.abi). An incompatible change fails unless the SONAME changed
 # with it; a compatible one (additions) passes and says so.
 # abidiff flags only symbol removals as "incompatible" (status bit 8); a changed
 # type (a field widened, a struct resized) is an "ABI change" (bit 4) for review.
 # For libturnfleet every change but an addition breaks callers, so any removed
 # or changed function or variable counts as incompatible here, but for an
-# options struct that grew at its end (abi/options.suppr).
+# options struct that grew at its end, and libturnfleet's tf_private helpers (abi/options.suppr).
 # usage: check_abi.sh LIBRARY BASELINE INCLUDE_DIR
 set -u
 lib=$1 baseline=$2 inc=$3

@@ -15,18 +15,19 @@
 #define TF__PRINTF(a, b)
 #define TF__WARN_UNUSED
 #endif
+#include "private.h"
 
 /* Set the thread-local error and return @p code. */
-tf_err tf_error__set(tf_err code, const char *fmt, ...) TF__PRINTF(2, 3);
+TF__PRIVATE tf_err tf_error__set(tf_err code, const char *fmt, ...) TF__PRINTF(2, 3);
 /* Format and pass a message to a per-handle log sink when @p level >= @p min
  * (nothing when @p cb is NULL). Callers never pass secrets. */
-void tf_log__emit(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, ...)
+TF__PRIVATE void tf_log__emit(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, ...)
     TF__PRINTF(5, 6);
-void tf_log__emitv(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, va_list ap)
+TF__PRIVATE void tf_log__emitv(tf_log_cb cb, void *payload, tf_log_level min, tf_log_level level, const char *fmt, va_list ap)
     TF__PRINTF(5, 0);
 
 /* Out-of-memory error. */
-tf_err tf_error__nomem(void);
+TF__PRIVATE tf_err tf_error__nomem(void);
 
 /* Argument check: never crashes, sets TF_EINVALID. */
 #define TF_ASSERT_ARG(expr)                                                        \
@@ -42,25 +43,25 @@ typedef struct tf_buf {
   int failed;
 } tf_buf;
 
-void tf_buf__init(tf_buf *b);
-void tf_buf__puts(tf_buf *b, const char *s);
-void tf_buf__putn(tf_buf *b, const char *s, size_t n);
-void tf_buf__printf(tf_buf *b, const char *fmt, ...) TF__PRINTF(2, 3);
+TF__PRIVATE void tf_buf__init(tf_buf *b);
+TF__PRIVATE void tf_buf__puts(tf_buf *b, const char *s);
+TF__PRIVATE void tf_buf__putn(tf_buf *b, const char *s, size_t n);
+TF__PRIVATE void tf_buf__printf(tf_buf *b, const char *fmt, ...) TF__PRINTF(2, 3);
 /* Append @p s as a JSON string literal (quoted, escaped). */
 void tf_buf__json_str(tf_buf *b, const char *s);
 /* Hand the text to *out (caller frees with tf_free); returns TF_ENOMEM if any append failed. */
-tf_err tf_buf__detach(tf_buf *b, char **out);
+TF__PRIVATE tf_err tf_buf__detach(tf_buf *b, char **out);
 /* Release, wiping the contents first when @p secret. */
-void tf_buf__dispose(tf_buf *b, int secret);
+TF__PRIVATE void tf_buf__dispose(tf_buf *b, int secret);
 
-char *tf_strdup__(const char *s);
-char *tf_strndup__(const char *s, size_t n);
-char *tf_asprintf__(const char *fmt, ...) TF__PRINTF(1, 2);
+TF__PRIVATE char *tf_strdup__(const char *s);
+TF__PRIVATE char *tf_strndup__(const char *s, size_t n);
+TF__PRIVATE char *tf_asprintf__(const char *fmt, ...) TF__PRINTF(1, 2);
 
 /* Constant-time equality of two buffers; 1 when equal. */
 int tf_crypto__memeq(const void *a, const void *b, size_t n) TF__WARN_UNUSED;
 /* Wipe secret memory. */
-void tf_crypto__wipe(void *p, size_t n);
+TF__PRIVATE void tf_crypto__wipe(void *p, size_t n);
 
 /* Problem lists (pool validation). */
 struct tf_problems {
@@ -71,21 +72,21 @@ struct tf_problems {
     char *message;
   } *items;
 };
-tf_problems *tf_problems__new(void);
+TF__PRIVATE tf_problems *tf_problems__new(void);
 /* Append a problem; returns TF_ENOMEM on failure. */
 tf_err tf_problems__add(tf_problems *p, const char *path, const char *fmt, ...) TF__PRINTF(3, 4);
-tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_list ap) TF__PRINTF(3, 0);
+TF__PRIVATE tf_err tf_problems__addv(tf_problems *p, const char *path, const char *fmt, va_list ap) TF__PRINTF(3, 0);
 
 /* Parse JSON or YAML text into a cJSON tree (YAML via libyaml, core schema).
  * On malformed input returns TF_EPROTO with line, column and byte offset. */
 struct cJSON;
 /* Duplicate keys, NUL and invalid UTF-8 are refused (TF_EPROTO, with the field
  * path and positions); @p opts (NULL: the defaults) bounds size and values. */
-tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
-tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+TF__PRIVATE tf_err tf_doc__parse_json(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
+TF__PRIVATE tf_err tf_doc__parse_yaml(struct cJSON **out, const char *text, size_t len, const tf_parse_options *opts);
 /* @p root (taken: deleted here, NULL allowed) as compact JSON in *out, memory tf_free() releases
  * whatever allocator cJSON uses. TF_OK, TF_ENOMEM (also for a NULL root: a build that ran out). */
-tf_err tf_doc__print(char **out, struct cJSON *root);
+TF__PRIVATE tf_err tf_doc__print(char **out, struct cJSON *root);
 /* The limits @p opts asks for, read up to its version (NULL: the defaults). */
 typedef struct tf_doc__limit {
   size_t max_bytes;
@@ -100,10 +101,10 @@ size_t tf_doc__utf8_len(const unsigned char *s, size_t n);
 int tf_version__parse(const char *text, uint32_t *out);
 
 /* RFC 3339 UTC seconds ("2024-05-01T12:00:00Z") of a Unix time in ms (proleptic Gregorian, no libc time zone). */
-void tf_time__format(char buf[48], int64_t ms);
+TF__PRIVATE void tf_time__format(char buf[48], int64_t ms);
 /* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm|-hh:mm)" (metav1.Time as the API server writes it) into Unix ms
  * (@p ms may be NULL: a check only). 0, or -1 when malformed or out of range (no error set). */
-int tf_time__parse(const char *s, int64_t *ms);
+TF__PRIVATE int tf_time__parse(const char *s, int64_t *ms);
 
 /* relayctl: one CLI session that reads the default total-quota (`pc`) and, when it is the
  * refusal (-1), sets it to @p quota; *undone says whether it did. See tf_relayctl_config_unrefuse(). */

@@ -120,12 +120,12 @@ int tf_inventory__development(const tf_node *node);
 const char *tf_inventory__excluded(const tf_node *node, const tf_pool *pool, const tf_kv **selector);
 /* 1 when @p s is a lowercase RFC 1123 subdomain of at most @p max characters
  * (Kubernetes object names: nodes, pools, relays). */
-int tf_inventory__valid_name(const char *s, size_t max);
+TF__PRIVATE int tf_inventory__valid_name(const char *s, size_t max);
 
 /* tf_pool_parse() on a document already read (@p root borrowed): what the admission
  * module uses for the object inside a review, without printing and parsing it again. */
 struct cJSON;
-tf_err tf_pool__from_tree(tf_pool **out, const struct cJSON *root);
+TF__PRIVATE tf_err tf_pool__from_tree(tf_pool **out, const struct cJSON *root);
 
 /* Where the planner may place a relay of @p pool on @p nodes: every candidate identity's (node, address),
  * before claims and conflicts (a pure function of pool and nodes). Another pool's relay concerns this pool
@@ -136,7 +136,7 @@ typedef struct tf_plan__site {
   const char *node;
   tf_addr addr;
 } tf_plan__site;
-tf_err tf_plan__sites(const tf_pool *pool, const tf_nodes *nodes, tf_plan__site **out, size_t *n);
+TF__PRIVATE tf_err tf_plan__sites(const tf_pool *pool, const tf_nodes *nodes, tf_plan__site **out, size_t *n);
 
 typedef struct tf_existing_record {
   char *pool; /* NULL = the pool being planned */
