@@ -532,18 +532,11 @@ static int secret_changed(const tf_adapter__index *x, ix_set *out, const char *k
 
 static void add_every_cached_pool(tf_informer *pools, tf_workqueue *queue)
 {
-  char *list = NULL;
-  if (tf_informer_list(pools, NULL, NULL, &list) < 0) return;
-  cJSON *arr = cJSON_Parse(list);
-  const cJSON *p;
-  cJSON_ArrayForEach(p, arr)
-  {
-    char *key = join(cJSON_GetStringValue(meta(p, "namespace")), "/", cJSON_GetStringValue(meta(p, "name")));
-    if (key) (void)tf_workqueue_add(queue, key);
-    free(key);
-  }
-  cJSON_Delete(arr);
-  tf_free(list);
+  tf_informer_object **objs = NULL;
+  size_t n = 0;
+  if (tf_informer_list_objects(pools, NULL, NULL, &objs, &n) < 0) return;
+  for (size_t i = 0; i < n; i++) (void)tf_workqueue_add(queue, tf_informer_object_key(objs[i]));
+  tf_informer_objects_release(objs, n);
 }
 
 tf_err tf_adapter__enqueue(tf_adapter__index *x, tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache,
