@@ -792,7 +792,8 @@ tf_err tf_informer_add_indexer(tf_informer *inf, const char *name, tf_informer_i
 {
   TF_ASSERT_ARG(inf && name && fn);
   if (!*name) return tf_error__set(TF_EINVALID, "indexer name: must not be empty");
-  if (inf->started || inf->lists) return tf_error__set(TF_EINVALID, "indexer %.100s: the informer has started", name);
+  if (inf->started || inf->lists || tf_smap__count(inf->cache))
+    return tf_error__set(TF_EINVALID, "indexer %.100s: the informer has started", name);
   for (size_t i = 0; i < inf->nidx; i++)
     if (strcmp(inf->idx[i].name, name) == 0) return tf_error__set(TF_EINVALID, "indexer %.100s: already registered", name);
   tf_inf__indexer *idx = realloc(inf->idx, (inf->nidx + 1) * sizeof(*idx));

@@ -98,9 +98,11 @@ static wh_snapshot *build(wh_cache *c)
     }
     /* the API servers' endpoints, as the operator's planner reserves them */
     tf_informer_object *ep = NULL;
-    size_t len;
-    if (s->nodes && tf_informer_get_object(c->endpoints, "default/kubernetes", &ep) == 0)
-      (void)tf_nodes_reserve_endpoints(s->nodes, tf_informer_object_json(ep, &len), len, "the Kubernetes API server");
+    if (s->nodes && tf_informer_get_object(c->endpoints, "default/kubernetes", &ep) == 0) {
+      size_t len;
+      const char *text = tf_informer_object_json(ep, &len);
+      (void)tf_nodes_reserve_endpoints(s->nodes, text, len, "the Kubernetes API server");
+    }
     tf_informer_object_release(ep);
     tf_free(list);
     list = NULL;

@@ -2,7 +2,8 @@
  * @file turnfleet/informer.h
  * @brief Controller machinery on top of tf_kube: the informer (client-go's
  * reflector: list, watch, relist on 410, backoff, stall watchdog) with a cache
- * indexed by namespace and label; a keyed, rate-limited work queue; Lease
+ * of shared read-only objects (each parsed once), indexed by namespace, label
+ * and the caller's index functions; a keyed, rate-limited work queue; Lease
  * leader election; an Event recorder with client-side dedupe.
  *
  * How it runs: an informer and an elector each own one worker thread that
@@ -14,7 +15,9 @@
  * lock held, one at a time and in order, so a callback may call
  * tf_informer_get()/tf_informer_list() and tf_workqueue_add(); it must not
  * call the stop or free function of the handle that called it. Strings passed
- * to callbacks are borrowed for the call.
+ * to callbacks are borrowed for the call. A transform and the index functions
+ * run on the informer's thread too, with no lock held, before the object is
+ * cached.
  */
 #ifndef TURNFLEET_INFORMER_H
 #define TURNFLEET_INFORMER_H
