@@ -1383,6 +1383,41 @@ START_TEST(test_informer__object_outlives_update_and_delete)
 }
 END_TEST
 
+/* A relist builds only what changed (its RV): the objects it already holds stay, shared, untouched. */
+START_TEST(test_informer__relist_builds_only_changes)
+{
+  tf_io_fix f;
+  tf_io_open(&f, 1);
+  const char *first = "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+                      "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"1\"}},"
+                      "{\"metadata\":{\"name\":\"b\",\"namespace\":\"n\",\"resourceVersion\":\"2\"}}]}";
+  const char *again = "{\"metadata\":{\"resourceVersion\":\"12\"},\"items\":["
+                      "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"1\"}},"
+                      "{\"metadata\":{\"name\":\"c\",\"namespace\":\"n\",\"resourceVersion\":\"11\"}}]}";
+  cJSON *l = cJSON_Parse(first);
+  tf_informer__feed_list(f.inf, l);
+  cJSON_Delete(l);
+  ck_assert_int_eq(f.transforms, 2);
+  tf_informer_object *a = NULL, *a2 = NULL;
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/a", &a));
+  l = cJSON_Parse(again);
+  tf_informer__feed_list(f.inf, l);
+  cJSON_Delete(l);
+  ck_assert_int_eq(f.transforms, 3); /* c only: a is unchanged, b is gone */
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/a", &a2));
+  ck_assert_ptr_eq(a, a2);
+  ck_assert_int_eq(tf_informer_get_object(f.inf, "n/b", &a2), TF_ENOTFOUND);
+  ck_assert_uint_eq(tf_informer_count(f.inf), 2);
+  tf_informer_object_release(a);
+  tf_informer_object_release(a);
+  char *rv = NULL;
+  TF_OK_OR_FAIL(tf_informer_resource_version(f.inf, &rv));
+  ck_assert_str_eq(rv, "12");
+  tf_free(rv);
+  tf_io_close(&f);
+}
+END_TEST
+
 /* The tape finds values by path: strings decoded, containers and numbers as their JSON, escaped keys. */
 START_TEST(test_informer__object_tape)
 {
@@ -1556,6 +1591,7 @@ Suite *tf_test_informer_suite(void)
   tcase_add_test(wq, test_informer__budget);
   tcase_add_test(wq, test_informer__object_outlives_update_and_delete);
   tcase_add_test(wq, test_informer__object_tape);
+  tcase_add_test(wq, test_informer__relist_builds_only_changes);
   tcase_add_test(wq, test_informer__indexers);
   tcase_add_test(wq, test_informer__options_version_2);
   suite_add_tcase(s, wq);

@@ -413,8 +413,10 @@ static void tf_inf__replace(tf_informer *inf, cJSON *list)
   cJSON *items = cJSON_GetObjectItemCaseSensitive(list, "items");
   typedef struct {
     tf_informer_op op;
-    char *key, *rv;
-    tf_inf__obj *entry;       /* built before the lock; NULL once stored or when unchanged */
+    char *key;
+    cJSON *item;             /* in the list */
+    int same;                /* the cache has its RV */
+    tf_inf__obj *entry;       /* built with no lock held; NULL once stored or when unchanged */
     tf_informer_object *obj; /* referenced for the notification */
   } note;
   size_t nitems = (size_t)cJSON_GetArraySize(items), n = 0;
@@ -433,26 +435,29 @@ static void tf_inf__replace(tf_informer *inf, cJSON *list)
       free(key);
       continue;
     }
-    const char *rv = tf_kube__meta_str(it, "resourceVersion");
     notes[n].key = key;
-    notes[n].rv = rv ? tf_strdup__(rv) : NULL;
-    notes[n].entry = tf_inf__entry(inf, it, key);
+    notes[n].item = it;
     n++;
   }
+  /* which changed (RV), under the lock; then those built with none held (only this thread writes the cache) */
+  pthread_mutex_lock(&inf->mu);
+  for (size_t i = 0; i < n; i++) {
+    const tf_inf__obj *old = tf_smap__get(inf->cache, notes[i].key);
+    const char *rv = tf_kube__meta_str(notes[i].item, "resourceVersion");
+    notes[i].op = old ? TF_INFORMER_UPDATED : TF_INFORMER_ADDED;
+    notes[i].same = old && rv && tf_inf__same_rv(old->obj, rv); /* nothing to build */
+  }
+  pthread_mutex_unlock(&inf->mu);
+  for (size_t i = 0; i < n; i++)
+    if (!notes[i].same) notes[i].entry = tf_inf__entry(inf, notes[i].item, notes[i].key);
   /* the gone ones are found under the lock, so their notes are counted after it */
   note *gone = NULL;
   size_t ngone = 0;
   pthread_mutex_lock(&inf->mu);
   for (size_t i = 0; i < n; i++) {
-    tf_inf__obj *old = tf_smap__get(inf->cache, notes[i].key);
     tf_inf__obj *cur = notes[i].entry;
     notes[i].entry = NULL;
-    if (old && notes[i].rv && tf_inf__same_rv(old->obj, notes[i].rv)) { /* unchanged */
-      tf_inf__obj_free(cur);
-      continue;
-    }
-    if (!cur) continue; /* no memory: keep what it had */
-    notes[i].op = old ? TF_INFORMER_UPDATED : TF_INFORMER_ADDED;
+    if (!cur) continue; /* unchanged, or no memory: keep what it had */
     notes[i].obj = tf_informer_object_ref(cur->obj);
     tf_inf__store(inf, notes[i].key, cur);
   }
@@ -488,7 +493,6 @@ static void tf_inf__replace(tf_informer *inf, cJSON *list)
     if (nt->obj) tf_inf__notify(inf, nt->op, nt->key, nt->obj);
     tf_informer_object_release(nt->obj);
     free(nt->key);
-    free(nt->rv);
   }
   free(notes);
   free(gone);
@@ -843,6 +847,8 @@ size_t tf_informer_bytes(const tf_informer *inf)
 
 /* Tests and benchmarks: feed a watch event as the worker would (type TF_KUBE_EVENT_*; @p object is changed). */
 void tf_informer__feed(tf_informer *inf, int type, cJSON *object) { (void)tf_inf__on_event(type, object, inf); }
+
+void tf_informer__feed_list(tf_informer *inf, cJSON *list) { tf_inf__replace(inf, list); }
 
 long tf_informer_lists(const tf_informer *inf)
 {

@@ -110,6 +110,8 @@ tf_informer_object *tf_inf__object_build(struct cJSON *tree, const char *key);
 size_t tf_informer__options_size(unsigned int version);
 /* Tests and benchmarks: a watch event fed to @p inf as its worker would (no server; @p object is changed). */
 void tf_informer__feed(tf_informer *inf, int type, struct cJSON *object);
+/* ... and a LIST's answer, as a (re)list replaces the cache. */
+void tf_informer__feed_list(tf_informer *inf, struct cJSON *list);
 /* Flags of tf_kube__request(). */
 #define TF_KUBE__WRITE 1 /* adds fieldManager */
 #define TF_KUBE__LEASE 2 /* the elector's own: never gated, its own Retry-After clock */
