@@ -1276,6 +1276,310 @@ START_TEST(test_informer__recorder_retries)
 }
 END_TEST
 
+/* ---- the compact shared form, without a server (events fed as the worker would) ---- */
+
+typedef struct tf_io_fix {
+  tf_kube *kube;
+  tf_informer *inf;
+  int transforms; /* objects the transform saw: each is built once */
+} tf_io_fix;
+
+static void tf_io_transform(tf_informer_edit *edit, const char *key, void *payload)
+{
+  tf_io_fix *f = payload;
+  (void)key;
+  f->transforms++;
+  (void)tf_informer_edit_remove(edit, (const char *const[]){"data", "bulk", NULL});
+}
+
+static void tf_io_open(tf_io_fix *f, int transform)
+{
+  memset(f, 0, sizeof(*f));
+  tf_kube_options ko = TF_KUBE_OPTIONS_INIT;
+  ko.server = "https://127.0.21.1:41100"; /* never contacted: the informer is not started */
+  TF_OK_OR_FAIL(tf_kube_new(&f->kube, &ko));
+  tf_informer_options o;
+  TF_OK_OR_FAIL(tf_informer_options_init(&o, TF_INFORMER_OPTIONS_VERSION));
+  o.path = "/api/v1/pods";
+  if (transform) {
+    o.transform = tf_io_transform;
+    o.transform_payload = f;
+  }
+  TF_OK_OR_FAIL(tf_informer_new(&f->inf, f->kube, &o));
+}
+
+static void tf_io_close(tf_io_fix *f)
+{
+  tf_informer_free(f->inf);
+  tf_kube_free(f->kube);
+}
+
+static void tf_io_feed(tf_io_fix *f, int type, const char *json)
+{
+  cJSON *o = cJSON_Parse(json);
+  ck_assert_ptr_nonnull(o);
+  tf_informer__feed(f->inf, type, o);
+  cJSON_Delete(o);
+}
+
+static char *tf_io_str(const tf_informer_object *o, const char *const *path)
+{
+  char *s = NULL;
+  TF_OK_OR_FAIL(tf_informer_object_string(o, path, &s));
+  return s;
+}
+
+/* A reader's object is the one parsed when it came: an update and a delete change the cache, never what it holds. */
+START_TEST(test_informer__object_outlives_update_and_delete)
+{
+  tf_io_fix f;
+  tf_io_open(&f, 1);
+  tf_io_feed(&f, TF_KUBE_EVENT_ADDED,
+             "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"1\",\"managedFields\":[{\"manager\":"
+             "\"kubectl\"}]},\"data\":{\"v\":\"one\",\"bulk\":\"xxxxxxxx\"}}");
+  ck_assert_int_eq(f.transforms, 1);
+  tf_informer_object *held = NULL, *again = NULL;
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/p", &held));
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/p", &again));
+  ck_assert_ptr_eq(held, again); /* shared: no copy, no parse, no print per read */
+  tf_informer_object_release(again);
+  /* managedFields and what the transform dropped are not cached */
+  ck_assert_str_eq(tf_informer_object_json(held, NULL),
+                   "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"1\"},\"data\":{\"v\":\"one\"}}");
+  ck_assert_str_eq(tf_informer_object_key(held), "n/p");
+  ck_assert_uint_eq(tf_informer_bytes(f.inf), tf_informer_object_size(held));
+  tf_io_feed(&f, TF_KUBE_EVENT_MODIFIED,
+             "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"2\"},\"data\":{\"v\":\"two\"}}");
+  ck_assert_int_eq(f.transforms, 2);
+  char *v = tf_io_str(held, (const char *const[]){"data", "v", NULL});
+  ck_assert_str_eq(v, "one"); /* the reader still holds the first state, intact */
+  tf_free(v);
+  tf_informer_object *cur = NULL;
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/p", &cur));
+  ck_assert_ptr_ne(cur, held);
+  v = tf_io_str(cur, (const char *const[]){"data", "v", NULL});
+  ck_assert_str_eq(v, "two");
+  tf_free(v);
+  /* the old text API gives the same text, a copy */
+  char *txt = NULL;
+  TF_OK_OR_FAIL(tf_informer_get(f.inf, "n/p", &txt));
+  ck_assert_str_eq(txt, tf_informer_object_json(cur, NULL));
+  tf_free(txt);
+  TF_OK_OR_FAIL(tf_informer_list(f.inf, "n", NULL, &txt));
+  ck_assert_uint_eq(strlen(txt), strlen(tf_informer_object_json(cur, NULL)) + 2);
+  tf_free(txt);
+  tf_io_feed(&f, TF_KUBE_EVENT_DELETED,
+             "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"3\"},\"data\":{\"v\":\"two\"}}");
+  ck_assert_int_eq(f.transforms, 2); /* a delete builds nothing */
+  ck_assert_int_eq(tf_informer_get_object(f.inf, "n/p", &again), TF_ENOTFOUND);
+  ck_assert_uint_eq(tf_informer_count(f.inf), 0);
+  ck_assert_uint_eq(tf_informer_bytes(f.inf), 0);
+  v = tf_io_str(cur, (const char *const[]){"metadata", "resourceVersion", NULL});
+  ck_assert_str_eq(v, "2");
+  tf_free(v);
+  tf_informer_object_release(cur);
+  tf_informer_object_release(held);
+  tf_io_close(&f);
+}
+END_TEST
+
+/* A relist builds only what changed (its RV): the objects it already holds stay, shared, untouched. */
+START_TEST(test_informer__relist_builds_only_changes)
+{
+  tf_io_fix f;
+  tf_io_open(&f, 1);
+  const char *first = "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+                      "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"1\"}},"
+                      "{\"metadata\":{\"name\":\"b\",\"namespace\":\"n\",\"resourceVersion\":\"2\"}}]}";
+  const char *again = "{\"metadata\":{\"resourceVersion\":\"12\"},\"items\":["
+                      "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"1\"}},"
+                      "{\"metadata\":{\"name\":\"c\",\"namespace\":\"n\",\"resourceVersion\":\"11\"}}]}";
+  cJSON *l = cJSON_Parse(first);
+  tf_informer__feed_list(f.inf, l);
+  cJSON_Delete(l);
+  ck_assert_int_eq(f.transforms, 2);
+  tf_informer_object *a = NULL, *a2 = NULL;
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/a", &a));
+  l = cJSON_Parse(again);
+  tf_informer__feed_list(f.inf, l);
+  cJSON_Delete(l);
+  ck_assert_int_eq(f.transforms, 3); /* c only: a is unchanged, b is gone */
+  TF_OK_OR_FAIL(tf_informer_get_object(f.inf, "n/a", &a2));
+  ck_assert_ptr_eq(a, a2);
+  ck_assert_int_eq(tf_informer_get_object(f.inf, "n/b", &a2), TF_ENOTFOUND);
+  ck_assert_uint_eq(tf_informer_count(f.inf), 2);
+  tf_informer_object_release(a);
+  tf_informer_object_release(a);
+  char *rv = NULL;
+  TF_OK_OR_FAIL(tf_informer_resource_version(f.inf, &rv));
+  ck_assert_str_eq(rv, "12");
+  tf_free(rv);
+  tf_io_close(&f);
+}
+END_TEST
+
+/* The tape finds values by path: strings decoded, containers and numbers as their JSON, escaped keys. */
+START_TEST(test_informer__object_tape)
+{
+  const char *json = "{\"metadata\":{\"name\":\"x\",\"labels\":{\"a\\\"b\":\"q\\u00e9\\n\",\"k}\":\"]\"}},"
+                     "\"spec\":{\"n\":[1,{\"z\":[]}],\"m\":-1.5e3,\"t\":true,\"e\":{}},\"last\":null}";
+  tf_informer_object *o = NULL;
+  TF_OK_OR_FAIL(tf_informer_object_parse(&o, json, strlen(json)));
+  const char *v;
+  size_t n;
+  TF_OK_OR_FAIL(tf_informer_object_find(o, (const char *const[]){"spec", "n", NULL}, &v, &n));
+  ck_assert_int_eq((int)n, 12);
+  ck_assert(strncmp(v, "[1,{\"z\":[]}]", n) == 0);
+  TF_OK_OR_FAIL(tf_informer_object_find(o, (const char *const[]){"spec", "m", NULL}, &v, &n));
+  ck_assert(n == 5 && strncmp(v, "-1500", 5) == 0); /* as cJSON printed it */
+  TF_OK_OR_FAIL(tf_informer_object_find(o, (const char *const[]){"spec", "e", NULL}, &v, &n));
+  ck_assert(n == 2 && strncmp(v, "{}", 2) == 0);
+  TF_OK_OR_FAIL(tf_informer_object_find(o, (const char *const[]){"last", NULL}, &v, &n));
+  ck_assert(n == 4 && strncmp(v, "null", 4) == 0);
+  TF_OK_OR_FAIL(tf_informer_object_find(o, (const char *const[]){"metadata", "labels", NULL}, &v, &n));
+  ck_assert_uint_eq(n, strlen("{\"a\\\"b\":\"q\xc3\xa9\\n\",\"k}\":\"]\"}"));
+  ck_assert(strncmp(v, "{\"a\\\"b\":\"q\xc3\xa9\\n\",\"k}\":\"]\"}", n) == 0);
+  TF_OK_OR_FAIL(tf_informer_object_find(o, NULL, &v, &n));
+  ck_assert_uint_eq(n, strlen(tf_informer_object_json(o, NULL)));
+  char *s = tf_io_str(o, (const char *const[]){"metadata", "labels", "a\"b", NULL});
+  ck_assert_str_eq(s, "q\xc3\xa9\n");
+  tf_free(s);
+  s = tf_io_str(o, (const char *const[]){"metadata", "labels", "k}", NULL});
+  ck_assert_str_eq(s, "]");
+  tf_free(s);
+  ck_assert_int_eq(tf_informer_object_find(o, (const char *const[]){"spec", "nope", NULL}, &v, &n), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_informer_object_find(o, (const char *const[]){"spec", "n", "x", NULL}, &v, &n), TF_ENOTFOUND);
+  ck_assert_int_eq(tf_informer_object_string(o, (const char *const[]){"spec", "t", NULL}, &s), TF_EINVALID);
+  ck_assert_ptr_eq(tf_informer_object_ref(o), o);
+  tf_informer_object_release(o);
+  tf_informer_object_release(o);
+  ck_assert_int_eq(tf_informer_object_parse(&o, "[1]", 3), TF_EINVALID);
+  ck_assert_int_eq(tf_informer_object_parse(&o, "{\"metadata\":{}}", 15), TF_EINVALID);
+  ck_assert_ptr_null(o);
+}
+END_TEST
+
+/* index functions the operator's caches use: owning pool (label), node (spec.nodeName), claimed address */
+static void tf_io_by_pool(const tf_informer_object *o, tf_informer_values *out, void *payload)
+{
+  (void)payload;
+  char *ns = NULL, *pool = NULL;
+  if (tf_informer_object_string(o, (const char *const[]){"metadata", "namespace", NULL}, &ns) == 0 &&
+      tf_informer_object_string(o, (const char *const[]){"metadata", "labels", "turnfleet.hzmi.dev/pool", NULL}, &pool) == 0) {
+    char key[256];
+    snprintf(key, sizeof(key), "%s/%s", ns, pool);
+    ck_assert_int_eq(tf_informer_values_add(out, key), 0);
+  }
+  tf_free(ns);
+  tf_free(pool);
+}
+
+static void tf_io_by_node(const tf_informer_object *o, tf_informer_values *out, void *payload)
+{
+  (void)payload;
+  char *node = NULL;
+  if (tf_informer_object_string(o, (const char *const[]){"spec", "nodeName", NULL}, &node) == 0 && *node)
+    (void)tf_informer_values_add(out, node);
+  tf_free(node);
+}
+
+static void tf_io_by_addr(const tf_informer_object *o, tf_informer_values *out, void *payload)
+{
+  (void)payload;
+  char *a = NULL, *save = NULL;
+  if (tf_informer_object_string(o, (const char *const[]){"metadata", "annotations", "turnfleet.hzmi.dev/relay-address", NULL},
+                                &a) == 0)
+    for (char *t = strtok_r(a, ",", &save); t; t = strtok_r(NULL, ",", &save)) (void)tf_informer_values_add(out, t);
+  tf_free(a);
+}
+
+static void tf_io_pod(tf_io_fix *f, int type, const char *name, const char *pool, const char *node, const char *addrs)
+{
+  char json[1024];
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"labels\":{\"turnfleet.hzmi.dev/pool\":\"%s\"},"
+           "\"annotations\":{\"turnfleet.hzmi.dev/relay-address\":\"%s\"}},\"spec\":{\"nodeName\":\"%s\"}}",
+           name, pool, addrs, node);
+  tf_io_feed(f, type, json);
+}
+
+static size_t tf_io_count(tf_io_fix *f, const char *index, const char *value, const char *first)
+{
+  tf_informer_object **objs = NULL;
+  size_t n = 99;
+  TF_OK_OR_FAIL(tf_informer_by_index(f->inf, index, value, &objs, &n));
+  if (first && n) ck_assert_str_eq(tf_informer_object_key(objs[0]), first);
+  tf_informer_objects_release(objs, n);
+  return n;
+}
+
+START_TEST(test_informer__indexers)
+{
+  tf_io_fix f;
+  tf_io_open(&f, 0);
+  TF_OK_OR_FAIL(tf_informer_add_indexer(f.inf, "pool", tf_io_by_pool, NULL));
+  TF_OK_OR_FAIL(tf_informer_add_indexer(f.inf, "node", tf_io_by_node, NULL));
+  TF_OK_OR_FAIL(tf_informer_add_indexer(f.inf, "address", tf_io_by_addr, NULL));
+  ck_assert_int_eq(tf_informer_add_indexer(f.inf, "node", tf_io_by_node, NULL), TF_EINVALID);
+  ck_assert_int_eq(tf_informer_add_indexer(f.inf, "", tf_io_by_node, NULL), TF_EINVALID);
+  tf_io_pod(&f, TF_KUBE_EVENT_ADDED, "a-relay-1", "a", "n1", "127.0.21.1");
+  tf_io_pod(&f, TF_KUBE_EVENT_ADDED, "a-relay-2", "a", "n2", "127.0.21.2,::1");
+  tf_io_pod(&f, TF_KUBE_EVENT_ADDED, "b-relay-1", "b", "n1", "127.0.21.1");
+  /* by owning pool */
+  /* registered before the first object only: the ones cached already would be missing from it */
+  ck_assert_int_eq(tf_informer_add_indexer(f.inf, "late", tf_io_by_node, NULL), TF_EINVALID);
+  ck_assert_uint_eq(tf_io_count(&f, "pool", "ns/a", "ns/a-relay-1"), 2);
+  ck_assert_uint_eq(tf_io_count(&f, "pool", "ns/b", "ns/b-relay-1"), 1);
+  ck_assert_uint_eq(tf_io_count(&f, "pool", "ns/c", NULL), 0);
+  /* by node */
+  ck_assert_uint_eq(tf_io_count(&f, "node", "n1", "ns/a-relay-1"), 2);
+  ck_assert_uint_eq(tf_io_count(&f, "node", "n2", "ns/a-relay-2"), 1);
+  /* by claimed address: two pools claim 127.0.21.1 */
+  ck_assert_uint_eq(tf_io_count(&f, "address", "127.0.21.1", "ns/a-relay-1"), 2);
+  ck_assert_uint_eq(tf_io_count(&f, "address", "::1", "ns/a-relay-2"), 1);
+  /* an update moves an object between values; a delete takes it out of every index */
+  tf_io_pod(&f, TF_KUBE_EVENT_MODIFIED, "b-relay-1", "b", "n2", "127.0.21.3");
+  ck_assert_uint_eq(tf_io_count(&f, "node", "n1", "ns/a-relay-1"), 1);
+  ck_assert_uint_eq(tf_io_count(&f, "node", "n2", "ns/a-relay-2"), 2);
+  ck_assert_uint_eq(tf_io_count(&f, "address", "127.0.21.1", "ns/a-relay-1"), 1);
+  ck_assert_uint_eq(tf_io_count(&f, "address", "127.0.21.3", "ns/b-relay-1"), 1);
+  tf_io_pod(&f, TF_KUBE_EVENT_DELETED, "a-relay-2", "a", "n2", "127.0.21.2,::1");
+  ck_assert_uint_eq(tf_io_count(&f, "pool", "ns/a", "ns/a-relay-1"), 1);
+  ck_assert_uint_eq(tf_io_count(&f, "address", "::1", NULL), 0);
+  ck_assert_uint_eq(tf_io_count(&f, "node", "n2", "ns/b-relay-1"), 1);
+  tf_informer_object **objs = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(tf_informer_by_index(f.inf, "owner", "x", &objs, &n), TF_ENOTFOUND);
+  /* the namespace and label indexes answer in the shared form too */
+  TF_OK_OR_FAIL(tf_informer_list_objects(f.inf, "ns", "turnfleet.hzmi.dev/pool=b", &objs, &n));
+  ck_assert_uint_eq(n, 1);
+  tf_informer_objects_release(objs, n);
+  TF_OK_OR_FAIL(tf_informer_list_objects(f.inf, "other", NULL, &objs, &n));
+  ck_assert_uint_eq(n, 0);
+  ck_assert_ptr_null(objs);
+  tf_io_close(&f);
+}
+END_TEST
+
+/* Options are read up to the caller's version: a version-2 caller's struct ends before the transform. */
+START_TEST(test_informer__options_version_2)
+{
+  union {
+    tf_informer_options s;
+    unsigned char b[sizeof(tf_informer_options)];
+  } u;
+  memset(&u, 0xAA, sizeof(u));
+  TF_OK_OR_FAIL(tf_informer_options_init(&u.s, 2));
+  ck_assert_uint_eq(u.s.version, 2);
+  ck_assert_int_eq(u.s.bookmark_interval_ms, 60000);
+  for (size_t i = offsetof(tf_informer_options, transform); i < sizeof(u); i++) ck_assert_uint_eq(u.b[i], 0xAA);
+  TF_OK_OR_FAIL(tf_informer_options_init(&u.s, 3));
+  ck_assert_ptr_null(u.s.transform);
+  ck_assert_int_eq(tf_informer_options_init(&u.s, 4), TF_EINVALID);
+}
+END_TEST
+
+
 Suite *tf_test_informer_suite(void)
 {
   Suite *s = suite_create("informer");
@@ -1285,6 +1589,11 @@ Suite *tf_test_informer_suite(void)
   tcase_add_test(wq, test_informer__workqueue_shutdown_wakes);
   tcase_add_test(wq, test_informer__workqueue_one_worker_per_key);
   tcase_add_test(wq, test_informer__budget);
+  tcase_add_test(wq, test_informer__object_outlives_update_and_delete);
+  tcase_add_test(wq, test_informer__object_tape);
+  tcase_add_test(wq, test_informer__relist_builds_only_changes);
+  tcase_add_test(wq, test_informer__indexers);
+  tcase_add_test(wq, test_informer__options_version_2);
   suite_add_tcase(s, wq);
   TCase *live = tcase_create("standin");
   tcase_add_unchecked_fixture(live, tf_it_setup, tf_it_teardown);

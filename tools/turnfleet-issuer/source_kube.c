@@ -2,7 +2,6 @@
  * turnfleet.hzmi.dev/pool) and Secrets. Every answer reads the caches afresh: the pool's status
  * (relays ready, draining, ports in use), `<pool>-turn-uris`'s iceServers.json and the current secret
  * (spec.auth.secretRef; a rotation's previousSecretRef is never used to mint). */
-#include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -67,20 +66,20 @@ int is__kube_ready(is_kube *k, char *why, size_t whylen)
   return what == NULL;
 }
 
-/* data[key] of a Secret, base64-decoded, one trailing line ending dropped; NULL with @p why. */
-static char *secret_value(const char *secret_json, const char *key, const char *where, char *why, size_t whylen)
+/* data[key] of a Secret, base64-decoded, one trailing line ending dropped; NULL with @p why. Read from the
+ * cached object by its tape: no parse, no copy of the object. */
+static char *secret_value(const tf_informer_object *secret, const char *key, const char *where, char *why,
+                          size_t whylen)
 {
-  cJSON *o = cJSON_Parse(secret_json);
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "data"), key);
-  char *out = NULL;
-  if (!cJSON_IsString(v) || !*v->valuestring) {
+  char *b64 = NULL, *out = NULL;
+  if (tf_informer_object_string(secret, (const char *const[]){"data", key, NULL}, &b64) < 0 || !*b64) {
     snprintf(why, whylen, "the Secret %s has no key %s", where, key);
   } else {
-    size_t n = strlen(v->valuestring);
+    size_t n = strlen(b64);
     unsigned char *buf = malloc(n + 4);
-    int len = buf ? EVP_DecodeBlock(buf, (const unsigned char *)v->valuestring, (int)n) : -1;
+    int len = buf ? EVP_DecodeBlock(buf, (const unsigned char *)b64, (int)n) : -1;
     if (len >= 0) { /* EVP_DecodeBlock counts the padding as bytes */
-      for (size_t i = n; i > 0 && v->valuestring[i - 1] == '='; i--) len--;
+      for (size_t i = n; i > 0 && b64[i - 1] == '='; i--) len--;
       if (len > 0 && buf[len - 1] == '\n') len--;
       if (len > 0 && buf[len - 1] == '\r') len--;
     }
@@ -92,66 +91,54 @@ static char *secret_value(const char *secret_json, const char *key, const char *
     }
     if (buf) OPENSSL_cleanse(buf, n + 4), free(buf);
   }
-  if (o) { /* the tree held the secret's text */
-    cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
-    for (cJSON *it = data ? data->child : NULL; it; it = it->next)
-      if (it->valuestring) OPENSSL_cleanse(it->valuestring, strlen(it->valuestring));
-    cJSON_Delete(o);
-  }
+  if (b64) OPENSSL_cleanse(b64, strlen(b64)), tf_free(b64);
   return out;
 }
 
 int is__kube_get(is_kube *k, const char *ns, const char *name, is_snapshot **out, char *why, size_t whylen)
 {
   char key[600];
-  char *pool = NULL, *cm = NULL, *secret_obj = NULL, *secret = NULL;
-  cJSON *p = NULL, *c = NULL;
+  tf_informer_object *pool = NULL, *cm = NULL, *secret_obj = NULL;
+  char *ref = NULL, *ref_key = NULL, *ice = NULL, *secret = NULL;
   int code = 503;
   snprintf(key, sizeof(key), "%s/%s", ns, name);
-  if (tf_informer_get(k->pools, key, &pool) < 0) {
+  if (tf_informer_get_object(k->pools, key, &pool) < 0) {
     if (!tf_informer_has_synced(k->pools)) snprintf(why, whylen, "the turnpools cache is not synced yet");
     else snprintf(why, whylen, "pool: no TURNPool %s", key), code = 404;
     goto done;
   }
-  p = cJSON_Parse(pool);
-  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "auth"),
-                                       "secretRef"),
-      "name");
-  const cJSON *ref_key = cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "auth"),
-                                       "secretRef"),
-      "key");
-  if (!cJSON_IsString(ref)) {
+  if (tf_informer_object_string(pool, (const char *const[]){"spec", "auth", "secretRef", "name", NULL}, &ref) < 0) {
     snprintf(why, whylen, "the TURNPool %s has no spec.auth.secretRef.name", key);
     goto done;
   }
+  (void)tf_informer_object_string(pool, (const char *const[]){"spec", "auth", "secretRef", "key", NULL}, &ref_key);
   snprintf(key, sizeof(key), "%s/%s-turn-uris", ns, name);
-  if (tf_informer_get(k->configmaps, key, &cm) < 0) {
+  if (tf_informer_get_object(k->configmaps, key, &cm) < 0) {
     snprintf(why, whylen, "the ConfigMap %s does not exist yet", key);
     goto done;
   }
-  c = cJSON_Parse(cm);
-  const cJSON *ice = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "data"), "iceServers.json");
-  if (!cJSON_IsString(ice)) {
+  if (tf_informer_object_string(cm, (const char *const[]){"data", "iceServers.json", NULL}, &ice) < 0) {
     snprintf(why, whylen, "the ConfigMap %s has no data.iceServers.json", key);
     goto done;
   }
-  snprintf(key, sizeof(key), "%s/%s", ns, ref->valuestring);
-  if (tf_informer_get(k->secrets, key, &secret_obj) < 0) {
+  snprintf(key, sizeof(key), "%s/%s", ns, ref);
+  if (tf_informer_get_object(k->secrets, key, &secret_obj) < 0) {
     snprintf(why, whylen, "the Secret %s does not exist", key);
     goto done;
   }
-  secret = secret_value(secret_obj, cJSON_IsString(ref_key) ? ref_key->valuestring : "secret", key, why, whylen);
+  secret = secret_value(secret_obj, ref_key ? ref_key : "secret", key, why, whylen);
   if (!secret) goto done;
-  *out = is__snapshot_new(ice->valuestring, strlen(ice->valuestring), pool, strlen(pool), secret, why, whylen);
+  size_t pool_len;
+  const char *pool_json = tf_informer_object_json(pool, &pool_len);
+  *out = is__snapshot_new(ice, strlen(ice), pool_json, pool_len, secret, why, whylen);
   secret = NULL; /* taken */
   if (*out) code = 200;
 done:
-  if (secret_obj) OPENSSL_cleanse(secret_obj, strlen(secret_obj)), tf_free(secret_obj);
-  tf_free(pool);
-  tf_free(cm);
-  cJSON_Delete(p);
-  cJSON_Delete(c);
+  tf_informer_object_release(pool);
+  tf_informer_object_release(cm);
+  tf_informer_object_release(secret_obj);
+  tf_free(ref);
+  tf_free(ref_key);
+  tf_free(ice);
   return code;
 }

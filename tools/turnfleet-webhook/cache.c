@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 struct wh_cache {
   tf_informer *pools, *nodes, *endpoints; /* endpoints: the API servers', which no relay may take */
@@ -98,25 +97,28 @@ static wh_snapshot *build(wh_cache *c)
       free(doc);
     }
     /* the API servers' endpoints, as the operator's planner reserves them */
-    char *ep = NULL;
-    if (s->nodes && tf_informer_get(c->endpoints, "default/kubernetes", &ep) == 0)
-      (void)tf_nodes_reserve_endpoints(s->nodes, ep, strlen(ep), "the Kubernetes API server");
-    tf_free(ep);
+    tf_informer_object *ep = NULL;
+    if (s->nodes && tf_informer_get_object(c->endpoints, "default/kubernetes", &ep) == 0) {
+      size_t len;
+      const char *text = tf_informer_object_json(ep, &len);
+      (void)tf_nodes_reserve_endpoints(s->nodes, text, len, "the Kubernetes API server");
+    }
+    tf_informer_object_release(ep);
     tf_free(list);
     list = NULL;
   }
-  if (tf_informer_list(c->pools, NULL, NULL, &list) == 0) {
-    cJSON *arr = cJSON_Parse(list);
-    tf_free(list);
-    int n = cJSON_GetArraySize(arr);
-    s->pools = calloc(n > 0 ? (size_t)n : 1, sizeof(tf_pool *));
-    for (const cJSON *it = arr ? arr->child : NULL; it && s->pools; it = it->next) {
-      char *text = cJSON_PrintUnformatted(it);
+  /* each cached pool's own text, borrowed: parsed once into its tf_pool, never printed again */
+  tf_informer_object **objs = NULL;
+  size_t n = 0;
+  if (tf_informer_list_objects(c->pools, NULL, NULL, &objs, &n) == 0) {
+    s->pools = calloc(n + 1, sizeof(tf_pool *));
+    for (size_t i = 0; i < n && s->pools; i++) {
+      size_t len;
+      const char *text = tf_informer_object_json(objs[i], &len);
       tf_pool *p = NULL;
-      if (text && tf_pool_parse(&p, text, strlen(text), TF_FORMAT_JSON) == 0) s->pools[s->pool_count++] = p;
-      cJSON_free(text);
+      if (tf_pool_parse(&p, text, len, TF_FORMAT_JSON) == 0) s->pools[s->pool_count++] = p;
     }
-    cJSON_Delete(arr);
+    tf_informer_objects_release(objs, n);
   }
   return s;
 }

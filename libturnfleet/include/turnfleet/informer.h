@@ -2,7 +2,8 @@
  * @file turnfleet/informer.h
  * @brief Controller machinery on top of tf_kube: the informer (client-go's
  * reflector: list, watch, relist on 410, backoff, stall watchdog) with a cache
- * indexed by namespace and label; a keyed, rate-limited work queue; Lease
+ * of shared read-only objects (each parsed once), indexed by namespace, label
+ * and the caller's index functions; a keyed, rate-limited work queue; Lease
  * leader election; an Event recorder with client-side dedupe.
  *
  * How it runs: an informer and an elector each own one worker thread that
@@ -14,7 +15,9 @@
  * lock held, one at a time and in order, so a callback may call
  * tf_informer_get()/tf_informer_list() and tf_workqueue_add(); it must not
  * call the stop or free function of the handle that called it. Strings passed
- * to callbacks are borrowed for the call.
+ * to callbacks are borrowed for the call. A transform and the index functions
+ * run on the informer's thread too, with no lock held, before the object is
+ * cached.
  */
 #ifndef TURNFLEET_INFORMER_H
 #define TURNFLEET_INFORMER_H
@@ -31,6 +34,24 @@ TF_BEGIN_DECL
 /** A list+watch cache of one collection. */
 typedef struct tf_informer tf_informer;
 
+/**
+ * A cached object in its compact read-only form: parsed once when it came (watch event or list item), held as
+ * its minified JSON text with an offset tape over its values, in one allocation, never changed. Reference
+ * counted: a reader that got one from the informer holds it until tf_informer_object_release(), across any
+ * update or delete of that object in the cache (which only drops the cache's own reference). Any thread.
+ * (since 0.2.0)
+ */
+typedef struct tf_informer_object tf_informer_object;
+
+/**
+ * A change the caller makes to each object before it is cached (client-go's transform): drop what no reader
+ * needs. Given to tf_informer_options.transform; valid only during that call.
+ */
+typedef struct tf_informer_edit tf_informer_edit;
+
+/** The values an index function gives one object (tf_informer_add_indexer()); valid only during that call. */
+typedef struct tf_informer_values tf_informer_values;
+
 /** What happened to a cached object. */
 typedef enum tf_informer_op {
   TF_INFORMER_ADDED = 0,   /**< new in the cache */
@@ -42,10 +63,20 @@ typedef enum tf_informer_op {
  * A cache change, called on the informer's thread after the cache has changed.
  * @param op      what happened
  * @param key     `namespace/name` (or `name` for cluster-scoped objects)
- * @param object  the object as JSON text (the new state; for DELETED the last state)
+ * @param object  the object as JSON text (the new state; for DELETED the last state), borrowed from the
+ *                cached form (tf_informer_object_json()): no copy is made for the call
  * @param payload tf_informer_options.payload
  */
 typedef void (*tf_informer_cb)(tf_informer_op op, const char *key, const char *object, void *payload);
+
+/**
+ * The caller's transform, on the informer's thread before the object is cached (metadata.managedFields is
+ * dropped already). No library lock is held. It may only read and remove through @p edit.
+ * @param edit    the object being cached
+ * @param key     `namespace/name` or `name`
+ * @param payload tf_informer_options.transform_payload
+ */
+typedef void (*tf_informer_transform_cb)(tf_informer_edit *edit, const char *key, void *payload);
 
 /** Informer knobs. Fields are only appended; strings are copied. */
 typedef struct tf_informer_options {
@@ -70,12 +101,15 @@ typedef struct tf_informer_options {
                                     a minute); a watch that brings neither an event nor a bookmark for twice this
                                     is dropped and the cache relisted at once. Default 60000; 0 = no such check.
                                     A version-1 caller gets the default. */
+  /* version 3 (0.2.0) */
+  tf_informer_transform_cb transform; /**< or NULL: each object before it is cached */
+  void *transform_payload;            /**< passed to transform */
 } tf_informer_options;
 
 /** Current version of tf_informer_options. */
-#define TF_INFORMER_OPTIONS_VERSION 2
+#define TF_INFORMER_OPTIONS_VERSION 3
 /** Defaults for tf_informer_options. */
-#define TF_INFORMER_OPTIONS_INIT {TF_INFORMER_OPTIONS_VERSION, NULL, NULL, NULL, 0, 300, 600, 0, 800, 30000, 120000, NULL, NULL, NULL, NULL, TF_LOG_INFO, 60000}
+#define TF_INFORMER_OPTIONS_INIT {TF_INFORMER_OPTIONS_VERSION, NULL, NULL, NULL, 0, 300, 600, 0, 800, 30000, 120000, NULL, NULL, NULL, NULL, TF_LOG_INFO, 60000, NULL, NULL}
 
 /**
  * Fill @p opts with the defaults.
@@ -122,6 +156,7 @@ TF_EXTERN(size_t) tf_informer_count(const tf_informer *inf);
  * @param      key `namespace/name` or `name`
  * @param[out] out the object as JSON text; free with tf_free()
  * @return 0, TF_ENOTFOUND, TF_EINVALID, TF_ENOMEM
+ * A copy of the cached text; tf_informer_get_object() shares it instead.
  */
 TF_EXTERN(tf_err) tf_informer_get(const tf_informer *inf, const char *key, char **out);
 
@@ -134,6 +169,141 @@ TF_EXTERN(tf_err) tf_informer_get(const tf_informer *inf, const char *key, char 
  * @return 0, TF_EINVALID (label without '='), TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_informer_list(const tf_informer *inf, const char *ns, const char *label, char **out);
+
+/**
+ * One cached object, shared. Any thread. No copy, no parse: the reader borrows the cache's own form.
+ * @param      inf the informer
+ * @param      key `namespace/name` or `name`
+ * @param[out] out the object, referenced; release with tf_informer_object_release()
+ * @return 0, TF_ENOTFOUND, TF_EINVALID (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_get_object(const tf_informer *inf, const char *key, tf_informer_object **out);
+
+/**
+ * Cached objects through the namespace and label indexes, shared, sorted by key. Any thread.
+ * @param      inf   the informer
+ * @param      ns    only this namespace, or NULL
+ * @param      label only objects with this label, `key=value`, or NULL
+ * @param[out] out   an array of referenced objects (NULL when none); release with tf_informer_objects_release()
+ * @param[out] n     how many
+ * @return 0, TF_EINVALID (label without '='), TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_list_objects(const tf_informer *inf, const char *ns, const char *label,
+                                           tf_informer_object ***out, size_t *n);
+
+/**
+ * An index function (client-go's IndexFunc): the values under which @p obj is found in its index, each given
+ * with tf_informer_values_add() (none: the object is not in this index). Called on the informer's thread
+ * before the object is cached, with no library lock held; it must only read @p obj.
+ * @param obj     the object
+ * @param out     where the values go
+ * @param payload the indexer's payload
+ */
+typedef void (*tf_informer_index_cb)(const tf_informer_object *obj, tf_informer_values *out, void *payload);
+
+/**
+ * Register an index (client-go's Indexers), before tf_informer_start().
+ * @param inf     the informer
+ * @param name    the index's name (copied), unique per informer
+ * @param fn      the index function
+ * @param payload passed to @p fn
+ * @return 0, TF_EINVALID (started, name taken or empty), TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_add_indexer(tf_informer *inf, const char *name, tf_informer_index_cb fn, void *payload);
+
+/**
+ * Add one value for the object being indexed (a value given twice counts once).
+ * @param out   from the index function
+ * @param value copied
+ * @return 0, TF_EINVALID, TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_values_add(tf_informer_values *out, const char *value);
+
+/**
+ * The cached objects an index holds under @p value, shared, sorted by key. Any thread.
+ * @param      inf   the informer
+ * @param      index a name given to tf_informer_add_indexer()
+ * @param      value the value
+ * @param[out] out   an array of referenced objects (NULL when none); release with tf_informer_objects_release()
+ * @param[out] n     how many
+ * @return 0, TF_ENOTFOUND (no such index), TF_EINVALID, TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_by_index(const tf_informer *inf, const char *index, const char *value,
+                                       tf_informer_object ***out, size_t *n);
+
+/** Bytes the cached objects take (their compact forms, tapes included). Any thread. @param inf the informer (since 0.2.0) */
+TF_EXTERN(size_t) tf_informer_bytes(const tf_informer *inf);
+
+/**
+ * Read and remove in a transform (tf_informer_transform_cb).
+ * @param edit the object being cached
+ * @param path keys of nested objects from the root, NULL-terminated: `{"data", "big", NULL}`
+ * @return the string there (borrowed for the call), or NULL when it is absent or no string (since 0.2.0)
+ */
+TF_EXTERN(const char *) tf_informer_edit_string(const tf_informer_edit *edit, const char *const *path);
+
+/**
+ * Remove the member at @p path.
+ * @param edit the object being cached
+ * @param path keys of nested objects from the root, NULL-terminated
+ * @return 1 removed, 0 it was not there (since 0.2.0)
+ */
+TF_EXTERN(int) tf_informer_edit_remove(tf_informer_edit *edit, const char *const *path);
+
+/**
+ * An object of the compact form from JSON text (what the informer caches, managedFields dropped), for a
+ * caller that has an object from elsewhere.
+ * @param[out] out  the object; release with tf_informer_object_release()
+ * @param      json a JSON object with metadata.name
+ * @param      len  its length
+ * @return 0, TF_EINVALID (names what is missing), TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_object_parse(tf_informer_object **out, const char *json, size_t len);
+
+/** One more reference. @param obj the object (NULL: NULL) @return @p obj (since 0.2.0) */
+TF_EXTERN(tf_informer_object *) tf_informer_object_ref(tf_informer_object *obj);
+
+/** Drop a reference; the last one frees it. NULL does nothing. @param obj the object (since 0.2.0) */
+TF_EXTERN(void) tf_informer_object_release(tf_informer_object *obj);
+
+/** Release each object of @p objs and free the array. NULL does nothing. @param objs the array @param n its count (since 0.2.0) */
+TF_EXTERN(void) tf_informer_objects_release(tf_informer_object **objs, size_t n);
+
+/**
+ * The object as minified JSON, borrowed from it (valid while the reference is held), NUL-terminated.
+ * @param      obj the object
+ * @param[out] len its length, or NULL
+ * @return the text (since 0.2.0)
+ */
+TF_EXTERN(const char *) tf_informer_object_json(const tf_informer_object *obj, size_t *len);
+
+/** The object's cache key (`namespace/name` or `name`), borrowed from it. @param obj the object (since 0.2.0) */
+TF_EXTERN(const char *) tf_informer_object_key(const tf_informer_object *obj);
+
+/** Bytes this object takes (header, tape, text, key). @param obj the object (since 0.2.0) */
+TF_EXTERN(size_t) tf_informer_object_size(const tf_informer_object *obj);
+
+/**
+ * The JSON of one value, by the tape (no parse), borrowed from the object: a slice of its text, not
+ * NUL-terminated.
+ * @param      obj  the object
+ * @param      path keys of nested objects from the root, NULL-terminated (`{"metadata", "labels", NULL}`);
+ *                  NULL or empty: the whole object
+ * @param[out] json the value's first byte
+ * @param[out] len  its length
+ * @return 0, TF_ENOTFOUND (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_object_find(const tf_informer_object *obj, const char *const *path, const char **json,
+                                          size_t *len);
+
+/**
+ * A string value, decoded.
+ * @param      obj  the object
+ * @param      path as for tf_informer_object_find()
+ * @param[out] out  the string; free with tf_free()
+ * @return 0, TF_ENOTFOUND, TF_EINVALID (not a string), TF_ENOMEM (since 0.2.0)
+ */
+TF_EXTERN(tf_err) tf_informer_object_string(const tf_informer_object *obj, const char *const *path, char **out);
 
 /**
  * How many times the informer listed (the first list included): a relist after a 410, after a

@@ -4,9 +4,11 @@
  * from it; 410 (ERROR event, HTTP 410 on the watch or on the LIST) relists and
  * the relist's diff emits the deletes the watch missed; other failures back off
  * (0.8 s doubling to 30 s, at least what the server asked, reset after 2 min
- * healthy) and re-watch from the same RV. The cache is a map by key with a
- * namespace index and a label index, read under the informer's lock from any
- * thread; callbacks run on the worker with no lock held. A watch that brings
+ * healthy) and re-watch from the same RV. The cache is a map by key of shared
+ * read-only objects (informer_object.c) with a namespace index, a label index
+ * and the caller's indexes, read under the informer's lock from any thread;
+ * an object is built, transformed and indexed before the lock is taken, and
+ * callbacks run on the worker with no lock held. A watch that brings
  * neither an event nor a bookmark for two bookmark intervals is dropped and
  * the cache relisted at once (a silent stream may have lost events, and its
  * bytes, if any, prove nothing). */
@@ -25,12 +27,35 @@
 /* the handle's log sink (never sees secrets) */
 #define TF_INF__LOG(h, level, ...) tf_log__emit((h)->o.log, (h)->o.log_payload, (h)->o.log_level, level, __VA_ARGS__)
 
+typedef struct tf_inf__iv {
+  size_t index; /* into tf_informer.idx */
+  char *value;
+} tf_inf__iv;
+
 typedef struct tf_inf__obj {
-  cJSON *obj;
+  tf_informer_object *obj; /* the cache's reference */
   char *ns;      /* or NULL */
   char **labels; /* "k=v" */
   size_t nlabels;
+  tf_inf__iv *ivs; /* its values in the caller's indexes */
+  size_t nivs;
 } tf_inf__obj;
+
+typedef struct tf_inf__indexer {
+  char *name;
+  tf_informer_index_cb fn;
+  void *payload;
+  tf_smap *map; /* value -> set of keys */
+} tf_inf__indexer;
+
+struct tf_informer_values {
+  char **v;
+  size_t n, cap;
+};
+
+struct tf_informer_edit {
+  cJSON *tree;
+};
 
 struct tf_informer {
   tf_kube *k;
@@ -41,6 +66,9 @@ struct tf_informer {
   tf_smap *cache;    /* key -> tf_inf__obj */
   tf_smap *by_ns;    /* ns -> set of keys (tf_smap, values unused) */
   tf_smap *by_label; /* "k=v" -> set of keys */
+  tf_inf__indexer *idx; /* the caller's, fixed once started */
+  size_t nidx;
+  size_t bytes;      /* the cached objects' sizes */
   char *last_rv;     /* "" before the first list */
   int synced;
   /* worker */
@@ -60,15 +88,24 @@ static void tf_inf__obj_free(void *p)
 {
   tf_inf__obj *o = p;
   if (!o) return;
-  cJSON_Delete(o->obj);
+  tf_informer_object_release(o->obj);
   free(o->ns);
   for (size_t i = 0; i < o->nlabels; i++) free(o->labels[i]);
   free(o->labels);
+  for (size_t i = 0; i < o->nivs; i++) free(o->ivs[i].value);
+  free(o->ivs);
   free(o);
 }
 
 static void tf_inf__set_free(void *p) { tf_smap__free(p); }
 
+
+size_t tf_informer__options_size(unsigned int version)
+{
+  return version <= 1   ? offsetof(tf_informer_options, bookmark_interval_ms)
+         : version == 2 ? offsetof(tf_informer_options, transform)
+                        : sizeof(tf_informer_options);
+}
 
 tf_err tf_informer_options_init(tf_informer_options *opts, unsigned int version)
 {
@@ -76,7 +113,7 @@ tf_err tf_informer_options_init(tf_informer_options *opts, unsigned int version)
   if (version == 0 || version > TF_INFORMER_OPTIONS_VERSION)
     return tf_error__set(TF_EINVALID, "tf_informer_options: unknown version %u", version);
   tf_informer_options d = TF_INFORMER_OPTIONS_INIT;
-  memcpy(opts, &d, version == 1 ? offsetof(tf_informer_options, bookmark_interval_ms) : sizeof(d)); /* the caller's */
+  memcpy(opts, &d, tf_informer__options_size(version)); /* the caller's */
   opts->version = version;
   return TF_OK;
 }
@@ -105,6 +142,10 @@ tf_err tf_informer_new(tf_informer **out, tf_kube *kube, const tf_informer_optio
   o.log_payload = opts->log_payload;
   o.log_level = opts->log_level;
   if (opts->version >= 2) o.bookmark_interval_ms = opts->bookmark_interval_ms;
+  if (opts->version >= 3) {
+    o.transform = opts->transform;
+    o.transform_payload = opts->transform_payload;
+  }
   if (o.bookmark_interval_ms < 0) return tf_error__set(TF_EINVALID, "bookmark_interval_ms: must be >= 0");
   if (!o.path || o.path[0] != '/' || strchr(o.path, '?'))
     return tf_error__set(TF_EINVALID, "path: a collection path is required");
@@ -144,7 +185,7 @@ tf_err tf_informer_new(tf_informer **out, tf_kube *kube, const tf_informer_optio
   return TF_OK;
 }
 
-/* ---- cache (mu held) ---- */
+/* ---- entries (built with no lock held) ---- */
 
 static char *tf_inf__key(const cJSON *obj)
 {
@@ -152,6 +193,93 @@ static char *tf_inf__key(const cJSON *obj)
   if (!name || !*name) return NULL;
   return ns && *ns ? tf_asprintf__("%s/%s", ns, name) : tf_strdup__(name);
 }
+
+static cJSON *tf_inf__walk(cJSON *tree, const char *const *path, size_t n)
+{
+  for (size_t i = 0; tree && i < n; i++) tree = cJSON_GetObjectItemCaseSensitive(tree, path[i]);
+  return tree;
+}
+
+const char *tf_informer_edit_string(const tf_informer_edit *edit, const char *const *path)
+{
+  size_t n = 0;
+  while (path && path[n]) n++;
+  return edit ? cJSON_GetStringValue(tf_inf__walk(edit->tree, path, n)) : NULL;
+}
+
+int tf_informer_edit_remove(tf_informer_edit *edit, const char *const *path)
+{
+  size_t n = 0;
+  while (path && path[n]) n++;
+  cJSON *parent = edit && n ? tf_inf__walk(edit->tree, path, n - 1) : NULL;
+  cJSON *gone = cJSON_IsObject(parent) ? cJSON_DetachItemFromObjectCaseSensitive(parent, path[n - 1]) : NULL;
+  cJSON_Delete(gone);
+  return gone != NULL;
+}
+
+tf_err tf_informer_values_add(tf_informer_values *out, const char *value)
+{
+  TF_ASSERT_ARG(out && value);
+  for (size_t i = 0; i < out->n; i++)
+    if (strcmp(out->v[i], value) == 0) return TF_OK;
+  if (out->n == out->cap) {
+    size_t cap = out->cap ? out->cap * 2 : 4;
+    char **v = realloc(out->v, cap * sizeof(*v));
+    if (!v) return tf_error__nomem();
+    out->v = v;
+    out->cap = cap;
+  }
+  if (!(out->v[out->n] = tf_strdup__(value))) return tf_error__nomem();
+  out->n++;
+  return TF_OK;
+}
+
+/* @p tree (changed: the transform, managedFields) as a cache entry, indexed; NULL on no memory. */
+static tf_inf__obj *tf_inf__entry(tf_informer *inf, cJSON *tree, const char *key)
+{
+  tf_inf__obj *o = calloc(1, sizeof(*o));
+  if (!o) return NULL;
+  if (inf->o.transform) {
+    tf_informer_edit edit = {tree};
+    inf->o.transform(&edit, key, inf->o.transform_payload);
+  }
+  const char *ns = tf_kube__meta_str(tree, "namespace");
+  o->ns = ns && *ns ? tf_strdup__(ns) : NULL;
+  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tree, "metadata"), "labels");
+  int n = cJSON_IsObject(labels) ? cJSON_GetArraySize(labels) : 0;
+  if (n > 0 && (o->labels = calloc((size_t)n, sizeof(char *)))) {
+    const cJSON *l;
+    cJSON_ArrayForEach(l, labels)
+    {
+      if (cJSON_IsString(l) && l->string) {
+        char *kv = tf_asprintf__("%s=%s", l->string, l->valuestring);
+        if (kv) o->labels[o->nlabels++] = kv;
+      }
+    }
+  }
+  if ((ns && *ns && !o->ns) || !(o->obj = tf_inf__object_build(tree, key))) {
+    tf_inf__obj_free(o);
+    return NULL;
+  }
+  for (size_t i = 0; i < inf->nidx; i++) {
+    tf_informer_values vals = {0};
+    inf->idx[i].fn(o->obj, &vals, inf->idx[i].payload);
+    tf_inf__iv *ivs = vals.n ? realloc(o->ivs, (o->nivs + vals.n) * sizeof(*ivs)) : o->ivs;
+    for (size_t j = 0; j < vals.n; j++) {
+      if (ivs) ivs[o->nivs++] = (tf_inf__iv){i, vals.v[j]};
+      else free(vals.v[j]);
+    }
+    free(vals.v);
+    if (!ivs && vals.n) {
+      tf_inf__obj_free(o);
+      return NULL;
+    }
+    o->ivs = ivs;
+  }
+  return o;
+}
+
+/* ---- cache (mu held) ---- */
 
 static void tf_inf__index(tf_smap *idx, const char *val, const char *key, int add)
 {
@@ -170,51 +298,49 @@ static void tf_inf__index(tf_smap *idx, const char *val, const char *key, int ad
   }
 }
 
-static void tf_inf__unindex(tf_informer *inf, const char *key, const tf_inf__obj *o)
+static void tf_inf__link(tf_informer *inf, const char *key, const tf_inf__obj *o, int add)
 {
-  if (o->ns) tf_inf__index(inf->by_ns, o->ns, key, 0);
-  for (size_t i = 0; i < o->nlabels; i++) tf_inf__index(inf->by_label, o->labels[i], key, 0);
+  if (o->ns) tf_inf__index(inf->by_ns, o->ns, key, add);
+  for (size_t i = 0; i < o->nlabels; i++) tf_inf__index(inf->by_label, o->labels[i], key, add);
+  for (size_t i = 0; i < o->nivs; i++) tf_inf__index(inf->idx[o->ivs[i].index].map, o->ivs[i].value, key, add);
+  size_t size = tf_informer_object_size(o->obj);
+  inf->bytes = add ? inf->bytes + size : inf->bytes - size;
 }
 
-/* Take @p obj into the cache under @p key (obj is owned from here on). */
-static void tf_inf__store(tf_informer *inf, const char *key, cJSON *obj)
+/* Take entry @p o into the cache under @p key (owned from here on). */
+static void tf_inf__store(tf_informer *inf, const char *key, tf_inf__obj *o)
 {
   tf_inf__obj *old = tf_smap__get(inf->cache, key);
-  if (old) tf_inf__unindex(inf, key, old);
-  tf_inf__obj *o = calloc(1, sizeof(*o));
-  if (!o) {
-    cJSON_Delete(obj);
-    return;
-  }
-  o->obj = obj;
-  const char *ns = tf_kube__meta_str(obj, "namespace");
-  o->ns = ns && *ns ? tf_strdup__(ns) : NULL;
-  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
-  int n = cJSON_IsObject(labels) ? cJSON_GetArraySize(labels) : 0;
-  if (n > 0 && (o->labels = calloc((size_t)n, sizeof(char *)))) {
-    const cJSON *l;
-    cJSON_ArrayForEach(l, labels)
-    {
-      if (cJSON_IsString(l) && l->string) {
-        char *kv = tf_asprintf__("%s=%s", l->string, l->valuestring);
-        if (kv) o->labels[o->nlabels++] = kv;
-      }
-    }
-  }
+  if (old) tf_inf__link(inf, key, old, 0);
   if (tf_smap__put(inf->cache, key, o) < 0) {
+    if (old) tf_smap__del(inf->cache, key); /* what it had is stale now */
     tf_inf__obj_free(o);
     return;
   }
-  if (o->ns) tf_inf__index(inf->by_ns, o->ns, key, 1);
-  for (size_t i = 0; i < o->nlabels; i++) tf_inf__index(inf->by_label, o->labels[i], key, 1);
+  tf_inf__link(inf, key, o, 1);
 }
 
-static void tf_inf__remove(tf_informer *inf, const char *key)
+/* Drop @p key; the cache's reference to its last state goes to @p last (or is released). */
+static void tf_inf__remove(tf_informer *inf, const char *key, tf_informer_object **last)
 {
   tf_inf__obj *old = tf_smap__get(inf->cache, key);
   if (!old) return;
-  tf_inf__unindex(inf, key, old);
+  tf_inf__link(inf, key, old, 0);
+  if (last) {
+    *last = old->obj;
+    old->obj = NULL;
+  }
   tf_smap__del(inf->cache, key);
+}
+
+/* Whether cached @p o has resourceVersion @p rv. */
+static int tf_inf__same_rv(const tf_informer_object *o, const char *rv)
+{
+  const char *v;
+  size_t n;
+  if (!rv || tf_informer_object_find(o, (const char *const[]){"metadata", "resourceVersion", NULL}, &v, &n) < 0)
+    return 0;
+  return n >= 2 && n - 2 == strlen(rv) && memcmp(v + 1, rv, n - 2) == 0;
 }
 
 static void tf_inf__set_rv(tf_informer *inf, const char *rv)
@@ -228,13 +354,9 @@ static void tf_inf__set_rv(tf_informer *inf, const char *rv)
   pthread_mutex_unlock(&inf->mu);
 }
 
-static void tf_inf__notify(tf_informer *inf, tf_informer_op op, const char *key, const cJSON *obj)
+static void tf_inf__notify(tf_informer *inf, tf_informer_op op, const char *key, const tf_informer_object *obj)
 {
-  if (!inf->o.on_change) return;
-  char *txt = cJSON_PrintUnformatted(obj);
-  if (!txt) return;
-  inf->o.on_change(op, key, txt, inf->o.payload);
-  free(txt);
+  if (inf->o.on_change && obj) inf->o.on_change(op, key, tf_informer_object_json(obj, NULL), inf->o.payload);
 }
 
 /* A watch event (on the worker). */
@@ -255,15 +377,20 @@ static int tf_inf__on_event(int type, cJSON *object, void *arg)
     return 0;
   }
   tf_informer_op op;
-  cJSON *copy = NULL;
+  tf_inf__obj *e = type == TF_KUBE_EVENT_DELETED ? NULL : tf_inf__entry(inf, object, key);
+  tf_informer_object *note = NULL; /* what the callback sees: the new state, or the last one */
   pthread_mutex_lock(&inf->mu);
   int had = tf_smap__has(inf->cache, key);
   if (type == TF_KUBE_EVENT_DELETED) {
-    tf_inf__remove(inf, key);
+    tf_inf__remove(inf, key, &note);
     op = TF_INFORMER_DELETED;
   } else {
-    copy = cJSON_Duplicate(object, 1);
-    if (copy) tf_inf__store(inf, key, copy);
+    if (e) {
+      note = tf_informer_object_ref(e->obj);
+      tf_inf__store(inf, key, e);
+    } else {
+      tf_inf__remove(inf, key, NULL); /* no memory: better absent than stale */
+    }
     op = had ? TF_INFORMER_UPDATED : TF_INFORMER_ADDED;
   }
   if (rv && *rv) {
@@ -274,7 +401,8 @@ static int tf_inf__on_event(int type, cJSON *object, void *arg)
     }
   }
   pthread_mutex_unlock(&inf->mu);
-  if (op != TF_INFORMER_DELETED || had) tf_inf__notify(inf, op, key, object);
+  if (op != TF_INFORMER_DELETED || had) tf_inf__notify(inf, op, key, note);
+  tf_informer_object_release(note);
   free(key);
   return 0;
 }
@@ -283,61 +411,70 @@ static int tf_inf__on_event(int type, cJSON *object, void *arg)
 static void tf_inf__replace(tf_informer *inf, cJSON *list)
 {
   cJSON *items = cJSON_GetObjectItemCaseSensitive(list, "items");
-  tf_smap *seen = tf_smap__new(NULL);
   typedef struct {
     tf_informer_op op;
     char *key;
-    cJSON *obj; /* a copy for the notification */
+    cJSON *item;             /* in the list */
+    int same;                /* the cache has its RV */
+    tf_inf__obj *entry;       /* built with no lock held; NULL once stored or when unchanged */
+    tf_informer_object *obj; /* referenced for the notification */
   } note;
-  size_t cap = (size_t)cJSON_GetArraySize(items) + tf_smap__count(inf->cache) + 1, n = 0;
-  note *notes = calloc(cap, sizeof(*notes));
+  size_t nitems = (size_t)cJSON_GetArraySize(items), n = 0;
+  tf_smap *seen = tf_smap__new(NULL);
+  note *notes = calloc(nitems + 1, sizeof(*notes));
   if (!seen || !notes) {
     tf_smap__free(seen);
     free(notes);
     return;
   }
-  pthread_mutex_lock(&inf->mu);
   cJSON *it;
   cJSON_ArrayForEach(it, items)
   {
     char *key = tf_inf__key(it);
-    if (!key) continue;
-    tf_smap__put(seen, key, (void *)1);
-    tf_inf__obj *old = tf_smap__get(inf->cache, key);
-    const char *nrv = tf_kube__meta_str(it, "resourceVersion");
-    const char *orv = old ? tf_kube__meta_str(old->obj, "resourceVersion") : NULL;
-    int changed = !old || !nrv || !orv || strcmp(nrv, orv) != 0;
-    if (changed) {
-      cJSON *copy = cJSON_Duplicate(it, 1);
-      if (copy) {
-        tf_inf__store(inf, key, copy);
-        notes[n].op = old ? TF_INFORMER_UPDATED : TF_INFORMER_ADDED;
-        notes[n].key = key;
-        notes[n].obj = cJSON_Duplicate(it, 1);
-        n++;
-        continue;
-      }
+    if (!key || tf_smap__has(seen, key) || tf_smap__put(seen, key, (void *)1) < 0) {
+      free(key);
+      continue;
     }
-    free(key);
+    notes[n].key = key;
+    notes[n].item = it;
+    n++;
+  }
+  /* which changed (RV), under the lock; then those built with none held (only this thread writes the cache) */
+  pthread_mutex_lock(&inf->mu);
+  for (size_t i = 0; i < n; i++) {
+    const tf_inf__obj *old = tf_smap__get(inf->cache, notes[i].key);
+    const char *rv = tf_kube__meta_str(notes[i].item, "resourceVersion");
+    notes[i].op = old ? TF_INFORMER_UPDATED : TF_INFORMER_ADDED;
+    notes[i].same = old && rv && tf_inf__same_rv(old->obj, rv); /* nothing to build */
+  }
+  pthread_mutex_unlock(&inf->mu);
+  for (size_t i = 0; i < n; i++)
+    if (!notes[i].same) notes[i].entry = tf_inf__entry(inf, notes[i].item, notes[i].key);
+  /* the gone ones are found under the lock, so their notes are counted after it */
+  note *gone = NULL;
+  size_t ngone = 0;
+  pthread_mutex_lock(&inf->mu);
+  for (size_t i = 0; i < n; i++) {
+    tf_inf__obj *cur = notes[i].entry;
+    notes[i].entry = NULL;
+    if (!cur) continue; /* unchanged, or no memory: keep what it had */
+    notes[i].obj = tf_informer_object_ref(cur->obj);
+    tf_inf__store(inf, notes[i].key, cur);
   }
   /* what vanished while we were not watching */
   size_t pos = 0;
   const char *k;
   void *v;
-  char **gone = calloc(tf_smap__count(inf->cache) + 1, sizeof(char *));
-  size_t ngone = 0;
-  while (gone && tf_smap__next(inf->cache, &pos, &k, &v))
-    if (!tf_smap__has(seen, k)) gone[ngone++] = tf_strdup__(k);
+  gone = calloc(tf_smap__count(inf->cache) + 1, sizeof(*gone));
+  char **keys = calloc(tf_smap__count(inf->cache) + 1, sizeof(char *));
+  while (gone && keys && tf_smap__next(inf->cache, &pos, &k, &v))
+    if (!tf_smap__has(seen, k)) keys[ngone++] = tf_strdup__(k);
   for (size_t i = 0; i < ngone; i++) {
-    if (!gone[i]) continue;
-    tf_inf__obj *old = tf_smap__get(inf->cache, gone[i]);
-    notes[n].op = TF_INFORMER_DELETED;
-    notes[n].key = gone[i];
-    notes[n].obj = cJSON_Duplicate(old->obj, 1);
-    n++;
-    tf_inf__remove(inf, gone[i]);
+    gone[i].op = TF_INFORMER_DELETED;
+    gone[i].key = keys[i];
+    if (keys[i]) tf_inf__remove(inf, keys[i], &gone[i].obj);
   }
-  free(gone);
+  free(keys);
   const char *rv = tf_kube__meta_str(list, "resourceVersion");
   if (rv && *rv) {
     char *c = tf_strdup__(rv);
@@ -351,12 +488,14 @@ static void tf_inf__replace(tf_informer *inf, cJSON *list)
   pthread_cond_broadcast(&inf->cv);
   pthread_mutex_unlock(&inf->mu);
   tf_smap__free(seen);
-  for (size_t i = 0; i < n; i++) {
-    if (notes[i].obj) tf_inf__notify(inf, notes[i].op, notes[i].key, notes[i].obj);
-    cJSON_Delete(notes[i].obj);
-    free(notes[i].key);
+  for (size_t i = 0; i < n + ngone; i++) {
+    note *nt = i < n ? &notes[i] : &gone[i - n];
+    if (nt->obj) tf_inf__notify(inf, nt->op, nt->key, nt->obj);
+    tf_informer_object_release(nt->obj);
+    free(nt->key);
   }
   free(notes);
+  free(gone);
 }
 
 static void tf_inf__resync(tf_informer *inf)
@@ -367,23 +506,15 @@ static void tf_inf__resync(tf_informer *inf)
   inf->next_resync = now + inf->o.resync_ms;
   pthread_mutex_lock(&inf->mu);
   size_t n = tf_smap__count(inf->cache), i = 0, pos = 0;
-  char **keys = calloc(n + 1, sizeof(char *));
-  char **texts = calloc(n + 1, sizeof(char *));
+  tf_informer_object **objs = calloc(n + 1, sizeof(*objs));
   const char *k;
   void *v;
-  while (keys && texts && tf_smap__next(inf->cache, &pos, &k, &v)) {
-    keys[i] = tf_strdup__(k);
-    texts[i] = cJSON_PrintUnformatted(((tf_inf__obj *)v)->obj);
-    i++;
-  }
+  while (objs && tf_smap__next(inf->cache, &pos, &k, &v)) objs[i++] = tf_informer_object_ref(((tf_inf__obj *)v)->obj);
   pthread_mutex_unlock(&inf->mu);
-  for (size_t j = 0; j < i; j++) {
-    if (keys[j] && texts[j]) inf->o.on_change(TF_INFORMER_UPDATED, keys[j], texts[j], inf->o.payload);
-    free(keys[j]);
-    free(texts[j]);
-  }
-  free(keys);
-  free(texts);
+  for (size_t j = 0; j < i; j++)
+    inf->o.on_change(TF_INFORMER_UPDATED, tf_informer_object_key(objs[j]), tf_informer_object_json(objs[j], NULL),
+                     inf->o.payload);
+  tf_informer_objects_release(objs, i);
 }
 
 /* Polled during requests: stop, and the resync clock. */
@@ -528,6 +659,11 @@ void tf_informer_free(tf_informer *inf)
   tf_smap__free(inf->cache);
   tf_smap__free(inf->by_ns);
   tf_smap__free(inf->by_label);
+  for (size_t i = 0; i < inf->nidx; i++) {
+    free(inf->idx[i].name);
+    tf_smap__free(inf->idx[i].map);
+  }
+  free(inf->idx);
   free(inf->path);
   free(inf->label_selector);
   free(inf->field_selector);
@@ -557,57 +693,162 @@ size_t tf_informer_count(const tf_informer *inf)
   return n;
 }
 
+tf_err tf_informer_get_object(const tf_informer *inf, const char *key, tf_informer_object **out)
+{
+  TF_ASSERT_ARG(inf && key && out);
+  tf_informer *m = (tf_informer *)inf;
+  pthread_mutex_lock(&m->mu);
+  tf_inf__obj *o = tf_smap__get(m->cache, key);
+  *out = o ? tf_informer_object_ref(o->obj) : NULL;
+  pthread_mutex_unlock(&m->mu);
+  return *out ? TF_OK : tf_error__set(TF_ENOTFOUND, "informer: no object %.200s", key);
+}
+
 tf_err tf_informer_get(const tf_informer *inf, const char *key, char **out)
 {
   TF_ASSERT_ARG(inf && key && out);
   *out = NULL;
-  tf_informer *m = (tf_informer *)inf;
-  pthread_mutex_lock(&m->mu);
-  tf_inf__obj *o = tf_smap__get(m->cache, key);
-  char *txt = o ? cJSON_PrintUnformatted(o->obj) : NULL;
-  pthread_mutex_unlock(&m->mu);
-  if (!o) return tf_error__set(TF_ENOTFOUND, "informer: no object %.200s", key);
-  if (!txt) return tf_error__nomem();
-  *out = txt;
-  return TF_OK;
+  tf_informer_object *o = NULL;
+  tf_err rc = tf_informer_get_object(inf, key, &o);
+  if (rc < 0) return rc;
+  *out = tf_strdup__(tf_informer_object_json(o, NULL));
+  tf_informer_object_release(o);
+  return *out ? TF_OK : tf_error__nomem();
 }
 
 static int tf_inf__cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The objects of @p cand (a set of keys, or the cache) in namespace @p ns (NULL: any), referenced, by key. */
+static tf_err tf_inf__collect(tf_informer *m, const tf_smap *cand, const char *ns, tf_informer_object ***out,
+                              size_t *count)
+{
+  size_t n = tf_smap__count(cand), i = 0, pos = 0, got = 0;
+  const char **keys = n ? calloc(n, sizeof(char *)) : NULL;
+  tf_informer_object **objs = n ? calloc(n, sizeof(*objs)) : NULL;
+  const char *k;
+  void *v;
+  if (n && (!keys || !objs)) {
+    free(keys);
+    free(objs);
+    return tf_error__nomem();
+  }
+  while (tf_smap__next(cand, &pos, &k, &v)) keys[i++] = k;
+  if (i) qsort(keys, i, sizeof(char *), tf_inf__cmp);
+  for (size_t j = 0; j < i; j++) {
+    tf_inf__obj *o = tf_smap__get(m->cache, keys[j]);
+    if (!o || (ns && (!o->ns || strcmp(o->ns, ns) != 0))) continue;
+    objs[got++] = tf_informer_object_ref(o->obj);
+  }
+  free(keys);
+  if (!got) {
+    free(objs);
+    objs = NULL;
+  }
+  *out = objs;
+  *count = got;
+  return TF_OK;
+}
+
+tf_err tf_informer_list_objects(const tf_informer *inf, const char *ns, const char *label, tf_informer_object ***out,
+                                size_t *n)
+{
+  TF_ASSERT_ARG(inf && out && n);
+  *out = NULL;
+  *n = 0;
+  if (label && !strchr(label, '=')) return tf_error__set(TF_EINVALID, "label: must be key=value");
+  tf_informer *m = (tf_informer *)inf;
+  pthread_mutex_lock(&m->mu);
+  /* the smaller index picks the candidates; the other filter checks them */
+  const tf_smap *cand = label ? tf_smap__get(m->by_label, label) : ns ? tf_smap__get(m->by_ns, ns) : m->cache;
+  tf_err rc = cand ? tf_inf__collect(m, cand, ns, out, n) : TF_OK;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
 
 tf_err tf_informer_list(const tf_informer *inf, const char *ns, const char *label, char **out)
 {
   TF_ASSERT_ARG(inf && out);
   *out = NULL;
-  if (label && !strchr(label, '=')) return tf_error__set(TF_EINVALID, "label: must be key=value");
-  tf_informer *m = (tf_informer *)inf;
-  tf_err rc = TF_OK;
-  cJSON *arr = cJSON_CreateArray();
-  if (!arr) return tf_error__nomem();
-  pthread_mutex_lock(&m->mu);
-  /* the smaller index picks the candidates; the other filter checks them */
-  tf_smap *cand = label ? tf_smap__get(m->by_label, label) : ns ? tf_smap__get(m->by_ns, ns) : m->cache;
-  size_t n = tf_smap__count(cand), i = 0, pos = 0;
-  const char **keys = n ? calloc(n, sizeof(char *)) : NULL;
-  const char *k;
-  void *v;
-  if (n && !keys) rc = tf_error__nomem();
-  while (keys && tf_smap__next(cand, &pos, &k, &v)) keys[i++] = k;
-  if (keys) qsort(keys, i, sizeof(char *), tf_inf__cmp);
-  for (size_t j = 0; keys && j < i; j++) {
-    tf_inf__obj *o = tf_smap__get(m->cache, keys[j]);
-    if (!o) continue;
-    if (ns && (!o->ns || strcmp(o->ns, ns) != 0)) continue;
-    cJSON_AddItemToArray(arr, cJSON_Duplicate(o->obj, 1));
+  tf_informer_object **objs = NULL;
+  size_t n = 0, len = 2;
+  tf_err rc = tf_informer_list_objects(inf, ns, label, &objs, &n);
+  if (rc < 0) return rc;
+  for (size_t i = 0; i < n; i++) len += strlen(tf_informer_object_json(objs[i], NULL)) + 1;
+  char *txt = malloc(len + 1), *w = txt;
+  if (txt) {
+    *w++ = '[';
+    for (size_t i = 0; i < n; i++) {
+      size_t l;
+      const char *j = tf_informer_object_json(objs[i], &l);
+      if (i) *w++ = ',';
+      memcpy(w, j, l);
+      w += l;
+    }
+    *w++ = ']';
+    *w = '\0';
   }
-  pthread_mutex_unlock(&m->mu);
-  free(keys);
-  if (rc == TF_OK) {
-    *out = cJSON_PrintUnformatted(arr);
-    if (!*out) rc = tf_error__nomem();
-  }
-  cJSON_Delete(arr);
-  return rc;
+  tf_informer_objects_release(objs, n);
+  *out = txt;
+  return txt ? TF_OK : tf_error__nomem();
 }
+
+tf_err tf_informer_add_indexer(tf_informer *inf, const char *name, tf_informer_index_cb fn, void *payload)
+{
+  TF_ASSERT_ARG(inf && name && fn);
+  if (!*name) return tf_error__set(TF_EINVALID, "indexer name: must not be empty");
+  if (inf->started || inf->lists || tf_smap__count(inf->cache))
+    return tf_error__set(TF_EINVALID, "indexer %.100s: the informer has started", name);
+  for (size_t i = 0; i < inf->nidx; i++)
+    if (strcmp(inf->idx[i].name, name) == 0) return tf_error__set(TF_EINVALID, "indexer %.100s: already registered", name);
+  tf_inf__indexer *idx = realloc(inf->idx, (inf->nidx + 1) * sizeof(*idx));
+  if (!idx) return tf_error__nomem();
+  inf->idx = idx;
+  tf_inf__indexer *x = &idx[inf->nidx];
+  x->name = tf_strdup__(name);
+  x->fn = fn;
+  x->payload = payload;
+  x->map = tf_smap__new(tf_inf__set_free);
+  if (!x->name || !x->map) {
+    free(x->name);
+    tf_smap__free(x->map);
+    return tf_error__nomem();
+  }
+  inf->nidx++;
+  return TF_OK;
+}
+
+tf_err tf_informer_by_index(const tf_informer *inf, const char *index, const char *value, tf_informer_object ***out,
+                            size_t *n)
+{
+  TF_ASSERT_ARG(inf && index && value && out && n);
+  *out = NULL;
+  *n = 0;
+  tf_informer *m = (tf_informer *)inf;
+  for (size_t i = 0; i < m->nidx; i++) {
+    if (strcmp(m->idx[i].name, index) != 0) continue;
+    pthread_mutex_lock(&m->mu);
+    const tf_smap *cand = tf_smap__get(m->idx[i].map, value);
+    tf_err rc = cand ? tf_inf__collect(m, cand, NULL, out, n) : TF_OK;
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+  }
+  return tf_error__set(TF_ENOTFOUND, "informer: no index %.100s", index);
+}
+
+size_t tf_informer_bytes(const tf_informer *inf)
+{
+  if (!inf) return 0;
+  tf_informer *m = (tf_informer *)inf;
+  pthread_mutex_lock(&m->mu);
+  size_t n = m->bytes;
+  pthread_mutex_unlock(&m->mu);
+  return n;
+}
+
+/* Tests and benchmarks: feed a watch event as the worker would (type TF_KUBE_EVENT_*; @p object is changed). */
+void tf_informer__feed(tf_informer *inf, int type, cJSON *object) { (void)tf_inf__on_event(type, object, inf); }
+
+void tf_informer__feed_list(tf_informer *inf, cJSON *list) { tf_inf__replace(inf, list); }
 
 long tf_informer_lists(const tf_informer *inf)
 {

@@ -103,6 +103,15 @@ tf_err tf_kube__watch(tf_kube *k, const char *path, const tf_kube_list_options *
 /* LIST returning the parsed list; @p tick may abort it. */
 tf_err tf_kube__list(tf_kube *k, const char *path, const tf_kube_list_options *o, tf_kube__tick_fn tick, void *arg,
                      struct cJSON **out, tf_kube_status **status);
+/* informer_object.c: the compact form of @p tree (managedFields removed from it first), keyed @p key; NULL on
+ * no memory. */
+tf_informer_object *tf_inf__object_build(struct cJSON *tree, const char *key);
+/* The bytes of a tf_informer_options of @p version (what a caller of that version has). */
+size_t tf_informer__options_size(unsigned int version);
+/* Tests and benchmarks: a watch event fed to @p inf as its worker would (no server; @p object is changed). */
+void tf_informer__feed(tf_informer *inf, int type, struct cJSON *object);
+/* ... and a LIST's answer, as a (re)list replaces the cache. */
+void tf_informer__feed_list(tf_informer *inf, struct cJSON *list);
 /* Flags of tf_kube__request(). */
 #define TF_KUBE__WRITE 1 /* adds fieldManager */
 #define TF_KUBE__LEASE 2 /* the elector's own: never gated, its own Retry-After clock */

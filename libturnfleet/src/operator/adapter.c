@@ -303,18 +303,22 @@ static int delete_pod(tf_adapter *c, pool_state *s, const char *ns, const char *
 
 typedef struct pods_view {
   tf_adapter__pod *pods;
-  char **json;
-  size_t n;
+  const char **json;         /* borrowed from objs, or from own */
+  tf_informer_object **objs; /* the cache's objects, held for the reconcile */
+  char **own;                /* a newer copy than the cache's (our last write's answer), or NULL */
+  size_t n, nobjs;
 } pods_view;
 
 static void pods_clear(pods_view *v)
 {
   for (size_t i = 0; i < v->n; i++) {
     tf_adapter__pod_clear(&v->pods[i]);
-    tf_free(v->json[i]);
+    free(v->own[i]);
   }
+  tf_informer_objects_release(v->objs, v->nobjs);
   free(v->pods);
   free(v->json);
+  free(v->own);
   memset(v, 0, sizeof(*v));
 }
 
@@ -322,50 +326,40 @@ static void pods_clear(pods_view *v)
 static int pods_read(tf_adapter *c, pods_view *v, const char *ns, const char *name, const char *pool_uid)
 {
   memset(v, 0, sizeof(*v));
-  char *label = join3(TF_POD__LABEL_POOL, "=", name), *list = NULL;
-  int rc = label && tf_informer_list(c->pods, ns, label, &list) == 0 ? 0 : -1;
+  char *label = join3(TF_POD__LABEL_POOL, "=", name);
+  int rc = label && tf_informer_list_objects(c->pods, ns, label, &v->objs, &v->nobjs) == 0 ? 0 : -1;
   free(label);
-  cJSON *arr = rc == 0 ? cJSON_Parse(list) : NULL;
-  size_t cap = (size_t)cJSON_GetArraySize(arr);
-  v->pods = calloc(cap + 1, sizeof(tf_adapter__pod));
-  v->json = calloc(cap + 1, sizeof(char *));
-  if (!v->pods || !v->json) rc = -1;
+  v->pods = calloc(v->nobjs + 1, sizeof(tf_adapter__pod));
+  v->json = calloc(v->nobjs + 1, sizeof(char *));
+  v->own = calloc(v->nobjs + 1, sizeof(char *));
+  if (!v->pods || !v->json || !v->own) rc = -1;
   char *pool = join3(ns, "/", name);
   if (!pool) rc = -1;
-  const cJSON *p;
-  cJSON_ArrayForEach(p, arr)
-  {
-    if (rc < 0) break;
-    char *text = cJSON_PrintUnformatted(p);
+  for (size_t i = 0; rc == 0 && i < v->nobjs; i++) {
+    const char *text = tf_informer_object_json(v->objs[i], NULL), *slash = strchr(tf_informer_object_key(v->objs[i]), '/');
+    char *copy = NULL;
     /* a pod whose cached copy is older than what our last write of it was answered */
-    const char *pname = cJSON_GetStringValue(
-      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "name"));
     char *path = NULL, *key = NULL;
-    if (text && pname && tf_kube_path(&path, "/api/v1", "pods", ns, pname, NULL) == 0 && (key = view_key(pool, path))) {
+    if (slash && tf_kube_path(&path, "/api/v1", "pods", ns, slash + 1, NULL) == 0 && (key = view_key(pool, path))) {
       const char *better = tf_adapter__views_pick(c->views, key, text);
-      char *copy = better != text ? strdup(better) : NULL;
-      if (copy) {
-        cJSON_free(text);
-        text = copy;
-      }
+      if (better != text && (copy = strdup(better))) text = copy;
     }
     free(key);
     tf_free(path);
     tf_adapter__pod pod;
-    if (text && tf_adapter__pod_parse(&pod, text) == 0) {
+    if (tf_adapter__pod_parse(&pod, text) == 0) {
       if (strcmp(pod.owner_uid, pool_uid) == 0) {
         v->pods[v->n] = pod;
         v->json[v->n] = text;
+        v->own[v->n] = copy;
         v->n++;
         continue;
       }
       tf_adapter__pod_clear(&pod);
     }
-    cJSON_free(text);
+    free(copy);
   }
   free(pool);
-  cJSON_Delete(arr);
-  tf_free(list);
   return rc;
 }
 
@@ -409,7 +403,7 @@ static int same_text(const char *a, const char *b) { return a == b || (a && b &&
 
 static char *nodes_list(tf_adapter *c)
 {
-  char *arr = NULL;
+  char *arr = NULL; /* the cached texts joined: nothing parsed or printed */
   if (tf_informer_list(c->nodes, NULL, NULL, &arr) < 0) return NULL;
   char *text = join3("{\"kind\":\"List\",\"items\":", arr, "}");
   tf_free(arr);
@@ -747,12 +741,9 @@ static int read_inputs(tf_adapter *c, pool_inputs *in, const char *pool_json, co
   free(cli_for);
   in->nodes_text = nodes_list(c);
   if (!in->nodes_text) return -1;
-  char *ep = NULL;
-  if (c->o.version >= 2 && c->o.api_endpoints && tf_informer_get(c->o.api_endpoints, "default/kubernetes", &ep) == 0) {
-    in->endpoints_text = strdup(ep);
-    tf_free(ep);
-    if (!in->endpoints_text) return -1;
-  }
+  if (c->o.version >= 2 && c->o.api_endpoints &&
+      tf_informer_get(c->o.api_endpoints, "default/kubernetes", &in->endpoints_text) == TF_ENOMEM)
+    return -1;
   return 0;
 }
 
@@ -1122,19 +1113,20 @@ static int write_uris(tf_adapter *c, pool_state *s, const char *pool_json, const
   tf_manifest_options mo = TF_MANIFEST_OPTIONS_INIT;
   mo.pool_uid = uid;
   mo.agent_image = c->o.agent_image;
-  char *coll = NULL, *body = NULL, *observed = NULL;
+  char *coll = NULL, *body = NULL;
+  tf_informer_object *observed = NULL;
   int rc = -1;
   if (tf_kube_path(&coll, "/api/v1", "configmaps", ns, NULL, NULL) == 0 &&
       tf_manifest_turn_uris(&body, tf_engine_pool(s->engine), rec, &mo) == 0) {
     char *cname = join3(name, "-turn-uris", ""), *key = join3(ns, "/", cname ? cname : "");
     /* from the cache of the ConfigMaps the operator manages: a steady state makes no request */
-    tf_err g = key ? tf_informer_get(c->configmaps, key, &observed) : TF_ENOMEM;
+    tf_err g = key ? tf_informer_get_object(c->configmaps, key, &observed) : TF_ENOMEM;
     if (cname && (g == 0 || g == TF_ENOTFOUND))
-      rc = write_object(c, s, pool_json, coll, cname, body, g == 0 ? observed : NULL);
+      rc = write_object(c, s, pool_json, coll, cname, body, g == 0 ? tf_informer_object_json(observed, NULL) : NULL);
     free(cname);
     free(key);
   }
-  tf_free(observed);
+  tf_informer_object_release(observed);
   tf_free(body);
   tf_free(coll);
   return rc;
@@ -1188,17 +1180,19 @@ static int write_gates(tf_adapter *c, pool_state *s, const pods_view *pv, const 
 /* The status with ReachableFromVantage from the pool's <pool>-vantage ConfigMap (the cache; absent: Unknown). */
 static char *with_vantage(tf_adapter *c, const char *body, const char *pool_json, const char *ns, const char *name)
 {
-  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL, *msg = NULL;
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *msg = NULL;
   char *out = NULL, now[32];
-  const char *status = NULL, *reason = NULL;
-  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
-  if ((g == 0 || g == TF_ENOTFOUND) &&
-      tf_vantage_condition(&status, &reason, &msg, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0) {
+  const char *status = NULL, *reason = NULL, *cm = NULL;
+  size_t cm_len = 0;
+  tf_informer_object *obj = NULL;
+  tf_err g = key ? tf_informer_get_object(c->configmaps, key, &obj) : TF_ENOMEM;
+  if (g == 0) cm = tf_informer_object_json(obj, &cm_len);
+  if ((g == 0 || g == TF_ENOTFOUND) && tf_vantage_condition(&status, &reason, &msg, cm, cm_len, wall_ms(), 0) == 0) {
     now_text(now, sizeof(now));
     out = tf_adapter__with_condition(body, pool_json, "ReachableFromVantage", status, reason, msg, now);
   }
   tf_free(msg);
-  tf_free(cm);
+  tf_informer_object_release(obj);
   free(key);
   free(cname);
   return out;
@@ -1227,13 +1221,14 @@ static int write_status(tf_adapter *c, pool_state *s, const char *pool_json, con
 static int vantage_metrics(tf_adapter *c, tf_metrics *m, const tf_pool *pool)
 {
   const char *ns = tf_pool_namespace(pool), *name = tf_pool_name(pool);
-  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL, *cm = NULL;
-  tf_err g = key ? tf_informer_get(c->configmaps, key, &cm) : TF_ENOMEM;
-  int rc = (g == 0 || g == TF_ENOTFOUND) &&
-                   tf_vantage_metrics(m, ns, name, g == 0 ? cm : NULL, g == 0 ? strlen(cm) : 0, wall_ms(), 0) == 0
-               ? 0
-               : -1;
-  tf_free(cm);
+  char *cname = join3(name, "-vantage", ""), *key = cname ? join3(ns, "/", cname) : NULL;
+  const char *cm = NULL;
+  size_t cm_len = 0;
+  tf_informer_object *obj = NULL;
+  tf_err g = key ? tf_informer_get_object(c->configmaps, key, &obj) : TF_ENOMEM;
+  if (g == 0) cm = tf_informer_object_json(obj, &cm_len);
+  int rc = (g == 0 || g == TF_ENOTFOUND) && tf_vantage_metrics(m, ns, name, cm, cm_len, wall_ms(), 0) == 0 ? 0 : -1;
+  tf_informer_object_release(obj);
   free(key);
   free(cname);
   return rc;
@@ -1291,8 +1286,8 @@ static int drain_unrendered(tf_adapter *c, const char *pool_json, const char *ns
 
 static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
 {
-  char *pool_json = NULL;
-  tf_err g = tf_informer_get(c->pools, key, &pool_json);
+  tf_informer_object *pool_obj = NULL; /* the cache's, held for the reconcile: no copy */
+  tf_err g = tf_informer_get_object(c->pools, key, &pool_obj);
   say(c, TF_LOG_DEBUG, "reconcile %s%s", key, g == TF_ENOTFOUND ? " (gone)" : "");
   if (g == TF_ENOTFOUND) {
     /* deleted: what it owned goes with it (owner references); its engine's books go now, and the
@@ -1309,13 +1304,11 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   if (g < 0) return g;
   /* the pool as our last write of it was answered, while the cache has not caught up with it */
   char *vkey = view_key(key, "pool");
+  const char *pool_json = tf_informer_object_json(pool_obj, NULL);
   const char *better = vkey ? tf_adapter__views_pick(c->views, vkey, pool_json) : pool_json;
   char *copy = better != pool_json ? strdup(better) : NULL;
   free(vkey);
-  if (copy) {
-    tf_free(pool_json);
-    pool_json = copy;
-  }
+  if (copy) pool_json = copy;
   char *ns = tf_adapter__meta_string(pool_json, "namespace"), *name = tf_adapter__meta_string(pool_json, "name");
   char *uid = tf_adapter__meta_string(pool_json, "uid");
   int rc = -1;
@@ -1453,7 +1446,8 @@ out:
   free(ns);
   free(name);
   free(uid);
-  tf_free(pool_json);
+  free(copy);
+  tf_informer_object_release(pool_obj);
   /* the reason was logged; the caller retries with backoff */
   return rc < 0 ? tf_error__set(TF_EUNAVAILABLE, "%s: not reconciled (retry)", key) : TF_OK;
 }

@@ -219,11 +219,11 @@ static int identity_addrs(ix_set *out, const char *identity)
 }
 
 /* The relay pod @p object as an entry; NULL when it is no relay pod of ours (or on no memory). */
-static ix_pod *pod_entry(const char *key, const cJSON *root, const char *object)
+static ix_pod *pod_entry(const char *key, const cJSON *root)
 {
   ix_pod *e = calloc(1, sizeof(*e));
   if (!e) return NULL;
-  if (tf_adapter__pod_parse(&e->p, object) < 0 || !(e->key = strdup(key)) || !(e->pool = owner_of(root)) ||
+  if (tf_adapter__pod_from_tree(&e->p, root) < 0 || !(e->key = strdup(key)) || !(e->pool = owner_of(root)) ||
       identity_addrs(&e->addrs, e->p.identity) < 0) {
     pod_free(e);
     return NULL;
@@ -245,7 +245,7 @@ static int same_claim(const ix_pod *a, const ix_pod *b)
          a->p.host_network == b->p.host_network && a->p.cli_port == b->p.cli_port && a->p.finished == b->p.finished;
 }
 
-static ix_pool *pool_entry(const cJSON *root, const char *object)
+static ix_pool *pool_entry(const cJSON *root)
 {
   ix_pool *e = calloc(1, sizeof(*e));
   if (!e) return NULL;
@@ -254,7 +254,7 @@ static ix_pool *pool_entry(const cJSON *root, const char *object)
   e->uid = strdup(cJSON_GetStringValue(meta(root, "uid")) ? cJSON_GetStringValue(meta(root, "uid")) : "");
   int ok = e->ns && e->name && e->uid;
   tf_pool *pool = NULL;
-  if (ok && tf_pool_parse(&pool, object, strlen(object), TF_FORMAT_JSON) == 0) {
+  if (ok && tf_pool__from_tree(&pool, root) == 0) {
     e->parsed = 1;
     e->range = tf_pool_relay_port_range(pool);
     e->rpn = tf_pool_relays_per_node(pool);
@@ -404,14 +404,13 @@ static int pod_replace(tf_adapter__index *x, const char *key, ix_pod *cur)
   return -1;
 }
 
-static int pod_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, const char *key, const cJSON *root,
-                       const char *object)
+static int pod_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, const char *key, const cJSON *root)
 {
   char *owner = owner_of(root);
   int rc = owner ? set_add(out, owner) : 0;
   free(owner);
   const ix_pod *old = tf_smap__get(x->pods, key);
-  ix_pod *cur = op == TF_INFORMER_DELETED || !root ? NULL : pod_entry(key, root, object);
+  ix_pod *cur = op == TF_INFORMER_DELETED || !root ? NULL : pod_entry(key, root);
   /* claims that stay (a status, a gate, a label-free annotation) concern nobody else */
   if (!(old && cur && same_claim(old, cur))) {
     if (rc == 0 && old) rc = want_pod_claims(x, out, old);
@@ -433,13 +432,12 @@ static int want_pool_claims(const tf_adapter__index *x, ix_set *out, const char 
   return rc;
 }
 
-static int pool_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, const char *key, const cJSON *root,
-                        const char *object)
+static int pool_changed(tf_adapter__index *x, ix_set *out, tf_informer_op op, const char *key, const cJSON *root)
 {
   int rc = set_add(out, key);
   if (op != TF_INFORMER_DELETED && !root) return rc; /* not an object: the index keeps what it had */
   ix_pool *old = tf_smap__get(x->pools, key);
-  ix_pool *cur = op == TF_INFORMER_DELETED ? NULL : pool_entry(root, object);
+  ix_pool *cur = op == TF_INFORMER_DELETED ? NULL : pool_entry(root);
   if (op != TF_INFORMER_DELETED && !cur) rc = -1;
   /* its relays are claims only while it exists, and carry its listener ports: a pool coming or going, or
    * its ports changing, concerns the pools its relays meet */
@@ -532,18 +530,11 @@ static int secret_changed(const tf_adapter__index *x, ix_set *out, const char *k
 
 static void add_every_cached_pool(tf_informer *pools, tf_workqueue *queue)
 {
-  char *list = NULL;
-  if (tf_informer_list(pools, NULL, NULL, &list) < 0) return;
-  cJSON *arr = cJSON_Parse(list);
-  const cJSON *p;
-  cJSON_ArrayForEach(p, arr)
-  {
-    char *key = join(cJSON_GetStringValue(meta(p, "namespace")), "/", cJSON_GetStringValue(meta(p, "name")));
-    if (key) (void)tf_workqueue_add(queue, key);
-    free(key);
-  }
-  cJSON_Delete(arr);
-  tf_free(list);
+  tf_informer_object **objs = NULL;
+  size_t n = 0;
+  if (tf_informer_list_objects(pools, NULL, NULL, &objs, &n) < 0) return;
+  for (size_t i = 0; i < n; i++) (void)tf_workqueue_add(queue, tf_informer_object_key(objs[i]));
+  tf_informer_objects_release(objs, n);
 }
 
 tf_err tf_adapter__enqueue(tf_adapter__index *x, tf_informer *pools, tf_workqueue *queue, tf_adapter_cache cache,
@@ -560,8 +551,8 @@ tf_err tf_adapter__enqueue(tf_adapter__index *x, tf_informer *pools, tf_workqueu
   int rc = 0;
   pthread_mutex_lock(&x->mu);
   switch (cache) {
-  case TF_ADAPTER_POOLS: rc = pool_changed(x, &out, op, key, root, object); break;
-  case TF_ADAPTER_PODS: rc = pod_changed(x, &out, op, key, root, object); break;
+  case TF_ADAPTER_POOLS: rc = pool_changed(x, &out, op, key, root); break;
+  case TF_ADAPTER_PODS: rc = pod_changed(x, &out, op, key, root); break;
   case TF_ADAPTER_NODES: rc = node_changed(x, &out, op, key, root); break;
   case TF_ADAPTER_SECRETS: rc = secret_changed(x, &out, key, root); break;
   case TF_ADAPTER_CONFIGMAPS: { /* its own <pool>-turn-uris, or a vantage runner's <pool>-vantage */

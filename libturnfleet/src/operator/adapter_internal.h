@@ -46,6 +46,9 @@ int64_t tf_adapter__time_parse(const char *text);
 /* Read @p json into @p out (manifest.c, beside the builder). 0; -1 when it is no relay pod of ours (no
  * relay label, no relay-address or port-range annotation, malformed JSON, no memory): @p out cleared. */
 int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json);
+struct cJSON;
+/* The same from a parsed tree (the index's: the event parsed once). */
+int tf_adapter__pod_from_tree(tf_adapter__pod *out, const struct cJSON *root);
 void tf_adapter__pod_clear(tf_adapter__pod *p);
 
 /* The JSON patch for `pods/NAME/status` that sets the readiness-gate condition to @p ready (with @p reason,

@@ -13,6 +13,7 @@
 
 #include "adapter_internal.h"
 #include "internal.h"
+#include "kube_internal.h"
 
 typedef struct ref {
   char *key;  /* ns/name */
@@ -77,7 +78,8 @@ tf_adapter__refs *tf_adapter__refs_new(tf_kube *kube, const tf_informer_options 
   tf_informer_options io = TF_INFORMER_OPTIONS_INIT;
   if (tmpl) {
     /* the caller's knobs, up to its version (a version-1 struct has no bookmark interval) */
-    memcpy(&io, tmpl, tmpl->version >= 2 ? sizeof(io) : offsetof(tf_informer_options, bookmark_interval_ms));
+    memcpy(&io, tmpl, tf_informer__options_size(tmpl->version > TF_INFORMER_OPTIONS_VERSION ? TF_INFORMER_OPTIONS_VERSION
+                                                                                             : tmpl->version));
     io.version = TF_INFORMER_OPTIONS_VERSION;
   }
   io.path = io.label_selector = io.field_selector = NULL;

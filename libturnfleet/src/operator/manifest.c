@@ -894,9 +894,16 @@ void tf_adapter__pod_clear(tf_adapter__pod *p)
 
 int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json)
 {
+  cJSON *root = json ? cJSON_Parse(json) : NULL;
+  int rc = tf_adapter__pod_from_tree(out, root);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int tf_adapter__pod_from_tree(tf_adapter__pod *out, const cJSON *root)
+{
   memset(out, 0, sizeof(*out));
   tf_adapter__pod_clear(out);
-  cJSON *root = json ? cJSON_Parse(json) : NULL;
   const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
   const cJSON *labels = cJSON_GetObjectItemCaseSensitive(meta, "labels");
   const cJSON *ann = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
@@ -904,7 +911,6 @@ int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json)
   const char *addr = tf_man__str_at(ann, TF_POD__ANN_ADDRESS);
   const char *range = tf_man__str_at(ann, TF_POD__ANN_PORTS);
   if (!relay || !addr || !range || !tf_man__str_at(meta, "name")) {
-    cJSON_Delete(root);
     return -1;
   }
   size_t n = strlen(addr) + strlen(range) + 2;
@@ -971,7 +977,6 @@ int tf_adapter__pod_parse(tf_adapter__pod *out, const char *json)
       if (pn && strcmp(pn, "agent") == 0 && v >= 1 && v <= 65535) out->agent_port = (uint16_t)v;
     }
   }
-  cJSON_Delete(root);
   if (!out->identity || !out->name || !out->ns || !out->node || !out->uid || !out->relay || !out->config_hash || !out->owner_uid ||
       (out->gate >= 0 && (!out->gate_reason || !out->gate_message || !out->gate_since))) {
     tf_adapter__pod_clear(out);
