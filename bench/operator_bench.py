@@ -499,7 +499,7 @@ def one_pool(events, ref, big_before):
         seq = e2e.last_seq()
         t0 = time.time()
         api.call("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (e2e.NS, victim))
-        w = e2e.wait_for("the operator's recreate", lambda: operator_creates(seq), 30, 0.01)[0]
+        w = e2e.wait_for("the operator's recreate", lambda: operator_creates(seq), 120, 0.01)[0]
         op.append(w["time"] - t0)
         m1 = e2e.wait_for("%s reconciled" % pool, lambda: (lambda m: m if m.get(pool, 0) > m0.get(pool, 0) else None)(
             reconciles()), 30, 0.05)
