@@ -117,7 +117,8 @@ class Workloads:
     def _deployments(self):
         rt = self.st.type_for("apps", "v1", "deployments")
         deps, _ = self.st.list(("apps", "deployments"))
-        pods, _ = self.st.list(("", "pods"))
+        # a copy of every pod on each change is the stand-in's cost at a thousand pods: only when needed
+        pods = self.st.list(("", "pods"))[0] if deps else []
         for d in deps:
             md = d["metadata"]
             if md.get("deletionTimestamp"):
@@ -156,7 +157,7 @@ class Workloads:
     def _jobs(self):
         rt = self.st.type_for("batch", "v1", "jobs")
         jobs, _ = self.st.list(("batch", "jobs"))
-        pods, _ = self.st.list(("", "pods"))
+        pods = self.st.list(("", "pods"))[0] if jobs else []
         for j in jobs:
             md = j["metadata"]
             status = copy.deepcopy(j.get("status") or {})
