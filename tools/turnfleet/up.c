@@ -98,6 +98,27 @@ static int start(up *u)
   return up_http_start(u) < 0 ? 1 : -1;
 }
 
+/* Wait for what the loop serves: CLI results, the probe rounds' sockets and timers, the engine's
+ * next deadline; children, signals and files every 100 ms. /metrics and /healthz have their own
+ * thread (up_http.c), which this loop never holds up. */
+static void up_poll(up *u)
+{
+  int64_t wait = tf_engine_next_ms(u->engine) - up_now_ms();
+  int timeout = wait <= 0 ? 0 : wait > 100 ? 100 : (int)wait;
+  struct pollfd stack[9], *p = u->nrounds < 8 ? stack : calloc(u->nrounds + 1, sizeof(*p));
+  if (!p) p = stack;
+  size_t n = p == stack && u->nrounds >= 8 ? 8 : u->nrounds;
+  p[0] = (struct pollfd){tf_relayctl_workers_fd(u->ctl), POLLIN, 0};
+  for (size_t i = 0; i < n; i++) {
+    int t = tf_probe_set_timeout(u->rounds[i].set);
+    p[i + 1] = (struct pollfd){tf_probe_set_fd(u->rounds[i].set), POLLIN, 0};
+    if (t >= 0 && t < timeout) timeout = t;
+  }
+  if (n < u->nrounds) timeout = 0; /* no room to wait for them all: go round at once */
+  if (timeout > 0) poll(p, n + 1, timeout);
+  if (p != stack) free(p);
+}
+
 /* One step: decide, act, report back. What was done is printed after the next step, which shows its effect. */
 static void iterate(up *u)
 {
@@ -113,6 +134,7 @@ static void iterate(up *u)
 static void finish(up *u)
 {
   if (u->mhd) MHD_stop_daemon(u->mhd);
+  up_probes_free(u);
   up_stop_all(u);
   up_forget_step(u);
   tf_relayctl_workers_free(u->ctl);
@@ -147,6 +169,7 @@ int up_main(int argc, char **argv)
     up_loop_alive(&u);
     up_reap_children(&u);
     up_take_results(&u);
+    up_probes(&u);
     if (up_stop_signals != seen) {
       (void)tf_engine_shutdown(u.engine, up_now_ms(), seen > 0); /* a second signal: stop at once */
       seen = up_stop_signals;
@@ -154,9 +177,7 @@ int up_main(int argc, char **argv)
     if (!seen) up_watch_inputs(&u);
     iterate(&u);
     if (tf_engine_finished(u.engine)) st = 0;
-    int64_t wait = tf_engine_next_ms(u.engine) - up_now_ms();
-    struct pollfd p = {tf_relayctl_workers_fd(u.ctl), POLLIN, 0};
-    if (st < 0 && wait > 0) poll(&p, 1, wait > 100 ? 100 : (int)wait); /* children, signals, files: every 100 ms */
+    if (st < 0) up_poll(&u);
   }
   if (u.engine && tf_engine_finished(u.engine)) {
     iterate(&u); /* the final status: no relay left, not ready */
