@@ -20,6 +20,8 @@
 
 #include "up.h"
 
+#define UP_POLL_ROUNDS 16 /* probe rounds waited on at once (one per step with probes: rarely more than one) */
+
 volatile sig_atomic_t up_stop_signals;
 
 static void on_signal(int sig)
@@ -105,18 +107,16 @@ static void up_poll(up *u)
 {
   int64_t wait = tf_engine_next_ms(u->engine) - up_now_ms();
   int timeout = wait <= 0 ? 0 : wait > 100 ? 100 : (int)wait;
-  struct pollfd stack[9], *p = u->nrounds < 8 ? stack : calloc(u->nrounds + 1, sizeof(*p));
-  if (!p) p = stack;
-  size_t n = p == stack && u->nrounds >= 8 ? 8 : u->nrounds;
-  p[0] = (struct pollfd){tf_relayctl_workers_fd(u->ctl), POLLIN, 0};
-  for (size_t i = 0; i < n; i++) {
+  struct pollfd p[UP_POLL_ROUNDS + 1];
+  size_t n = 0;
+  p[n++] = (struct pollfd){tf_relayctl_workers_fd(u->ctl), POLLIN, 0};
+  for (size_t i = 0; i < u->nrounds; i++) {
     int t = tf_probe_set_timeout(u->rounds[i].set);
-    p[i + 1] = (struct pollfd){tf_probe_set_fd(u->rounds[i].set), POLLIN, 0};
     if (t >= 0 && t < timeout) timeout = t;
+    if (n <= UP_POLL_ROUNDS) p[n++] = (struct pollfd){tf_probe_set_fd(u->rounds[i].set), POLLIN, 0};
+    else timeout = 0; /* no room to wait for it: go round at once */
   }
-  if (n < u->nrounds) timeout = 0; /* no room to wait for them all: go round at once */
-  if (timeout > 0) poll(p, n + 1, timeout);
-  if (p != stack) free(p);
+  if (timeout > 0) poll(p, n, timeout);
 }
 
 /* One step: decide, act, report back. What was done is printed after the next step, which shows its effect. */
