@@ -42,6 +42,8 @@ typedef struct up_round {
   tf_probe_set *set;
   uint64_t *ids;
   size_t n;
+  char **relays; /* the relays it probes: u->probed once it ended */
+  size_t nrelays;
 } up_round;
 
 typedef struct up {
@@ -69,7 +71,7 @@ typedef struct up {
   size_t log_next;
   char **acts; /* the last step's lifecycle actions, printed after the next step */
   size_t nacts;
-  char **probed; /* the relays the last step probed, likewise */
+  char **probed; /* the relays of the probe rounds that ended since the last step, likewise */
   size_t nprobed;
   int event_due, files_failing;
   /* read by the HTTP thread too, under mu */

@@ -107,7 +107,8 @@ static void add_probes(up *u, const tf_engine_action *a, tf_probe_set *set, uint
   }
 }
 
-/* Start the step's round of probes on the runtime's loop (up_poll() waits for it, up_probes() runs it). */
+/* Start the step's round of probes on the runtime's loop (up_poll() waits for it, up_probes() runs it);
+ * the relays it probes (u->probed) go with it, to be reported when it ends. */
 static void start_probes(up *u, tf_probe_set *set, uint64_t *ids, size_t n)
 {
   up_round *grown = n ? realloc(u->rounds, (u->nrounds + 1) * sizeof(*grown)) : NULL;
@@ -120,7 +121,9 @@ static void start_probes(up *u, tf_probe_set *set, uint64_t *ids, size_t n)
     free(ids);
     return;
   }
-  u->rounds[u->nrounds++] = (up_round){set, ids, n};
+  u->rounds[u->nrounds++] = (up_round){set, ids, n, u->probed, u->nprobed};
+  u->probed = NULL;
+  u->nprobed = 0;
 }
 
 /* A round that ended: each relay's results go back together. */
@@ -138,6 +141,14 @@ static void finish_round(up *u, up_round *r)
   free(results);
   tf_probe_set_free(r->set);
   free(r->ids);
+  /* the next step shows the outcomes: its event names the relays this round probed */
+  char **grown = realloc(u->probed, (u->nprobed + r->nrelays + 1) * sizeof(char *));
+  for (size_t i = 0; i < r->nrelays; i++)
+    if (grown) grown[u->nprobed++] = r->relays[i];
+    else free(r->relays[i]);
+  if (grown) u->probed = grown;
+  free(r->relays);
+  u->event_due = 1;
 }
 
 void up_probes(up *u)
@@ -159,6 +170,8 @@ void up_probes_free(up *u)
   for (size_t i = 0; i < u->nrounds; i++) {
     tf_probe_set_free(u->rounds[i].set);
     free(u->rounds[i].ids);
+    for (size_t j = 0; j < u->rounds[i].nrelays; j++) free(u->rounds[i].relays[j]);
+    free(u->rounds[i].relays);
   }
   free(u->rounds);
   u->rounds = NULL;
@@ -220,7 +233,7 @@ void up_carry_out(up *u, int64_t now)
   }
   if (nprobes) start_probes(u, set, probe_ids, nprobes);
   else tf_probe_set_free(set), free(probe_ids);
-  u->event_due = u->nacts || nprobes;
+  u->event_due = u->nacts > 0; /* a round's event comes when it ends (finish_round) */
 }
 
 void up_take_results(up *u)
