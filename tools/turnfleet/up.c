@@ -102,11 +102,12 @@ static int start(up *u)
 
 /* Wait for what the loop serves: CLI results, the probe rounds' sockets and timers, the engine's
  * next deadline; children, signals and files every 100 ms. /metrics and /healthz have their own
- * thread (up_http.c), which this loop never holds up. */
-static void up_poll(up *u)
+ * thread (up_http.c), which this loop never holds up. @return 1 when only the probe rounds woke it
+ * (a socket of theirs, or a timer of theirs due before anything else), else 0. */
+static int up_poll(up *u)
 {
-  int64_t wait = tf_engine_next_ms(u->engine) - up_now_ms();
-  int timeout = wait <= 0 ? 0 : wait > 100 ? 100 : (int)wait;
+  int64_t next = tf_engine_next_ms(u->engine), wait = next ? next - up_now_ms() : 100; /* 0: nothing scheduled */
+  int timeout = wait <= 0 ? 0 : wait > 100 ? 100 : (int)wait, own = timeout;
   struct pollfd p[UP_POLL_ROUNDS + 1];
   size_t n = 0;
   p[n++] = (struct pollfd){tf_relayctl_workers_fd(u->ctl), POLLIN, 0};
@@ -116,7 +117,10 @@ static void up_poll(up *u)
     if (n <= UP_POLL_ROUNDS) p[n++] = (struct pollfd){tf_probe_set_fd(u->rounds[i].set), POLLIN, 0};
     else timeout = 0; /* no room to wait for it: go round at once */
   }
-  if (timeout > 0) poll(p, n, timeout);
+  if (own <= 0) return 0;
+  int ready = timeout > 0 ? poll(p, n, timeout) : 0;
+  if (ready < 0 || p[0].revents) return 0;
+  return ready > 0 || timeout < own; /* a round's socket, or its timer before the loop's own time */
 }
 
 /* One step: decide, act, report back. What was done is printed after the next step, which shows its effect. */
@@ -165,11 +169,21 @@ int up_main(int argc, char **argv)
   pthread_mutex_init(&u.mu, NULL);
   int st = up_parse_flags(&u, argc, argv);
   if (st < 0) st = start(&u);
-  for (sig_atomic_t seen = 0; st < 0;) {
+  int64_t last_step = 0;
+  for (sig_atomic_t seen = 0, probes_only = 0; st < 0;) {
+    /* a pass a probe round's socket or timer woke, that ended no round, within 100 ms of the
+     * last step and before the engine's next time: the probes' alone (no step to take) */
+    int ended = up_probes(&u);
+    int64_t now = up_now_ms();
+    int64_t next = tf_engine_next_ms(u.engine);
+    if (probes_only && !ended && now - last_step < 100 && (!next || now < next)) {
+      probes_only = up_poll(&u);
+      continue;
+    }
+    last_step = now;
     up_loop_alive(&u);
     up_reap_children(&u);
     up_take_results(&u);
-    up_probes(&u);
     if (up_stop_signals != seen) {
       (void)tf_engine_shutdown(u.engine, up_now_ms(), seen > 0); /* a second signal: stop at once */
       seen = up_stop_signals;
@@ -177,7 +191,7 @@ int up_main(int argc, char **argv)
     if (!seen) up_watch_inputs(&u);
     iterate(&u);
     if (tf_engine_finished(u.engine)) st = 0;
-    if (st < 0) up_poll(&u);
+    if (st < 0) probes_only = up_poll(&u);
   }
   if (u.engine && tf_engine_finished(u.engine)) {
     iterate(&u); /* the final status: no relay left, not ready */

@@ -121,8 +121,9 @@ void up_reap_children(up *u);
 void up_take_results(up *u);
 /* Stop every child left. */
 void up_stop_all(up *u);
-/* One non-blocking round of every probe set in flight; a finished one's results go to the engine. */
-void up_probes(up *u);
+/* One non-blocking round of every probe set in flight; a finished one's results go to the engine.
+ * @return how many ended. */
+int up_probes(up *u);
 /* Abandon the rounds in flight (their allocations released, best effort). */
 void up_probes_free(up *u);
 

@@ -151,8 +151,9 @@ static void finish_round(up *u, up_round *r)
   u->event_due = 1;
 }
 
-void up_probes(up *u)
+int up_probes(up *u)
 {
+  int ended = 0;
   for (size_t i = 0; i < u->nrounds;) {
     size_t running = 0;
     (void)tf_probe_set_process(u->rounds[i].set, &running); /* a failed round ends with what it has */
@@ -162,7 +163,9 @@ void up_probes(up *u)
     }
     finish_round(u, &u->rounds[i]);
     u->rounds[i] = u->rounds[--u->nrounds];
+    ended++;
   }
+  return ended;
 }
 
 void up_probes_free(up *u)
