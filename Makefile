@@ -62,6 +62,7 @@ bench: build
 	bench/parse $(BUILD)
 	bench/webhook $(BUILD)
 	bench/issuer $(BUILD)
+	bench/up $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

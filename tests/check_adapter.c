@@ -3,12 +3,18 @@
  * retry after a 409 (against the API stand-in), the expectations, the CLI
  * port slots and their collisions; which pools a cache change queues, the
  * write gate and the writes' counters. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -1440,6 +1446,151 @@ START_TEST(test_adapter__apply_writes_only_what_differs_and_retries_a_409_once)
 }
 END_TEST
 
+/* ---- adapter_work.c: probes and scrapes on one loop ---- */
+
+/* A stand-in agent on 127.0.20.20:40130: each connection gets the metrics with the right bearer token,
+ * 401 without it; it counts what it served. */
+typedef struct fake_agent {
+  int fd;
+  pthread_t thread;
+  int served, refused;
+} fake_agent;
+
+static void *fake_agent_run(void *arg)
+{
+  fake_agent *a = arg;
+  for (;;) {
+    int c = accept(a->fd, NULL, NULL);
+    if (c < 0) break;
+    char req[4096];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof(req) - 1 && (k = recv(c, req + n, sizeof(req) - 1 - n, 0)) > 0) {
+      n += (size_t)k;
+      req[n] = '\0';
+      if (strstr(req, "\r\n\r\n")) break;
+    }
+    req[n] = '\0';
+    const char *body = "# TYPE turnfleet_agent_ports_in_use gauge\n"
+                       "turnfleet_agent_ports_in_use{protocol=\"udp\"} 3\n"
+                       "turnfleet_agent_ports_in_use{protocol=\"tcp\"} 4\n";
+    char out[1024];
+    int authed = strstr(req, "\r\nAuthorization: Bearer agent-token-20\r\n") != NULL;
+    if (authed) {
+      snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", strlen(body),
+               body);
+      a->served++;
+    } else {
+      snprintf(out, sizeof(out), "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      a->refused++;
+    }
+    (void)send(c, out, strlen(out), MSG_NOSIGNAL);
+    close(c);
+  }
+  return NULL;
+}
+
+static int bound_socket(int type, const char *ip, uint16_t port)
+{
+  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  ck_assert_msg(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s:%u: %s", ip, port,
+                strerror(errno));
+  return fd;
+}
+
+/* Wait on the work queue for @p key's results until @p want of them came back (or 20 s of quiet). */
+static size_t work_wait(tf_adapter__work *w, tf_workqueue *q, const char *key, tf_adapter__result *got, size_t want)
+{
+  size_t n = 0;
+  while (n < want) {
+    char *k = NULL;
+    tf_err rc = tf_workqueue_get(q, &k, 20000);
+    ck_assert_msg(rc == TF_OK && k, "no result queued (%zu of %zu)", n, want);
+    tf_workqueue_done(q, k);
+    free(k);
+    tf_adapter__result *res = NULL;
+    size_t m = tf_adapter__work_take(w, key, &res);
+    for (size_t i = 0; i < m; i++) {
+      ck_assert_uint_lt(n, want);
+      got[n++] = res[i];
+    }
+    free(res);
+  }
+  return n;
+}
+
+START_TEST(test_adapter__probes_and_scrapes_run_at_once_on_one_loop)
+{
+  fake_agent agent = {bound_socket(SOCK_STREAM, "127.0.20.20", 40130), 0, 0, 0};
+  ck_assert_int_eq(listen(agent.fd, 16), 0);
+  ck_assert_int_eq(pthread_create(&agent.thread, NULL, fake_agent_run, &agent), 0);
+  int silent = bound_socket(SOCK_DGRAM, "127.0.20.21", 40131);
+  tf_workqueue *q = NULL;
+  TF_OK_OR_FAIL(tf_workqueue_new(&q, NULL));
+  tf_adapter__work *w = tf_adapter__work_new(4, q);
+  ck_assert_ptr_nonnull(w);
+  /* a probe of a relay that never answers (two URIs: both probed at once, the first failure decides) */
+  tf_probe_options po[2] = {TF_PROBE_OPTIONS_INIT, TF_PROBE_OPTIONS_INIT};
+  po[0].uri = "turn:127.0.20.21:40131";
+  po[1].uri = "turn:127.0.20.21:40131?transport=udp";
+  po[0].expect_address = po[1].expect_address = "127.0.20.21";
+  po[0].secret = "work-secret";
+  po[0].timeout_ms = 3000;
+  ck_assert_int_eq(tf_adapter__work_probe(w, "ns/p", 7, 1, po, 2), 0);
+  /* scrapes submitted after it: with and without the token, and of nobody (refused) */
+  ck_assert_int_eq(tf_adapter__work_scrape(w, "ns/p", 7, 2, "http://127.0.20.20:40130/metrics", "agent-token-20", 3000), 0);
+  ck_assert_int_eq(tf_adapter__work_scrape(w, "ns/p", 7, 3, "http://127.0.20.20:40130/metrics", NULL, 3000), 0);
+  ck_assert_int_eq(tf_adapter__work_scrape(w, "ns/p", 7, 4, "http://127.0.20.20:40132/metrics", "agent-token-20", 3000), 0);
+  tf_adapter__result got[4];
+  work_wait(w, q, "ns/p", got, 4);
+  /* the scrapes came back before the probe that waits for its timeout: nothing waits for another */
+  ck_assert_uint_eq(got[3].id, 1);
+  for (size_t i = 0; i < 3; i++) {
+    ck_assert_int_eq(got[i].kind, TF_ADAPTER__SCRAPE);
+    ck_assert_uint_eq(got[i].epoch, 7);
+    ck_assert_int_eq(got[i].allocations, got[i].id == 2 ? 7 : -1);
+  }
+  ck_assert_int_eq(agent.served, 1);
+  ck_assert_int_eq(agent.refused, 1);
+  tf_adapter__result *pr = &got[3];
+  ck_assert_int_eq(pr->kind, TF_ADAPTER__PROBE);
+  ck_assert_int_eq(pr->ok, 0);
+  ck_assert_int_eq(pr->on_allocate, 1);
+  ck_assert_ptr_nonnull(pr->message);
+  ck_assert_msg(strstr(pr->message, "127.0.20.21:40131") && !strstr(pr->message, "work-secret"), "%s", pr->message);
+  /* the silent relay got both URIs' requests */
+  char buf[1500];
+  int dgrams = 0;
+  while (recv(silent, buf, sizeof(buf), MSG_DONTWAIT) > 0) dgrams++;
+  ck_assert_int_ge(dgrams, 2);
+  for (size_t i = 0; i < 4; i++) tf_adapter__result_clear(&got[i]);
+  /* options a probe refuses fail the job with the field named; a job in flight is abandoned at free */
+  tf_probe_options bad = TF_PROBE_OPTIONS_INIT;
+  bad.uri = "stun:127.0.20.21";
+  bad.expect_address = "127.0.20.21";
+  bad.secret = "work-secret";
+  ck_assert_int_eq(tf_adapter__work_probe(w, "ns/q", 7, 5, &bad, 1), 0);
+  work_wait(w, q, "ns/q", got, 1);
+  ck_assert_int_eq(got[0].ok, 0);
+  ck_assert_msg(got[0].message && strstr(got[0].message, "uri"), "%s", got[0].message ? got[0].message : "(null)");
+  tf_adapter__result_clear(&got[0]);
+  ck_assert_int_eq(tf_adapter__work_probe(w, "ns/r", 7, 6, po, 1), 0);
+  tf_adapter__work_free(w);
+  tf_workqueue_free(q);
+  shutdown(agent.fd, SHUT_RDWR);
+  close(agent.fd);
+  pthread_join(agent.thread, NULL);
+  close(silent);
+}
+END_TEST
+
 Suite *tf_test_adapter_suite(void)
 {
   Suite *s = suite_create("adapter");
@@ -1464,6 +1615,10 @@ Suite *tf_test_adapter_suite(void)
   tcase_add_test(tc, test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt);
   tcase_add_test(tc, test_adapter__referenced_secrets_are_cached_while_a_pool_references_them);
   suite_add_tcase(s, tc);
+  TCase *work = tcase_create("work");
+  tcase_set_timeout(work, 60);
+  tcase_add_test(work, test_adapter__probes_and_scrapes_run_at_once_on_one_loop);
+  suite_add_tcase(s, work);
   TCase *live = tcase_create("live");
   tcase_add_unchecked_fixture(live, ad_setup, ad_teardown);
   tcase_add_checked_fixture(live, ad_each, NULL);

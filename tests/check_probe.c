@@ -3,7 +3,8 @@
  * and the turnfleet-probe CLI (fork/exec of the built binary).
  *
  * Addresses 127.0.0.40-64 and ::1, listener ports 3500-3599, relay ranges in
- * 40000-58999, CLI port 15640 (below the ephemeral range): distinct from the other suites so
+ * 40000-58999 (the hooks tests: 127.0.20.1-3, ports 3600-3602, relays 40200-40299),
+ * CLI port 15640 (below the ephemeral range): distinct from the other suites so
  * `ctest -j` does not collide. ctest runs the suite once per coturn version
  * (4.6.1 on the host, 4.18 from the root filesystem), never both at once. */
 #include <arpa/inet.h>
@@ -20,11 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -2566,6 +2569,131 @@ START_TEST(test_probe__a_lossy_path_leaves_no_allocation_behind)
 }
 END_TEST
 
+/* The hooks on the caller's own epoll loop: the set's one descriptor, a timer of the caller's and a
+ * silent UDP "relay" of the caller's beside it. The silent probe retransmits at 0, 200, 600 and
+ * 1400 ms; between each two of its datagrams (200 ms and more apart) the caller's loop must have
+ * woken for its timer (20 ms) at least three times: a round that held the loop until the set's
+ * next timer would leave one wake-up per gap, its ticks piled up in it. Addresses 127.0.20.1-2 (this test's own),
+ * listener 3600, relay range 40200-40299. */
+typedef struct hook_counts {
+  size_t calls, ok, timeouts;
+} hook_counts;
+
+static int pc_hook_cb(size_t index, const tf_probe_result *r, void *payload)
+{
+  (void)index;
+  hook_counts *h = payload;
+  h->calls++;
+  if (tf_probe_result_ok(r)) h->ok++;
+  else if (tf_probe_result_status(r) == TF_ETIMEOUT) h->timeouts++;
+  return 0;
+}
+
+START_TEST(test_probe__hooks_run_a_set_on_the_callers_epoll_loop)
+{
+  char *pool = pc_pool("phooks", "IPv4", 3600, 0, 40200, 40299, NULL);
+  pc_start(pool, "127.0.20.1", 0);
+  free(pool);
+  int silent = pc_silent_udp("127.0.20.2", 3601);
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 4));
+  const char *uris[] = {"turn:127.0.20.1:3600", "turn:127.0.20.1:3600?transport=tcp"};
+  for (int i = 0; i < 8; i++) {
+    tf_probe_options o = pc_opts(uris[i % 2]);
+    PC_OK(tf_probe_set_add(set, &o));
+  }
+  tf_probe_options q = pc_opts("turn:127.0.20.2:3601");
+  q.rto_ms = 200;
+  q.timeout_ms = 2000;
+  PC_OK(tf_probe_set_add(set, &q));
+  PC_CHECK(tf_probe_set_fd(set) == -1 && tf_probe_set_timeout(set) == -1, "hooks before the start");
+  hook_counts h = {0, 0, 0};
+  PC_OK(tf_probe_set_start(set, pc_hook_cb, &h));
+  PC_CHECK(tf_probe_set_start(set, NULL, NULL) == TF_EINVALID, "a second start");
+  PC_CHECK(tf_probe_set_run(set, NULL, NULL) == TF_EINVALID, "a run while it runs");
+  PC_CHECK(tf_probe_set_add(set, &q) == TF_EINVALID, "an add while it runs");
+  PC_CHECK(tf_probe_set_running(set) == 9, "running %zu", tf_probe_set_running(set));
+
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  PC_CHECK(ep >= 0 && tfd >= 0, "epoll/timerfd: %s", strerror(errno));
+  struct itimerspec its = {{0, 20000000}, {0, 20000000}};
+  PC_CHECK(timerfd_settime(tfd, 0, &its, NULL) == 0, "timerfd_settime");
+  int fds[3] = {tf_probe_set_fd(set), tfd, silent};
+  PC_CHECK(fds[0] >= 0, "the set's descriptor");
+  for (int i = 0; i < 3; i++) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+    PC_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) == 0, "epoll_ctl: %s", strerror(errno));
+  }
+  size_t running = 9, rounds = 0, dgrams = 0, gaps = 0, gaps_ticked = 0, wakes = 0, wakes_at_dgram = 0;
+  uint64_t ticks = 0;
+  while (running) {
+    struct epoll_event ev[3];
+    int n = epoll_wait(ep, ev, 3, tf_probe_set_timeout(set));
+    PC_CHECK(n >= 0 || errno == EINTR, "epoll_wait: %s", strerror(errno));
+    for (int i = 0; i < n; i++) {
+      if (ev[i].data.u32 == 1) {
+        uint64_t k = 0;
+        if (read(tfd, &k, sizeof(k)) == (ssize_t)sizeof(k)) ticks += k, wakes++;
+      } else if (ev[i].data.u32 == 2) {
+        char buf[1500];
+        while (recv(silent, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+          if (dgrams++ > 0) {
+            gaps++;
+            gaps_ticked += wakes - wakes_at_dgram >= 3;
+          }
+          wakes_at_dgram = wakes;
+        }
+      }
+    }
+    PC_OK(tf_probe_set_process(set, &running));
+    rounds++;
+  }
+  close(tfd);
+  close(ep);
+  close(silent);
+  PC_CHECK(h.calls == 9 && h.ok == 8 && h.timeouts == 1, "callback: %zu calls, %zu ok, %zu timed out", h.calls, h.ok,
+           h.timeouts);
+  for (size_t i = 0; i < 8; i++) PC_EXPECT_OK(tf_probe_set_result(set, i));
+  PC_CHECK(tf_probe_result_status(tf_probe_set_result(set, 8)) == TF_ETIMEOUT, "the silent relay's probe");
+  /* the caller's loop went round while the probes ran: its timer ticked between every two sends */
+  PC_CHECK(dgrams >= 3, "the silent relay got %zu datagrams", dgrams);
+  PC_CHECK(gaps_ticked == gaps,
+           "the caller's timer woke its loop 3 times or more in %zu of %zu gaps between retransmissions (%zu wake-ups "
+           "for %" PRIu64 " ticks, %zu rounds)",
+           gaps_ticked, gaps, wakes, ticks, rounds);
+  PC_CHECK(tf_probe_set_fd(set) == -1 && tf_probe_set_timeout(set) == -1 && tf_probe_set_running(set) == 0,
+           "hooks after the end");
+  size_t after = 1;
+  PC_OK(tf_probe_set_process(set, &after));
+  PC_CHECK(after == 0, "process after the end");
+  tf_probe_set_free(set);
+  pc_stop_all();
+  pc_cleanup();
+}
+END_TEST
+
+/* A set started on the caller's loop and freed while it runs releases what it holds. */
+START_TEST(test_probe__hooks_set_freed_while_running)
+{
+  int silent = pc_silent_udp("127.0.20.3", 3602);
+  tf_probe_set *set = NULL;
+  PC_OK(tf_probe_set_new(&set, 2));
+  tf_probe_options q = pc_opts("turn:127.0.20.3:3602");
+  for (int i = 0; i < 3; i++) PC_OK(tf_probe_set_add(set, &q));
+  PC_OK(tf_probe_set_start(set, NULL, NULL));
+  PC_CHECK(tf_probe_set_running(set) == 3 && tf_probe_set_fd(set) >= 0, "running");
+  /* the first requests went out at the start: the silent socket has them without a process */
+  struct pollfd p = {silent, POLLIN, 0};
+  PC_CHECK(poll(&p, 1, 5000) == 1, "no request reached the silent relay after the start");
+  size_t running = 0;
+  PC_OK(tf_probe_set_process(set, &running));
+  PC_CHECK(running == 3, "running %zu", running);
+  tf_probe_set_free(set);
+  close(silent);
+}
+END_TEST
+
 Suite *tf_test_probe_suite(void)
 {
   Suite *s = suite_create("probe");
@@ -2606,6 +2734,8 @@ Suite *tf_test_probe_suite(void)
   tcase_add_test(ts, test_probe__long_realm_and_nonce_are_sent_back_whole);
   tcase_add_test(ts, test_probe__out_of_descriptors_is_local_not_unreachable);
   tcase_add_test(ts, test_probe__count_streams_in_constant_memory);
+  tcase_add_test(ts, test_probe__hooks_run_a_set_on_the_callers_epoll_loop);
+  tcase_add_test(ts, test_probe__hooks_set_freed_while_running);
   suite_add_tcase(s, ts);
 
   /* 20,000 allocations at 256 at once, plain and with the peer check */

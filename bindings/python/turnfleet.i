@@ -621,6 +621,11 @@ struct tf_relay {};
 %ignore tf_probe_run;
 %ignore tf_probe_set_add;
 %ignore tf_probe_set_run;
+%ignore tf_probe_set_start;   /* the caller's-loop hooks: not in the binding (it runs sets with run()) */
+%ignore tf_probe_set_fd;
+%ignore tf_probe_set_timeout;
+%ignore tf_probe_set_process;
+%ignore tf_probe_set_running;
 %ignore tf_allocation_new;
 %ignore tf_relay_observation;
 %ignore tf_relay_observation_init;

@@ -20,6 +20,8 @@
 
 #include "up.h"
 
+#define UP_POLL_ROUNDS 16 /* probe rounds waited on at once (one per step with probes: rarely more than one) */
+
 volatile sig_atomic_t up_stop_signals;
 
 static void on_signal(int sig)
@@ -98,6 +100,29 @@ static int start(up *u)
   return up_http_start(u) < 0 ? 1 : -1;
 }
 
+/* Wait for what the loop serves: CLI results, the probe rounds' sockets and timers, the engine's
+ * next deadline; children, signals and files every 100 ms. /metrics and /healthz have their own
+ * thread (up_http.c), which this loop never holds up. @return 1 when only the probe rounds woke it
+ * (a socket of theirs, or a timer of theirs due before anything else), else 0. */
+static int up_poll(up *u)
+{
+  int64_t next = tf_engine_next_ms(u->engine), wait = next ? next - up_now_ms() : 100; /* 0: nothing scheduled */
+  int timeout = wait <= 0 ? 0 : wait > 100 ? 100 : (int)wait, own = timeout;
+  struct pollfd p[UP_POLL_ROUNDS + 1];
+  size_t n = 0;
+  p[n++] = (struct pollfd){tf_relayctl_workers_fd(u->ctl), POLLIN, 0};
+  for (size_t i = 0; i < u->nrounds; i++) {
+    int t = tf_probe_set_timeout(u->rounds[i].set);
+    if (t >= 0 && t < timeout) timeout = t;
+    if (n <= UP_POLL_ROUNDS) p[n++] = (struct pollfd){tf_probe_set_fd(u->rounds[i].set), POLLIN, 0};
+    else timeout = 0; /* no room to wait for it: go round at once */
+  }
+  if (own <= 0) return 0;
+  int ready = timeout > 0 ? poll(p, n, timeout) : 0;
+  if (ready < 0 || p[0].revents) return 0;
+  return ready > 0 || timeout < own; /* a round's socket, or its timer before the loop's own time */
+}
+
 /* One step: decide, act, report back. What was done is printed after the next step, which shows its effect. */
 static void iterate(up *u)
 {
@@ -113,6 +138,7 @@ static void iterate(up *u)
 static void finish(up *u)
 {
   if (u->mhd) MHD_stop_daemon(u->mhd);
+  up_probes_free(u);
   up_stop_all(u);
   up_forget_step(u);
   tf_relayctl_workers_free(u->ctl);
@@ -143,7 +169,18 @@ int up_main(int argc, char **argv)
   pthread_mutex_init(&u.mu, NULL);
   int st = up_parse_flags(&u, argc, argv);
   if (st < 0) st = start(&u);
-  for (sig_atomic_t seen = 0; st < 0;) {
+  int64_t last_step = 0;
+  for (sig_atomic_t seen = 0, probes_only = 0; st < 0;) {
+    /* a pass a probe round's socket or timer woke, that ended no round, within 100 ms of the
+     * last step and before the engine's next time: the probes' alone (no step to take) */
+    int ended = up_probes(&u);
+    int64_t now = up_now_ms();
+    int64_t next = tf_engine_next_ms(u.engine);
+    if (probes_only && !ended && now - last_step < 100 && (!next || now < next)) {
+      probes_only = up_poll(&u);
+      continue;
+    }
+    last_step = now;
     up_loop_alive(&u);
     up_reap_children(&u);
     up_take_results(&u);
@@ -154,9 +191,7 @@ int up_main(int argc, char **argv)
     if (!seen) up_watch_inputs(&u);
     iterate(&u);
     if (tf_engine_finished(u.engine)) st = 0;
-    int64_t wait = tf_engine_next_ms(u.engine) - up_now_ms();
-    struct pollfd p = {tf_relayctl_workers_fd(u.ctl), POLLIN, 0};
-    if (st < 0 && wait > 0) poll(&p, 1, wait > 100 ? 100 : (int)wait); /* children, signals, files: every 100 ms */
+    if (st < 0) probes_only = up_poll(&u);
   }
   if (u.engine && tf_engine_finished(u.engine)) {
     iterate(&u); /* the final status: no relay left, not ready */

@@ -37,6 +37,15 @@ typedef struct up_child {
   pid_t pid;
 } up_child;
 
+/* A step's probes, running on the loop: ids[i] is the engine's action of the set's probe i. */
+typedef struct up_round {
+  tf_probe_set *set;
+  uint64_t *ids;
+  size_t n;
+  char **relays; /* the relays it probes: u->probed once it ended */
+  size_t nrelays;
+} up_round;
+
 typedef struct up {
   /* flags */
   const char *pool_file, *name, *addresses, *nodes_file, *turnserver, *metrics_addr, *secret_file, *ca_file;
@@ -54,13 +63,15 @@ typedef struct up {
   char ts_version_text[64];
   tf_engine *engine;
   tf_relayctl_workers *ctl;
+  up_round *rounds; /* probe rounds in flight */
+  size_t nrounds;
   up_child *children;
   size_t nchildren;
   char *log[UP_LOG]; /* the table's event log, a ring */
   size_t log_next;
   char **acts; /* the last step's lifecycle actions, printed after the next step */
   size_t nacts;
-  char **probed; /* the relays the last step probed, likewise */
+  char **probed; /* the relays of the probe rounds that ended since the last step, likewise */
   size_t nprobed;
   int event_due, files_failing;
   /* read by the HTTP thread too, under mu */
@@ -110,6 +121,11 @@ void up_reap_children(up *u);
 void up_take_results(up *u);
 /* Stop every child left. */
 void up_stop_all(up *u);
+/* One non-blocking round of every probe set in flight; a finished one's results go to the engine.
+ * @return how many ended. */
+int up_probes(up *u);
+/* Abandon the rounds in flight (their allocations released, best effort). */
+void up_probes_free(up *u);
 
 /* ---- up_publish.c ---- */
 

@@ -1,7 +1,9 @@
 /* Carrying out the engine's actions: turnserver children (config 0600, start,
  * stop, reap), the coturn CLI through relayctl workers (counts and drains, on
- * their own threads, so a relay that does not answer stalls no other), and one
- * round of probes on one poll loop. Every outcome goes back to the engine. */
+ * their own threads, so a relay that does not answer stalls no other), and the
+ * rounds of probes, each a probe set run on the runtime's own loop (its hooks in
+ * up_poll()), so a relay slow to answer holds up nothing. Every outcome goes back
+ * to the engine. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -105,21 +107,78 @@ static void add_probes(up *u, const tf_engine_action *a, tf_probe_set *set, uint
   }
 }
 
-/* Run the round's probes on one poll loop (bounded by one timeout); each relay's results go back together. */
-static void run_probes(up *u, tf_probe_set *set, const uint64_t *ids, size_t n)
+/* Start the step's round of probes on the runtime's loop (up_poll() waits for it, up_probes() runs it);
+ * the relays it probes (u->probed) go with it, to be reported when it ends. */
+static void start_probes(up *u, tf_probe_set *set, uint64_t *ids, size_t n)
 {
-  if (!n) return;
-  (void)tf_probe_set_run(set, NULL, NULL);
-  const tf_probe_result **results = calloc(n, sizeof(*results));
+  up_round *grown = n ? realloc(u->rounds, (u->nrounds + 1) * sizeof(*grown)) : NULL;
+  if (grown) u->rounds = grown;
+  if (!grown || tf_probe_set_start(set, NULL, NULL) < 0) {
+    int64_t now = up_now_ms();
+    for (size_t i = 0; i < n; i++) /* the engine hears of every probe it handed out */
+      if (i == 0 || ids[i] != ids[i - 1]) (void)tf_engine_probe_results_done(u->engine, ids[i], NULL, 0, now);
+    tf_probe_set_free(set);
+    free(ids);
+    return;
+  }
+  u->rounds[u->nrounds++] = (up_round){set, ids, n, u->probed, u->nprobed};
+  u->probed = NULL;
+  u->nprobed = 0;
+}
+
+/* A round that ended: each relay's results go back together. */
+static void finish_round(up *u, up_round *r)
+{
+  const tf_probe_result **results = calloc(r->n, sizeof(*results));
   int64_t now = up_now_ms();
-  for (size_t i = 0; i < n;) {
+  for (size_t i = 0; i < r->n;) {
     size_t j = i;
-    for (; j < n && ids[j] == ids[i]; j++)
-      if (results) results[j] = tf_probe_set_result(set, j);
-    (void)tf_engine_probe_results_done(u->engine, ids[i], results ? results + i : NULL, results ? j - i : 0, now);
+    for (; j < r->n && r->ids[j] == r->ids[i]; j++)
+      if (results) results[j] = tf_probe_set_result(r->set, j);
+    (void)tf_engine_probe_results_done(u->engine, r->ids[i], results ? results + i : NULL, results ? j - i : 0, now);
     i = j;
   }
   free(results);
+  tf_probe_set_free(r->set);
+  free(r->ids);
+  /* the next step shows the outcomes: its event names the relays this round probed */
+  char **grown = realloc(u->probed, (u->nprobed + r->nrelays + 1) * sizeof(char *));
+  for (size_t i = 0; i < r->nrelays; i++)
+    if (grown) grown[u->nprobed++] = r->relays[i];
+    else free(r->relays[i]);
+  if (grown) u->probed = grown;
+  free(r->relays);
+  u->event_due = 1;
+}
+
+int up_probes(up *u)
+{
+  int ended = 0;
+  for (size_t i = 0; i < u->nrounds;) {
+    size_t running = 0;
+    (void)tf_probe_set_process(u->rounds[i].set, &running); /* a failed round ends with what it has */
+    if (running) {
+      i++;
+      continue;
+    }
+    finish_round(u, &u->rounds[i]);
+    u->rounds[i] = u->rounds[--u->nrounds];
+    ended++;
+  }
+  return ended;
+}
+
+void up_probes_free(up *u)
+{
+  for (size_t i = 0; i < u->nrounds; i++) {
+    tf_probe_set_free(u->rounds[i].set);
+    free(u->rounds[i].ids);
+    for (size_t j = 0; j < u->rounds[i].nrelays; j++) free(u->rounds[i].relays[j]);
+    free(u->rounds[i].relays);
+  }
+  free(u->rounds);
+  u->rounds = NULL;
+  u->nrounds = 0;
 }
 
 void up_forget_step(up *u)
@@ -175,10 +234,9 @@ void up_carry_out(up *u, int64_t now)
     }
     }
   }
-  run_probes(u, set, probe_ids, nprobes);
-  tf_probe_set_free(set);
-  free(probe_ids);
-  u->event_due = u->nacts || nprobes;
+  if (nprobes) start_probes(u, set, probe_ids, nprobes);
+  else tf_probe_set_free(set), free(probe_ids);
+  u->event_due = u->nacts > 0; /* a round's event comes when it ends (finish_round) */
 }
 
 void up_take_results(up *u)

@@ -69,7 +69,8 @@ typedef struct tf_adapter_options {
   unsigned int cli_slots;   /**< slots of cli_stride ports, one per pool by hash (default 10) */
   unsigned int cli_stride;  /**< ports per slot: the most relays of one pool on one node (default 10) */
   int allow_loopback_peers; /**< render coturn's allow-loopback-peers (test clusters on loopback only) */
-  size_t workers;           /**< probe and scrape threads (default 4) */
+  size_t workers;           /**< unused since probes and scrapes run on one loop of their own (every job at
+                                 once, none waiting for another); kept for the layout */
   tf_log_cb log;            /**< or NULL (silent) */
   void *log_payload;
   /** version 2: the `kubernetes` Endpoints of namespace `default` (an informer on

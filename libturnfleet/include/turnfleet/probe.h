@@ -159,16 +159,71 @@ TF_EXTERN(tf_err) tf_probe_set_add(tf_probe_set *set, const tf_probe_options *op
  */
 TF_EXTERN(tf_err) tf_probe_set_add_repeated(tf_probe_set *set, const tf_probe_options *opts, uint64_t count);
 /**
- * Run every queued probe on one epoll loop.
+ * Run every queued probe on one epoll loop, waiting inside (a loop over the
+ * rounds tf_probe_set_process() runs, with the set's UDP datagrams through an
+ * io_uring where the kernel has one).
  * @param cb optional, called as each finishes
- * @return 0; TF_EUSER when @p cb stopped it; TF_ENOMEM
+ * @return 0; TF_EUSER when @p cb stopped it; TF_EINVALID when the set runs
+ *         already (tf_probe_set_start()); TF_ENOMEM
  */
 TF_EXTERN(tf_err) tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload);
+
+/*
+ * The same run on the caller's own loop, in the style of libcurl's multi
+ * interface: tf_probe_set_start() starts the queued probes that fit, then the
+ * caller waits for tf_probe_set_fd() to be readable (POLLIN / EPOLLIN) or for
+ * tf_probe_set_timeout() to pass, whichever comes first, and calls
+ * tf_probe_set_process(), until it reports nothing running. Nothing of these
+ * blocks. One thread drives a set; probes are added before it starts.
+ *
+ *   tf_probe_set_start(set, cb, payload);
+ *   for (size_t running = 1; running;) {
+ *     struct pollfd p = {tf_probe_set_fd(set), POLLIN, 0};
+ *     poll(&p, 1, tf_probe_set_timeout(set));
+ *     tf_probe_set_process(set, &running);
+ *   }
+ */
+
+/**
+ * Start a run on the caller's loop: the queued probes that fit the concurrency
+ * are started (their first requests sent), nothing is waited for. A set whose
+ * probes have all run has nothing to start (tf_probe_set_running() is 0).
+ * @param cb optional, called as each finishes (from tf_probe_set_process())
+ * @return 0; TF_EINVALID when the set runs already; TF_EUSER when @p cb stopped
+ *         it (a probe may finish at once); TF_ENOMEM
+ */
+TF_EXTERN(tf_err) tf_probe_set_start(tf_probe_set *set, tf_probe_cb cb, void *payload);
+/**
+ * The one descriptor to wait on while the set runs: readable (POLLIN) when a
+ * socket of the set has something. It is an epoll instance (its sockets come
+ * and go as probes start and end, the descriptor stays for the run), so a
+ * caller adds it once to its own poll() or epoll set. -1 when not running.
+ * Owned by the set: closed when the run ends.
+ */
+TF_EXTERN(int) tf_probe_set_fd(const tf_probe_set *set);
+/**
+ * Milliseconds until tf_probe_set_process() is due even when the descriptor
+ * stays quiet (the next retransmission or deadline): 0 now, -1 when not running.
+ */
+TF_EXTERN(int) tf_probe_set_timeout(const tf_probe_set *set);
+/**
+ * One non-blocking round: what the sockets have, the timers that are due, the
+ * finished probes handed to the callback (in the order they finished) and
+ * their slots given to queued probes. When nothing is left the run ends (the
+ * descriptor is closed; tf_probe_set_result() holds the results).
+ * @param[out] running probes not yet handed over (in flight or queued), 0 when
+ *             the run ended; may be NULL
+ * @return 0; TF_EUSER when the callback stopped the set (in-flight probes are
+ *         abandoned with a best-effort release, the run ends); TF_ENOMEM (the run ends)
+ */
+TF_EXTERN(tf_err) tf_probe_set_process(tf_probe_set *set, size_t *running);
+/** Probes of a running set not yet handed over (in flight or queued); 0 when not running. */
+TF_EXTERN(size_t) tf_probe_set_running(const tf_probe_set *set);
 /** Number of probes queued (saturates at SIZE_MAX). */
 TF_EXTERN(size_t) tf_probe_set_count(const tf_probe_set *set);
 /** Result of probe @p i after tf_probe_set_run(); NULL before. Borrowed from @p set. */
 TF_EXTERN(const tf_probe_result *) tf_probe_set_result(const tf_probe_set *set, size_t i);
-/** Release a set. NULL does nothing. */
+/** Release a set (a run still going is ended as the callback's stop ends it). NULL does nothing. */
 TF_EXTERN(void) tf_probe_set_free(tf_probe_set *set);
 
 /** One allocation kept open (the probe's --hold). */

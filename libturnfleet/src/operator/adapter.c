@@ -3,7 +3,7 @@
  * (expectations hold back a second create or delete the caches do not show
  * yet), then the owned objects and the status written only where they
  * differ (adapter_objects.c). Probes and scrapes run on adapter_work.c's
- * workers. */
+ * loop. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -1642,7 +1642,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
     tf_adapter__index_free(c->index);
     tf_smap__free(c->reconciles);
     free(c);
-    return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe workers");
+    return tf_error__set(TF_ERESOURCE, "adapter: cannot start the probe and scrape loop");
   }
   *out = c;
   return TF_OK;

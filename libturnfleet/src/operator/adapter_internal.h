@@ -254,7 +254,7 @@ const char *tf_adapter__expect_creating(const tf_adapter__expect *e, const char 
 /* 1 while a delete of pod @p key with @p uid was sent and the cache does not show it yet. */
 int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
 
-/* ---- adapter_work.c: probes and agent scrapes off the reconcile thread ---- */
+/* ---- adapter_work.c: probes and agent scrapes off the reconcile thread, on one loop ---- */
 
 typedef struct tf_adapter__work tf_adapter__work;
 typedef enum { TF_ADAPTER__PROBE = 0, TF_ADAPTER__SCRAPE = 1 } tf_adapter__job_kind;
@@ -270,9 +270,11 @@ typedef struct tf_adapter__result {
   int64_t allocations; /* scrape: turnfleet_agent_ports_in_use; -1: unreadable */
 } tf_adapter__result;
 
-/* @p threads workers; a finished job adds its key to @p queue. NULL on failure. */
+/* One thread running one loop for every job at once (@p threads unused); a finished job adds its key to
+ * @p queue. NULL on failure. */
 tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue);
-/* Stop the workers (running jobs finish first) and release what is left. */
+/* Stop the loop (jobs in flight are abandoned, a probe's allocations released best effort) and release
+ * what is left. */
 void tf_adapter__work_free(tf_adapter__work *w);
 /* Allocate through each of the @p n probes @p po describes (the secret of the first serves all: copied,
  * wiped after use). 0, -1 on no memory. */

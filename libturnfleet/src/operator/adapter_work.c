@@ -1,53 +1,46 @@
-/* Worker threads for the adapter's probes and scrapes (adapter_internal.h). */
+/* The adapter's probes and agent scrapes off the reconcile thread (adapter_internal.h): one thread
+ * runs one loop, libcurl multi's poll with the probe sets' descriptors beside its own (the probe
+ * set hooks, probe.h), so no relay slow to answer holds up another and no pool of threads is
+ * kept. A probe job is one probe set (every URI of the relay at once); a scrape is relayctl's
+ * request to an agent (relayctl_internal.h) on the multi. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
-#include <openssl/crypto.h>
 
 #include "adapter_internal.h"
+#include "relayctl_internal.h"
+
+#define WORK_MAX_WAIT_MS 1000
+#define WORK_POLL_FDS 64 /* probe sets waited on at once; more are processed every round */
 
 typedef struct tf_adapter__job {
   struct tf_adapter__job *next;
-  tf_adapter__job_kind kind;
   char *key;
-  uint64_t epoch, id;
-  char **uris, **addresses;
-  int *families;
-  int insecure;
-  size_t n;
-  tf_port_range ports;
-  char *secret, *url;
-  int timeout_ms;
+  tf_probe_set *set;            /* probe: its URIs, started by the loop */
+  tf_relayctl__scrape *scrape;  /* scrape */
+  char *failed;                 /* probe: a URI's options were refused (tf_probe_set_add) */
   tf_adapter__result result;
 } tf_adapter__job;
 
 struct tf_adapter__work {
   pthread_mutex_t mu;
-  pthread_cond_t cv;
-  tf_adapter__job *queued, *queued_tail, *finished;
-  int stopping;
-  pthread_t *threads;
-  size_t thread_count;
+  tf_adapter__job *queued, *finished; /* under mu */
+  int stopping;                       /* under mu */
+  tf_adapter__job *running;           /* the loop's own */
+  CURLM *multi;
+  pthread_t thread;
+  int started;
   tf_workqueue *queue;
 };
 
 static void job_free(tf_adapter__job *j)
 {
   if (!j) return;
-  for (size_t i = 0; i < j->n; i++) {
-    free(j->uris ? j->uris[i] : NULL);
-    free(j->addresses ? j->addresses[i] : NULL);
-  }
-  free(j->uris);
-  free(j->addresses);
-  free(j->families);
-  if (j->secret) {
-    OPENSSL_cleanse(j->secret, strlen(j->secret));
-    free(j->secret);
-  }
-  free(j->url);
+  tf_probe_set_free(j->set);
+  tf_relayctl__scrape_free(j->scrape);
+  free(j->failed);
   free(j->key);
   tf_adapter__result_clear(&j->result);
   free(j);
@@ -60,147 +53,160 @@ void tf_adapter__result_clear(tf_adapter__result *r)
   r->message = NULL;
 }
 
-static void run_probe(tf_adapter__job *j)
+/* A probe set that ended: the first URI that failed (in their order) decides. */
+static void probe_result(tf_adapter__job *j, tf_err rc)
 {
-  j->result.ok = j->n > 0;
-  for (size_t i = 0; i < j->n && j->result.ok; i++) {
-    tf_probe_options po = TF_PROBE_OPTIONS_INIT;
-    po.uri = j->uris[i];
-    po.secret = j->secret;
-    po.user = "turnfleet-operator";
-    po.expect_address = j->addresses[i];
-    po.family = j->families[i];
-    po.insecure = j->insecure;
-    po.expect_port_start = j->ports.start;
-    po.expect_port_end = j->ports.end;
-    po.timeout_ms = j->timeout_ms;
-    tf_probe_result *res = NULL;
-    if (tf_probe_run(&res, &po) < 0) {
-      j->result.ok = 0;
-      j->result.message = strdup(tf_error_last()->message);
+  tf_adapter__result *r = &j->result;
+  r->ok = tf_probe_set_count(j->set) > 0 && !j->failed && rc == TF_OK;
+  if (j->failed) r->message = j->failed, j->failed = NULL;
+  else if (rc < 0) r->message = strdup(tf_error_last()->message);
+  for (size_t i = 0; r->ok && i < tf_probe_set_count(j->set); i++) {
+    const tf_probe_result *res = tf_probe_set_result(j->set, i);
+    if (res && tf_probe_result_ok(res)) continue;
+    r->ok = 0;
+    if (!res) {
+      r->message = strdup("probe failed: no result");
       break;
     }
-    if (!tf_probe_result_ok(res)) {
-      j->result.ok = 0;
-      j->result.error_code = tf_probe_result_error_code(res);
-      j->result.on_allocate = tf_probe_result_stage(res) == TF_PROBE_STAGE_ALLOCATE;
-      const char *m = tf_probe_result_message(res);
-      j->result.message = strdup(m ? m : "probe failed");
-    }
-    tf_probe_result_free(res);
+    r->error_code = tf_probe_result_error_code(res);
+    r->on_allocate = tf_probe_result_stage(res) == TF_PROBE_STAGE_ALLOCATE;
+    const char *m = tf_probe_result_message(res);
+    r->message = strdup(m && *m ? m : "probe failed");
   }
+  tf_probe_set_free(j->set); /* the secret's copies wiped */
+  j->set = NULL;
 }
 
-typedef struct body {
-  char *p;
-  size_t len;
-} body;
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
+/* The loop's jobs that ended go to the finished list, their keys to the queue. */
+static void finish(tf_adapter__work *w, tf_adapter__job *j)
 {
-  body *b = arg;
-  size_t add = size * n;
-  if (b->len + add > ((size_t)4 << 20)) return 0; /* an agent's /metrics is small */
-  char *grown = realloc(b->p, b->len + add + 1);
-  if (!grown) return 0;
-  memcpy(grown + b->len, data, add);
-  b->len += add;
-  grown[b->len] = '\0';
-  b->p = grown;
-  return add;
+  pthread_mutex_lock(&w->mu);
+  j->next = NULL;
+  tf_adapter__job **tail = &w->finished;
+  while (*tail) tail = &(*tail)->next;
+  *tail = j;
+  pthread_mutex_unlock(&w->mu);
+  (void)tf_workqueue_add(w->queue, j->key);
 }
 
-static void run_scrape(tf_adapter__job *j)
+/* Take the queued jobs and start them: a probe set's first requests, a scrape on the multi. */
+static void start_queued(tf_adapter__work *w)
 {
-  j->result.allocations = -1;
-  CURL *c = curl_easy_init();
-  body b = {NULL, 0};
-  long code = 0;
-  if (!c) return;
-  curl_easy_setopt(c, CURLOPT_URL, j->url);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)j->timeout_ms);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-  /* the pool's token: only the operator reads its agents' /metrics */
-  struct curl_slist *headers = NULL;
-  char *auth = j->secret ? malloc(strlen(j->secret) + 32) : NULL;
-  if (auth) {
-    sprintf(auth, "Authorization: Bearer %s", j->secret);
-    headers = curl_slist_append(NULL, auth);
-    OPENSSL_cleanse(auth, strlen(auth));
-    free(auth);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  }
-  if (curl_easy_perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
-      code == 200 && b.p) {
-    tf_metrics *m = NULL;
-    double sum = 0;
-    (void)tf_metrics_parse(&m, b.p, b.len);
-    /* the agent leaves the sample out while its count fails: unknown, not zero */
-    int seen = 0;
-    for (size_t i = 0; m && i < tf_metrics_sample_count(m); i++) {
-      const char *name = NULL;
-      double v;
-      if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, TF_METRIC_AGENT_PORTS_IN_USE) == 0) seen = 1;
+  pthread_mutex_lock(&w->mu);
+  tf_adapter__job *q = w->queued;
+  w->queued = NULL;
+  pthread_mutex_unlock(&w->mu);
+  while (q) {
+    tf_adapter__job *j = q;
+    q = q->next;
+    tf_err rc = TF_OK;
+    if (j->set) rc = j->failed ? TF_EINVALID : tf_probe_set_start(j->set, NULL, NULL);
+    else if (curl_multi_add_handle(w->multi, tf_relayctl__scrape_handle(j->scrape)) != CURLM_OK) rc = TF_ENOMEM;
+    if (rc < 0 || (j->set && tf_probe_set_running(j->set) == 0)) {
+      if (j->set) probe_result(j, rc);
+      else j->result.allocations = -1;
+      finish(w, j);
+      continue;
     }
-    if (seen && tf_metrics_sum(&sum, m, TF_METRIC_AGENT_PORTS_IN_USE) == 0) j->result.allocations = (int64_t)sum;
-    tf_metrics_free(m);
+    j->next = w->running;
+    w->running = j;
   }
-  free(b.p);
-  curl_easy_cleanup(c);
-  for (struct curl_slist *h = headers; h; h = h->next) OPENSSL_cleanse(h->data, strlen(h->data));
-  curl_slist_free_all(headers);
 }
 
-static void *worker(void *arg)
+/* One non-blocking round of every probe set; the ones that ended are finished. */
+static void process_probes(tf_adapter__work *w)
+{
+  for (tf_adapter__job **l = &w->running; *l;) {
+    tf_adapter__job *j = *l;
+    size_t running = 1;
+    tf_err rc = j->set ? tf_probe_set_process(j->set, &running) : TF_OK;
+    if (!j->set || running) {
+      l = &j->next;
+      continue;
+    }
+    *l = j->next;
+    probe_result(j, rc);
+    finish(w, j);
+  }
+}
+
+/* The scrapes the multi is done with are finished. */
+static void process_scrapes(tf_adapter__work *w)
+{
+  int left = 0;
+  (void)curl_multi_perform(w->multi, &left);
+  CURLMsg *msg;
+  while ((msg = curl_multi_info_read(w->multi, &left))) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    CURL *easy = msg->easy_handle;
+    CURLcode cc = msg->data.result;
+    curl_multi_remove_handle(w->multi, easy);
+    for (tf_adapter__job **l = &w->running; *l; l = &(*l)->next) {
+      tf_adapter__job *j = *l;
+      if (!j->scrape || tf_relayctl__scrape_handle(j->scrape) != easy) continue;
+      *l = j->next;
+      j->result.allocations = tf_relayctl__scrape_count(j->scrape, cc);
+      tf_relayctl__scrape_free(j->scrape); /* the token's copy wiped */
+      j->scrape = NULL;
+      finish(w, j);
+      break;
+    }
+  }
+}
+
+/* Wait for the multi's sockets, the probe sets' descriptors, the earliest timeout or a wake-up. */
+static void wait_round(tf_adapter__work *w)
+{
+  struct curl_waitfd fds[WORK_POLL_FDS];
+  unsigned n = 0;
+  long curl_ms = -1;
+  int timeout = WORK_MAX_WAIT_MS;
+  (void)curl_multi_timeout(w->multi, &curl_ms);
+  if (curl_ms >= 0 && curl_ms < timeout) timeout = (int)curl_ms;
+  for (tf_adapter__job *j = w->running; j; j = j->next) {
+    if (!j->set) continue;
+    int t = tf_probe_set_timeout(j->set), fd = tf_probe_set_fd(j->set);
+    if (t >= 0 && t < timeout) timeout = t;
+    if (fd >= 0 && n < WORK_POLL_FDS) fds[n++] = (struct curl_waitfd){fd, CURL_WAIT_POLLIN, 0};
+    else timeout = 0; /* no room to wait for it: go round at once */
+  }
+  if (timeout > 0) (void)curl_multi_poll(w->multi, fds, n, timeout, NULL);
+}
+
+static void *loop(void *arg)
 {
   tf_adapter__work *w = arg;
-  pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->queued && !w->stopping) pthread_cond_wait(&w->cv, &w->mu);
-    if (w->stopping) break;
-    tf_adapter__job *j = w->queued;
-    w->queued = j->next;
-    if (!w->queued) w->queued_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
-    if (j->kind == TF_ADAPTER__PROBE) run_probe(j);
-    else run_scrape(j);
-    if (j->secret) {
-      OPENSSL_cleanse(j->secret, strlen(j->secret));
-      free(j->secret);
-      j->secret = NULL;
-    }
     pthread_mutex_lock(&w->mu);
-    j->next = NULL;
-    tf_adapter__job **tail = &w->finished;
-    while (*tail) tail = &(*tail)->next;
-    *tail = j;
+    int stopping = w->stopping;
     pthread_mutex_unlock(&w->mu);
-    (void)tf_workqueue_add(w->queue, j->key);
-    pthread_mutex_lock(&w->mu);
+    if (stopping) break;
+    start_queued(w);
+    process_probes(w);
+    process_scrapes(w);
+    wait_round(w);
   }
-  pthread_mutex_unlock(&w->mu);
+  while (w->running) { /* abandoned: a probe's allocations released, best effort */
+    tf_adapter__job *j = w->running;
+    w->running = j->next;
+    if (j->scrape) curl_multi_remove_handle(w->multi, tf_relayctl__scrape_handle(j->scrape));
+    job_free(j);
+  }
   return NULL;
 }
 
 tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue)
 {
+  (void)threads; /* one loop runs every job at once */
   tf_adapter__work *w = calloc(1, sizeof(*w));
   if (!w) return NULL;
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
   w->queue = queue;
-  w->threads = calloc(threads, sizeof(pthread_t));
-  for (size_t i = 0; w->threads && i < threads; i++) {
-    if (pthread_create(&w->threads[i], NULL, worker, w) != 0) break;
-    w->thread_count++;
-  }
-  if (!w->thread_count) {
+  if (!(w->multi = curl_multi_init()) || pthread_create(&w->thread, NULL, loop, w) != 0) {
     tf_adapter__work_free(w);
     return NULL;
   }
+  w->started = 1;
   return w;
 }
 
@@ -209,60 +215,74 @@ void tf_adapter__work_free(tf_adapter__work *w)
   if (!w) return;
   pthread_mutex_lock(&w->mu);
   w->stopping = 1;
-  pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  for (size_t i = 0; i < w->thread_count; i++) pthread_join(w->threads[i], NULL);
-  free(w->threads);
+  if (w->started) {
+    curl_multi_wakeup(w->multi);
+    pthread_join(w->thread, NULL);
+  }
   for (tf_adapter__job *lists[2] = {w->queued, w->finished}, **l = lists; l < lists + 2; l++)
     while (*l) {
       tf_adapter__job *next = (*l)->next;
       job_free(*l);
       *l = next;
     }
+  if (w->multi) curl_multi_cleanup(w->multi);
   pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
   free(w);
 }
 
 static int submit(tf_adapter__work *w, tf_adapter__job *j)
 {
   pthread_mutex_lock(&w->mu);
-  if (w->queued_tail) w->queued_tail->next = j;
-  else w->queued = j;
-  w->queued_tail = j;
-  pthread_cond_signal(&w->cv);
+  tf_adapter__job **tail = &w->queued;
+  while (*tail) tail = &(*tail)->next;
+  *tail = j;
   pthread_mutex_unlock(&w->mu);
+  curl_multi_wakeup(w->multi);
   return 0;
+}
+
+static tf_adapter__job *job_new(const char *key, tf_adapter__job_kind kind, uint64_t epoch, uint64_t id)
+{
+  tf_adapter__job *j = calloc(1, sizeof(*j));
+  if (!j) return NULL;
+  j->result.kind = kind;
+  j->result.epoch = epoch;
+  j->result.id = id;
+  if (!(j->key = strdup(key))) {
+    free(j);
+    return NULL;
+  }
+  return j;
 }
 
 int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const tf_probe_options *po, size_t n)
 {
-  tf_adapter__job *j = calloc(1, sizeof(*j));
-  if (!j) return -1;
-  j->kind = TF_ADAPTER__PROBE;
-  j->result.kind = TF_ADAPTER__PROBE;
-  j->epoch = j->result.epoch = epoch;
-  j->id = j->result.id = id;
-  j->key = strdup(key);
-  j->uris = calloc(n + 1, sizeof(char *));
-  j->addresses = calloc(n + 1, sizeof(char *));
-  j->families = calloc(n + 1, sizeof(int));
-  j->secret = strdup(n && po[0].secret ? po[0].secret : "");
-  int ok = j->key && j->uris && j->addresses && j->families && j->secret;
-  j->n = ok ? n : 0;
-  for (size_t i = 0; ok && i < n; i++) {
-    ok = (j->uris[i] = strdup(po[i].uri)) && (j->addresses[i] = strdup(po[i].expect_address));
-    j->families[i] = po[i].family;
-  }
-  if (n) {
-    j->ports.start = po[0].expect_port_start;
-    j->ports.end = po[0].expect_port_end;
-    j->timeout_ms = po[0].timeout_ms;
-    j->insecure = po[0].insecure;
-  }
-  if (!ok) {
+  tf_adapter__job *j = job_new(key, TF_ADAPTER__PROBE, epoch, id);
+  if (!j || tf_probe_set_new(&j->set, n ? (unsigned)n : 1) < 0) {
     job_free(j);
     return -1;
+  }
+  for (size_t i = 0; i < n && !j->failed; i++) {
+    tf_probe_options o = TF_PROBE_OPTIONS_INIT;
+    o.uri = po[i].uri;
+    o.secret = po[0].secret; /* the first's serves all */
+    o.user = "turnfleet-operator";
+    o.expect_address = po[i].expect_address;
+    o.family = po[i].family;
+    o.insecure = po[0].insecure;
+    o.expect_port_start = po[0].expect_port_start;
+    o.expect_port_end = po[0].expect_port_end;
+    o.timeout_ms = po[0].timeout_ms;
+    tf_err rc = tf_probe_set_add(j->set, &o); /* copied; the secret wiped when the set is freed */
+    if (rc == TF_ENOMEM) {
+      job_free(j);
+      return -1;
+    }
+    if (rc < 0 && !(j->failed = strdup(tf_error_last()->message))) {
+      job_free(j);
+      return -1;
+    }
   }
   return submit(w, j);
 }
@@ -270,17 +290,8 @@ int tf_adapter__work_probe(tf_adapter__work *w, const char *key, uint64_t epoch,
 int tf_adapter__work_scrape(tf_adapter__work *w, const char *key, uint64_t epoch, uint64_t id, const char *url,
                             const char *token, int timeout_ms)
 {
-  tf_adapter__job *j = calloc(1, sizeof(*j));
-  if (!j) return -1;
-  j->kind = TF_ADAPTER__SCRAPE;
-  j->result.kind = TF_ADAPTER__SCRAPE;
-  j->epoch = j->result.epoch = epoch;
-  j->id = j->result.id = id;
-  j->key = strdup(key);
-  j->url = strdup(url);
-  j->secret = token ? strdup(token) : NULL;
-  j->timeout_ms = timeout_ms;
-  if (!j->key || !j->url || (token && !j->secret)) {
+  tf_adapter__job *j = job_new(key, TF_ADAPTER__SCRAPE, epoch, id);
+  if (!j || !(j->scrape = tf_relayctl__scrape_new(url, token, timeout_ms))) {
     job_free(j);
     return -1;
   }

@@ -77,8 +77,8 @@ static void loop_free(ploop *L)
   L->recent = NULL;
 }
 
-/* @p set: hand out UDP source ports, and take an io_uring for the datagrams where there is one. */
-static tf_err loop_init(ploop *L, size_t nslots, int set)
+/* @p set: hand out UDP source ports; @p ring: take an io_uring for the datagrams where there is one. */
+static tf_err loop_init(ploop *L, size_t nslots, int set, int ring)
 {
   memset(L, 0, sizeof(*L));
   L->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -88,7 +88,7 @@ static tf_err loop_init(ploop *L, size_t nslots, int set)
   /* 256 KiB of stamps, zero pages until a port is used */
   if (set) L->recent = calloc(65536, sizeof(*L->recent));
   L->txq = malloc(2 * nslots * sizeof(*L->txq));
-  if (set && L->epfd >= 0) tf_probe__ring_open(L);
+  if (set && ring && L->epfd >= 0) tf_probe__ring_open(L);
   /* room for a whole round's datagrams (one per leg at most, and at most LOOP_EVENTS): only
    * the bytes they fill are ever touched; a ring receives into buffers of its own */
   if (!L->ring) L->rx_arena = malloc((2 * nslots < LOOP_EVENTS ? 2 * nslots : LOOP_EVENTS) * LOOP_RX_SLOT);
@@ -239,12 +239,12 @@ static tf_err loop_events(ploop *L, int timeout, rxrec *rx, size_t *nrx, double 
  * and shared data still in the cache: every UDP datagram is read (the kernel's receive path),
  * then handled (the probe's), then the requests they lead to are sent (the kernel's send path;
  * with a ring, at the next round's one system call). */
-static tf_err loop_once(ploop *L)
+static tf_err loop_once(ploop *L, int may_wait)
 {
   double now = tf_probe__now_ms();
   if (now >= L->due) loop_timers(L, now);
   double wait = L->due - now;
-  int timeout = wait <= 0 || L->streams_more ? 0 : (int)ceil(wait);
+  int timeout = !may_wait || wait <= 0 || L->streams_more ? 0 : (int)ceil(wait);
   rxrec rx[LOOP_EVENTS];
   size_t nrx = 0;
   tf_err rc;
@@ -270,7 +270,7 @@ static tf_err loop_drive(ploop *L, probe *p)
 {
   tf_err rc = TF_OK;
   L->fatal = 0;
-  while (!p->finished && rc == TF_OK) rc = loop_once(L);
+  while (!p->finished && rc == TF_OK) rc = loop_once(L, 1);
   if (rc == TF_OK && p->fatal) rc = tf_error__nomem();
   return rc;
 }
@@ -283,7 +283,7 @@ tf_err tf_probe_run(tf_probe_result **out, const tf_probe_options *opts)
   tf_err rc = tf_probe__opts_new(&c, opts);
   if (rc < 0) return rc;
   ploop L;
-  rc = loop_init(&L, 1, 0);
+  rc = loop_init(&L, 1, 0, 0);
   if (rc < 0) {
     tf_probe__opts_unref(c);
     return rc;
@@ -322,6 +322,12 @@ struct tf_probe_set {
   size_t n, cap;
   uint64_t total;
   size_t cursor; /* the first entry with probes not started */
+  /* a run (tf_probe_set_run(), or tf_probe_set_start() to the last tf_probe_set_process()) */
+  ploop *L;          /* NULL: not running */
+  tf_probe_cb cb;
+  void *payload;
+  int stop, drained; /* the callback stopped it; every queued probe started */
+  size_t active;     /* probes in flight (in a slot, not yet handed over) */
 };
 
 tf_err tf_probe_set_new(tf_probe_set **out, unsigned int concurrency)
@@ -335,8 +341,11 @@ tf_err tf_probe_set_new(tf_probe_set **out, unsigned int concurrency)
   return TF_OK;
 }
 
+static void set_end(tf_probe_set *set);
+
 static tf_err set_push(tf_probe_set *set, const tf_probe_options *opts, uint64_t count, int keep)
 {
+  if (set->L) return tf_error__set(TF_EINVALID, "set: probes are added before it runs, not while it runs");
   if (count == 0) return tf_error__set(TF_EINVALID, "count: must be at least 1");
   if (count > UINT64_MAX - set->total) return tf_error__set(TF_EINVALID, "count: the set would hold too many probes");
   if (set->n == set->cap) {
@@ -394,6 +403,7 @@ const tf_probe_result *tf_probe_set_result(const tf_probe_set *set, size_t i)
 void tf_probe_set_free(tf_probe_set *set)
 {
   if (!set) return;
+  set_end(set);
   for (size_t i = 0; i < set->n; i++) {
     tf_probe__opts_unref(set->e[i].c);
     tf_probe_result_free(set->e[i].result);
@@ -424,70 +434,12 @@ static int set_start_next(tf_probe_set *set, ploop *L, size_t slot)
   return 0;
 }
 
-tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
+/* The run's end: probes still in flight released (best effort), the loop freed. */
+static void set_end(tf_probe_set *set)
 {
-  TF_ASSERT_ARG(set);
-  uint64_t left = 0;
-  for (size_t i = set->cursor; i < set->n; i++) left += set->e[i].count - set->e[i].started;
-  if (left == 0) return TF_OK;
-  size_t nslots = (uint64_t)set->concurrency < left ? set->concurrency : (size_t)left;
-  ploop *L = malloc(sizeof(*L));
-  if (!L) return tf_error__nomem();
-  tf_err rc = loop_init(L, nslots, 1);
-  if (rc < 0) {
-    free(L);
-    return rc;
-  }
-  L->free_slots = malloc(nslots * sizeof(*L->free_slots));
-  L->done = malloc(nslots * sizeof(*L->done));
-  L->spare = malloc(nslots * sizeof(*L->spare));
-  if (!L->free_slots || !L->done || !L->spare) rc = tf_error__nomem();
-  for (size_t s = 0; rc == TF_OK && s < nslots; s++) L->free_slots[L->nfree++] = nslots - 1 - s; /* slot 0 first */
-  int stop = 0, drained = 0;
-  size_t active = 0;
-  while (rc == TF_OK && !stop) {
-    int again = 1;
-    while (again && !stop && rc == TF_OK) {
-      again = 0;
-      while (!drained && L->nfree > 0) {
-        size_t s = L->free_slots[L->nfree - 1];
-        int st = set_start_next(set, L, s);
-        if (st < 0) rc = st;
-        if (st != 0) {
-          drained = 1;
-          break;
-        }
-        L->nfree--;
-        active++;
-        loop_check_done(L, L->slots[s]); /* it may finish at once (unresolvable, refused) */
-      }
-      /* hand over the finished ones in the order they finished, then fill their slots */
-      size_t ndone = L->ndone;
-      L->ndone = 0;
-      for (size_t i = 0; i < ndone && rc == TF_OK; i++) {
-        size_t s = L->done[i];
-        probe *p = L->slots[s];
-        if (p->fatal) rc = tf_error__nomem();
-        pentry *e = &set->e[p->entry];
-        const tf_probe_result *r = p->res;
-        if (e->keep) {
-          e->result = p->res;
-          p->res = NULL;
-        }
-        if (!stop && cb && cb(p->index, r, payload) != 0) stop = 1;
-        tf_probe__dispose(p);
-        L->spare[L->nspare++] = p; /* a probe is over 1 KiB: malloc's slow path, every probe */
-        L->slots[s] = NULL;
-        L->free_slots[L->nfree++] = s;
-        active--;
-        again = !drained;
-      }
-    }
-    if (stop || rc < 0 || active == 0) break;
-    rc = loop_once(L);
-  }
-  if (stop && rc == TF_OK) rc = tf_error__set(TF_EUSER, "the callback stopped the probe set");
-  for (size_t s = 0; s < nslots; s++) {
+  ploop *L = set->L;
+  if (!L) return;
+  for (size_t s = 0; s < L->nslots; s++) {
     if (!L->slots[s]) continue;
     tf_probe__release_all(L->slots[s]);
     tf_probe__free(L->slots[s]);
@@ -498,7 +450,145 @@ tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
   free(L->done);
   loop_free(L);
   free(L);
+  set->L = NULL;
+  set->active = 0;
+}
+
+/* Hand over the finished probes in the order they finished and fill free slots with queued ones,
+ * until neither is left to do. */
+static tf_err set_fill(tf_probe_set *set)
+{
+  ploop *L = set->L;
+  tf_err rc = TF_OK;
+  int again = 1;
+  while (again && !set->stop && rc == TF_OK) {
+    again = 0;
+    while (!set->drained && L->nfree > 0) {
+      size_t s = L->free_slots[L->nfree - 1];
+      int st = set_start_next(set, L, s);
+      if (st < 0) rc = st;
+      if (st != 0) {
+        set->drained = 1;
+        break;
+      }
+      L->nfree--;
+      set->active++;
+      loop_check_done(L, L->slots[s]); /* it may finish at once (unresolvable, refused) */
+    }
+    size_t ndone = L->ndone;
+    L->ndone = 0;
+    for (size_t i = 0; i < ndone && rc == TF_OK; i++) {
+      size_t s = L->done[i];
+      probe *p = L->slots[s];
+      if (p->fatal) rc = tf_error__nomem();
+      pentry *e = &set->e[p->entry];
+      const tf_probe_result *r = p->res;
+      if (e->keep) {
+        e->result = p->res;
+        p->res = NULL;
+      }
+      if (!set->stop && set->cb && set->cb(p->index, r, set->payload) != 0) set->stop = 1;
+      tf_probe__dispose(p);
+      L->spare[L->nspare++] = p; /* a probe is over 1 KiB: malloc's slow path, every probe */
+      L->slots[s] = NULL;
+      L->free_slots[L->nfree++] = s;
+      set->active--;
+      again = !set->drained;
+    }
+  }
   return rc;
+}
+
+/* A run's loop with the probes that fit started; @p ring: its datagrams through an io_uring where
+ * the kernel has one (only when the library waits itself: see tf_probe_set_fd()). */
+static tf_err set_begin(tf_probe_set *set, tf_probe_cb cb, void *payload, int ring)
+{
+  if (set->L) return tf_error__set(TF_EINVALID, "set: it is running already");
+  set->cb = cb;
+  set->payload = payload;
+  set->stop = set->drained = 0;
+  set->active = 0;
+  uint64_t left = 0;
+  for (size_t i = set->cursor; i < set->n; i++) left += set->e[i].count - set->e[i].started;
+  if (left == 0) return TF_OK;
+  size_t nslots = (uint64_t)set->concurrency < left ? set->concurrency : (size_t)left;
+  ploop *L = malloc(sizeof(*L));
+  if (!L) return tf_error__nomem();
+  tf_err rc = loop_init(L, nslots, 1, ring);
+  if (rc < 0) {
+    free(L);
+    return rc;
+  }
+  set->L = L;
+  L->free_slots = malloc(nslots * sizeof(*L->free_slots));
+  L->done = malloc(nslots * sizeof(*L->done));
+  L->spare = malloc(nslots * sizeof(*L->spare));
+  if (!L->free_slots || !L->done || !L->spare) rc = tf_error__nomem();
+  for (size_t s = 0; rc == TF_OK && s < nslots; s++) L->free_slots[L->nfree++] = nslots - 1 - s; /* slot 0 first */
+  if (rc == TF_OK) rc = set_fill(set);
+  if (rc < 0 || set->stop || set->active == 0) {
+    int stopped = set->stop;
+    set_end(set);
+    if (rc == TF_OK && stopped) rc = tf_error__set(TF_EUSER, "the callback stopped the probe set");
+  }
+  return rc;
+}
+
+/* One round of a running set (waiting at most until its next timer when @p may_wait), its
+ * finished probes handed over and their slots filled; the run ended when none is left. */
+static tf_err set_round(tf_probe_set *set, int may_wait)
+{
+  if (!set->L) return TF_OK;
+  tf_err rc = loop_once(set->L, may_wait);
+  if (rc == TF_OK) rc = set_fill(set);
+  if (rc < 0 || set->stop || set->active == 0) {
+    int stopped = set->stop;
+    set_end(set);
+    if (rc == TF_OK && stopped) rc = tf_error__set(TF_EUSER, "the callback stopped the probe set");
+  }
+  return rc;
+}
+
+tf_err tf_probe_set_run(tf_probe_set *set, tf_probe_cb cb, void *payload)
+{
+  TF_ASSERT_ARG(set);
+  tf_err rc = set_begin(set, cb, payload, 1);
+  while (rc == TF_OK && set->L) rc = set_round(set, 1);
+  return rc;
+}
+
+tf_err tf_probe_set_start(tf_probe_set *set, tf_probe_cb cb, void *payload)
+{
+  TF_ASSERT_ARG(set);
+  return set_begin(set, cb, payload, 0);
+}
+
+int tf_probe_set_fd(const tf_probe_set *set) { return set && set->L ? set->L->epfd : -1; }
+
+int tf_probe_set_timeout(const tf_probe_set *set)
+{
+  if (!set || !set->L) return -1;
+  const ploop *L = set->L;
+  if (L->epfd < 0) return 0; /* no descriptor: every probe fails with TF_ERESOURCE at its next round */
+  double wait = L->due - tf_probe__now_ms();
+  if (wait <= 0) return 0;
+  return wait >= INT_MAX ? INT_MAX : (int)ceil(wait);
+}
+
+tf_err tf_probe_set_process(tf_probe_set *set, size_t *running)
+{
+  TF_ASSERT_ARG(set);
+  tf_err rc = set_round(set, 0);
+  if (running) *running = tf_probe_set_running(set);
+  return rc;
+}
+
+size_t tf_probe_set_running(const tf_probe_set *set)
+{
+  if (!set || !set->L) return 0;
+  uint64_t n = set->active;
+  for (size_t i = set->cursor; i < set->n; i++) n += set->e[i].count - set->e[i].started;
+  return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
 /* ---- held allocations ---- */
@@ -537,7 +627,7 @@ tf_err tf_allocation_new(tf_allocation **out, tf_probe_result **result, const tf
   if (rc < 0) return rc;
   tf_allocation *a = calloc(1, sizeof(*a));
   ploop *L = malloc(sizeof(*L));
-  rc = a && L ? loop_init(L, 1, 0) : tf_error__nomem();
+  rc = a && L ? loop_init(L, 1, 0, 0) : tf_error__nomem();
   if (rc < 0) {
     free(a);
     free(L);

@@ -1,6 +1,7 @@
 /* relayctl: coturn's telnet CLI on 127.0.0.1 (login, `pu`, `ps`, `drain`,
  * `cc total-quota -1`) over a non-blocking socket bounded by one deadline,
- * the exporter's /metrics through libcurl, and a worker pool that runs
+ * the exporter's /metrics through libcurl, an agent's /metrics as one request
+ * on a caller's libcurl multi (relayctl_internal.h), and a worker pool that runs
  * either for an event loop. Bytes that held the password are wiped. */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "relayctl_internal.h"
 
 #define TF_RCTL__BUF 65536
 
@@ -326,6 +328,83 @@ static tf_err tf_rctl__metrics(int64_t *count, const tf_relayctl_request *req)
   else rc = tf_coturn_allocations_from_metrics(count, body.ptr ? body.ptr : "", body.len);
   tf_buf__dispose(&body, 0);
   return rc;
+}
+
+/* ---- an agent's /metrics: one request on the caller's libcurl multi ---- */
+
+struct tf_relayctl__scrape {
+  CURL *curl;
+  struct curl_slist *headers; /* the bearer token: wiped on free */
+  tf_buf body;
+};
+
+tf_relayctl__scrape *tf_relayctl__scrape_new(const char *url, const char *token, int timeout_ms)
+{
+  tf_relayctl__scrape *s = calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  tf_buf__init(&s->body);
+  if (!(s->curl = curl_easy_init())) {
+    free(s);
+    return NULL;
+  }
+  curl_easy_setopt(s->curl, CURLOPT_URL, url);
+  curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+  curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(s->curl, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(s->curl, CURLOPT_MAXFILESIZE, 4L << 20); /* an agent's /metrics is small */
+  curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, tf_rctl__curl_write);
+  curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &s->body);
+  curl_easy_setopt(s->curl, CURLOPT_PRIVATE, s);
+  if (token) { /* the pool's token: only the operator reads its agents' /metrics */
+    size_t n = strlen(token) + 32;
+    char *auth = malloc(n);
+    if (auth) {
+      snprintf(auth, n, "Authorization: Bearer %s", token);
+      s->headers = curl_slist_append(NULL, auth);
+      tf_crypto__wipe(auth, strlen(auth));
+      free(auth);
+    }
+    if (!s->headers) {
+      tf_relayctl__scrape_free(s);
+      return NULL;
+    }
+    curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
+  }
+  return s;
+}
+
+CURL *tf_relayctl__scrape_handle(const tf_relayctl__scrape *s) { return s->curl; }
+
+int64_t tf_relayctl__scrape_count(tf_relayctl__scrape *s, CURLcode cc)
+{
+  long code = 0;
+  if (cc != CURLE_OK || s->body.failed || curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK ||
+      code != 200 || !s->body.ptr)
+    return -1;
+  tf_metrics *m = NULL;
+  double sum = 0;
+  int64_t count = -1;
+  (void)tf_metrics_parse(&m, s->body.ptr, s->body.len);
+  /* the agent leaves the sample out while its count fails: unknown, not zero */
+  int seen = 0;
+  for (size_t i = 0; m && i < tf_metrics_sample_count(m); i++) {
+    const char *name = NULL;
+    double v;
+    if (tf_metrics_sample(m, i, &name, &v) == 0 && strcmp(name, TF_METRIC_AGENT_PORTS_IN_USE) == 0) seen = 1;
+  }
+  if (seen && tf_metrics_sum(&sum, m, TF_METRIC_AGENT_PORTS_IN_USE) == 0) count = (int64_t)sum;
+  tf_metrics_free(m);
+  return count;
+}
+
+void tf_relayctl__scrape_free(tf_relayctl__scrape *s)
+{
+  if (!s) return;
+  curl_easy_cleanup(s->curl);
+  for (struct curl_slist *h = s->headers; h; h = h->next) tf_crypto__wipe(h->data, strlen(h->data));
+  curl_slist_free_all(s->headers);
+  tf_buf__dispose(&s->body, 0);
+  free(s);
 }
 
 tf_err tf_relayctl_request_init(tf_relayctl_request *req, unsigned int version)
