@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <turnfleet.h>
 
@@ -20,6 +21,8 @@ struct op_controller {
   tf_adapter *adapter;  /* made after the informers, which start only once it is there */
   pthread_mutex_t mu;   /* metrics_text, read by the metrics thread */
   char *metrics_text;   /* every pool's samples (made on the loop's thread), under mu */
+  int metrics_dirty;    /* a reconcile ran since metrics_text was made (loop's thread) */
+  int64_t metrics_at;   /* when it was made (monotonic ms) */
 };
 
 /* each informer's changes, forwarded: the adapter queues the pools they concern */
@@ -150,9 +153,19 @@ void op_controller_free(op_controller *c)
   free(c);
 }
 
-/* Every pool's samples in one text, made on the loop's thread (the adapter is the loop's). */
+/* Every pool's samples in one text, made on the loop's thread (the adapter is the loop's): at most
+ * once per METRICS_EVERY_MS after a reconcile changed them, not after each one (at 100 pools the
+ * text of all of them after every reconcile cost more than the reconciles). */
+#define METRICS_EVERY_MS 1000
 static void keep_metrics(op_controller *c)
 {
+  if (!c->metrics_dirty) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  if (c->metrics_at && now - c->metrics_at < METRICS_EVERY_MS) return;
+  c->metrics_at = now;
+  c->metrics_dirty = 0;
   tf_metrics *m = NULL;
   char *text = NULL;
   if (tf_metrics_new(&m) == 0 && tf_adapter_metrics(c->adapter, m) == 0) (void)tf_metrics_to_text(&text, m);
@@ -168,6 +181,7 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
 {
   char *key = NULL;
   (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
+  keep_metrics(c);                      /* the last reconciles' samples, once their time came */
   if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
   long requeue = 0;
   if (tf_adapter_reconcile(c->adapter, key, &requeue) < 0) {
@@ -177,6 +191,7 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
     tf_workqueue_forget(c->queue, key);
     if (requeue > 0) (void)tf_workqueue_add_after(c->queue, key, requeue);
   }
+  c->metrics_dirty = 1;
   keep_metrics(c);
   tf_workqueue_done(c->queue, key);
   tf_free(key);

@@ -1430,7 +1430,8 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   int64_t next = tf_engine_next_ms(s->engine);
   for (size_t i = 0; i < s->pend_count; i++)
     if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
-  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 0;
+  /* nothing scheduled (0) is not "due now": the 5 s look below, not a 50 ms spin */
+  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 5000;
   if (delay < 50) delay = 50;
   /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */
   if (delay > 5000) delay = 5000;
