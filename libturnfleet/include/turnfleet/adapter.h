@@ -118,8 +118,9 @@ TF_EXTERN(tf_err) tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapt
  * Reconcile the pool @p key (`namespace/name`) from the caches. A pool gone from the cache has its books
  * dropped (what it owned goes with it through owner references); a pool being deleted keeps the
  * turnfleet.hzmi.dev/drain finalizer until every relay drained.
- * @param[out] requeue_ms when to reconcile it again (its engine's next wake-up, at most 5 s; or when its spent write
- *             budget is free again, tf_adapter_write_gate()); 0: not needed
+ * @param[out] requeue_ms when to reconcile it again (its engine's next wake-up, or when an expected write should
+ *             show in the caches; at most 5 s while someone else deletes one of its pods; or when its spent
+ *             write budget is free again, tf_adapter_write_gate()); 0: not needed (the watches queue it)
  * @return 0; TF_EUNAVAILABLE (or the cache's error) when it should be retried with backoff, the reason logged
  */
 TF_EXTERN(tf_err) tf_adapter_reconcile(tf_adapter *adapter, const char *key, long *requeue_ms);

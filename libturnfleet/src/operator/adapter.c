@@ -1427,14 +1427,17 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   } else if (write_status(c, s, pool_json, ns, name) < 0) {
     rc = -1;
   }
-  int64_t next = tf_engine_next_ms(s->engine);
+  /* again when the engine, a restart's delete or an expectation's lapse is next due; nothing else needs a
+   * look (every change it waits on is a watch event or a finished job, and the resync is the safety net) */
+  int64_t next = tf_engine_next_ms(s->engine), lapse = tf_adapter__expect_next_ms(s->expect, now);
   for (size_t i = 0; i < s->pend_count; i++)
     if (s->pend[i].delete_due_ms && (next <= 0 || s->pend[i].delete_due_ms < next)) next = s->pend[i].delete_due_ms;
-  /* nothing scheduled (0) is not "due now": the 5 s look below, not a 50 ms spin */
-  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 5000;
-  if (delay < 50) delay = 50;
-  /* pods being deleted by someone else are looked at again soon (their going is a watch event too) */
-  if (delay > 5000) delay = 5000;
+  if (lapse && (next <= 0 || lapse < next)) next = lapse;
+  long delay = next > 0 ? (long)(next - tf_kube__now_ms()) : 0;
+  if (next > 0 && delay < 50) delay = 50;
+  /* pods someone else is deleting are looked at again soon (their going is a watch event too) */
+  for (size_t i = 0; i < pv.n; i++)
+    if (pv.pods[i].deleting && (delay <= 0 || delay > 5000)) delay = 5000;
   *requeue_ms = delay;
 out:
   for (size_t i = 0; i < start_count; i++) free(starts[i]);

@@ -253,6 +253,8 @@ void tf_adapter__expect_observe(tf_adapter__expect *e, const char *key, const ch
 const char *tf_adapter__expect_creating(const tf_adapter__expect *e, const char *key, int64_t now_ms);
 /* 1 while a delete of pod @p key with @p uid was sent and the cache does not show it yet. */
 int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, const char *uid, int64_t now_ms);
+/* When the first expectation still held at @p now_ms lapses, or 0 when none is held. */
+int64_t tf_adapter__expect_next_ms(const tf_adapter__expect *e, int64_t now_ms);
 
 /* ---- adapter_work.c: probes and agent scrapes off the reconcile thread, on one loop ---- */
 

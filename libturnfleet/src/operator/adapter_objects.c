@@ -602,6 +602,14 @@ int tf_adapter__expect_deleting(const tf_adapter__expect *e, const char *key, co
   return x && now_ms < x->due_ms && uid && strcmp(uid, x->uid) == 0;
 }
 
+int64_t tf_adapter__expect_next_ms(const tf_adapter__expect *e, int64_t now_ms)
+{
+  int64_t next = 0;
+  for (size_t i = 0; e && i < e->count; i++)
+    if (e->items[i].due_ms > now_ms && (!next || e->items[i].due_ms < next)) next = e->items[i].due_ms;
+  return next;
+}
+
 /* ---- views ahead of the caches ---- */
 
 typedef struct view {
