@@ -1120,10 +1120,10 @@ START_TEST(test_adapter__claims_come_from_the_index)
             ix_pod_json("media", "rival-far", "rival", "urival", "far", "198.51.100.9", 15890, "Running"));
   IX_EXPECT(q, "media/demo,media/rival");
   size_t refused = 9, collisions = 9;
+  unsigned char digest[32] = {0}, was[32];
   char why[512];
   const char *msg = NULL;
-  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
-  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, digest, &refused, why, sizeof(why), &collisions), 0);
   ck_assert_uint_eq(refused, 0);
   ck_assert_uint_eq(collisions, 0);
   TF_OK_OR_FAIL(tf_engine_step(e, PT0, PWALL));
@@ -1132,24 +1132,28 @@ START_TEST(test_adapter__claims_come_from_the_index)
   ix_change(x, q, TF_ADAPTER_PODS, TF_INFORMER_ADDED, "media/rival-relay-1",
             ix_pod_json("media", "rival-relay-1", "rival", "urival", "n1", "203.0.113.2", 15890, "Running"));
   IX_EXPECT(q, "media/demo,media/rival"); /* on demo's site (and beside its relay on n1) */
-  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
-  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, digest, &refused, why, sizeof(why), &collisions), 0);
   ck_assert_uint_eq(collisions, 1);
   ck_assert_str_eq(why, "relay demo-relay-1 and relay rival-relay-1 on node n1 share CLI port 15890");
   TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 100, PWALL + 100));
   ck_assert_str_eq(conflict_of(e, &msg), "True");
   ck_assert_ptr_nonnull(strstr(msg, "203.0.113.2 is in use by pool rival"));
+  /* nothing changed: the engine keeps the claims it holds (and the digest stays) */
+  memcpy(was, digest, sizeof(was));
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, digest, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_mem_eq(was, digest, sizeof(was));
+  ck_assert_uint_eq(collisions, 1);
+  TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 150, PWALL + 150));
+  ck_assert_str_eq(conflict_of(e, &msg), "True");
   /* the same with the sites unknown (every claim): the same conflict */
   tf_adapter__sites unknown = {0};
-  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
-  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &unknown, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &unknown, digest, &refused, why, sizeof(why), &collisions), 0);
   TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 200, PWALL + 200));
   ck_assert_str_eq(conflict_of(e, &msg), "True");
   /* the rival pool gone: its relays are no claims (their pods wait for the garbage collector) */
   ix_change(x, q, TF_ADAPTER_POOLS, TF_INFORMER_DELETED, "media/rival", ix_pool_json("media", "rival", "urival", "s", NULL));
   IX_EXPECT(q, "media/demo,media/rival"); /* demo: the rival's relay was on its site */
-  TF_OK_OR_FAIL(tf_engine_clear_claims(e));
-  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, &refused, why, sizeof(why), &collisions), 0);
+  ck_assert_int_eq(tf_adapter__index_claims(x, e, "media/demo", "udemo", &sites, digest, &refused, why, sizeof(why), &collisions), 0);
   TF_OK_OR_FAIL(tf_engine_step(e, PT0 + 300, PWALL + 300));
   ck_assert_str_eq(conflict_of(e, &msg), "False");
   tf_adapter__sites_clear(&sites);

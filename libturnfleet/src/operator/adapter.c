@@ -62,6 +62,7 @@ typedef struct pool_state {
   tf_adapter__expect *expect; /* its creates and deletes the pod cache does not show yet (by relay name) */
   char *metrics_token;        /* its agents' /metrics token (secret): kept in <pool>-relay-config */
   tf_adapter__sites sites;    /* where its planner may place relays: which other pools' relays are its claims */
+  unsigned char claims_digest[32]; /* of the claims its engine holds (zeros: none known) */
 } pool_state;
 
 struct tf_adapter {
@@ -416,11 +417,10 @@ static char *nodes_list(tf_adapter *c)
  * creating relays at once) is reported once, as a Warning Event and in the log. */
 static void claims(tf_adapter *c, pool_state *s, const char *key, const char *pool_json, const char *pool_uid)
 {
-  (void)tf_engine_clear_claims(s->engine);
   size_t refused = 0, collisions = 0;
   char why[1024];
-  if (tf_adapter__index_claims(c->index, s->engine, key, pool_uid, &s->sites, &refused, why, sizeof(why),
-                               &collisions) < 0) {
+  if (tf_adapter__index_claims(c->index, s->engine, key, pool_uid, &s->sites, s->claims_digest, &refused, why,
+                               sizeof(why), &collisions) < 0) {
     say(c, TF_LOG_WARN, "%s: claims: no memory", key);
     return;
   }
@@ -799,6 +799,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     in->pool = NULL;
     sites_moved = 1;
     if (tf_adapter__sites_plan(&s->sites, pool, nodes) < 0) say(c, TF_LOG_WARN, "%s: sites: no memory", s->key);
+    memset(s->claims_digest, 0, sizeof(s->claims_digest)); /* a new engine holds no claims */
     if (tf_engine_new(&s->engine, pool, nodes, &eo) < 0) {
       refuse(c, pool_json, ns, name, "InvalidSpec", tf_error_last()->message);
       rc = 1;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
 
 #include "adapter_internal.h"
 #include "internal.h"
@@ -678,29 +679,46 @@ fail:
   return -1;
 }
 
+/* One claim into the digest of a pool's claims: its fields, each with its length. */
+static void digest_field(EVP_MD_CTX *ctx, const void *data, size_t len)
+{
+  uint32_t n = (uint32_t)len;
+  (void)EVP_DigestUpdate(ctx, &n, sizeof(n));
+  if (len) (void)EVP_DigestUpdate(ctx, data, len);
+}
+
 int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char *key, const char *uid,
-                             const tf_adapter__sites *sites, size_t *refused, char *why, size_t why_len,
-                             size_t *collisions)
+                             const tf_adapter__sites *sites, unsigned char digest[32], size_t *refused, char *why,
+                             size_t why_len, size_t *collisions)
 {
   *refused = 0;
   *collisions = 0;
   if (why && why_len) why[0] = '\0';
   const int all = !sites || !sites->known;
-  ix_pod **pods = NULL, **own = NULL, **near = NULL;
-  size_t n = 0, nown = 0, nnear = 0;
+  ix_pod **pods = NULL, **addrs = NULL, **own = NULL, **near = NULL;
+  const ix_pool **owners = NULL;
+  size_t n = 0, naddrs = 0, nown = 0, nnear = 0, kept = 0;
   ix_set own_nodes = {0};
   int rc = -1;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned char md[32];
+  unsigned int mdlen = 0;
+  if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+    EVP_MD_CTX_free(ctx);
+    return -1;
+  }
   pthread_mutex_lock(&x->mu);
   /* the CLI ports other pools' host-network relays listen on, on the nodes its relays may be planned on */
   if (gather(x, x->by_node, all ? NULL : sites->nodes, all ? 0 : sites->nnodes, &pods, &n) < 0) goto out;
   for (size_t i = 0; i < n; i++) {
     const tf_adapter__pod *p = &pods[i]->p;
-    if (strcmp(p->owner_uid, uid) != 0 && p->host_network && !p->finished && p->cli_port && *p->node &&
-        tf_engine_add_cli_claim(engine, p->node, p->cli_port) < 0)
-      (*refused)++;
+    if (strcmp(p->owner_uid, uid) != 0 && p->host_network && !p->finished && p->cli_port && *p->node) {
+      pods[kept++] = pods[i];
+      digest_field(ctx, p->node, strlen(p->node));
+      digest_field(ctx, &p->cli_port, sizeof(p->cli_port));
+    }
   }
-  free(pods);
-  pods = NULL;
+  n = kept;
   /* other existing pools' relays on the addresses it may place relays on, with their pools' listener ports,
    * where their ports may meet the engine's pool's (the others the planner would pass over) */
   const tf_pool *mine = tf_engine_pool(engine);
@@ -712,14 +730,32 @@ int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char
       self.ports[self.nports++] = tf_pool_listener_port(mine, i);
     self.parsed = tf_pool_listener_count(mine) <= 16;
   }
-  if (gather(x, x->by_addr, all ? NULL : sites->addrs, all ? 0 : sites->naddrs, &pods, &n) < 0) goto out;
-  for (size_t i = 0; i < n; i++) {
-    const tf_adapter__pod *p = &pods[i]->p;
+  if (gather(x, x->by_addr, all ? NULL : sites->addrs, all ? 0 : sites->naddrs, &addrs, &naddrs) < 0) goto out;
+  if (naddrs && !(owners = calloc(naddrs, sizeof(*owners)))) goto out;
+  kept = 0;
+  for (size_t i = 0; i < naddrs; i++) {
+    const tf_adapter__pod *p = &addrs[i]->p;
     const char *pkey = tf_smap__get(x->uids, p->owner_uid);
     const ix_pool *owner = pkey && strcmp(pkey, key) != 0 ? tf_smap__get(x->pools, pkey) : NULL;
-    if (owner && strcmp(owner->ns, p->ns) == 0 && meets(&self, pods[i]->range, owner->ports, owner->nports) &&
-        tf_engine_add_claim(engine, owner->name, p->identity, owner->ports, owner->nports) < 0)
-      (*refused)++;
+    if (owner && strcmp(owner->ns, p->ns) == 0 && meets(&self, addrs[i]->range, owner->ports, owner->nports)) {
+      owners[kept] = owner;
+      addrs[kept++] = addrs[i];
+      digest_field(ctx, owner->name, strlen(owner->name));
+      digest_field(ctx, p->identity, p->identity ? strlen(p->identity) : 0);
+      digest_field(ctx, owner->ports, owner->nports * sizeof(owner->ports[0]));
+    }
+  }
+  naddrs = kept;
+  /* the same claims as the engine holds from the last time: left as they are (nothing to rebuild) */
+  if (!EVP_DigestFinal_ex(ctx, md, &mdlen) || mdlen != sizeof(md)) goto out;
+  if (memcmp(md, digest, sizeof(md)) != 0) {
+    (void)tf_engine_clear_claims(engine);
+    for (size_t i = 0; i < n; i++)
+      if (tf_engine_add_cli_claim(engine, pods[i]->p.node, pods[i]->p.cli_port) < 0) (*refused)++;
+    for (size_t i = 0; i < naddrs; i++)
+      if (tf_engine_add_claim(engine, owners[i]->name, addrs[i]->p.identity, owners[i]->ports, owners[i]->nports) < 0)
+        (*refused)++;
+    memcpy(digest, md, sizeof(md));
   }
   /* a CLI port its relays share with another relay on their node: every relay on those nodes, in key order */
   char *pool_key = (char *)key;
@@ -738,7 +774,11 @@ int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char
   rc = 0;
 out:
   pthread_mutex_unlock(&x->mu);
+  if (rc < 0) memset(digest, 0, 32); /* not known to be what the engine holds */
+  EVP_MD_CTX_free(ctx);
   free(pods);
+  free(addrs);
+  free(owners);
   free(own);
   free(near);
   set_clear(&own_nodes);

@@ -190,10 +190,12 @@ int tf_adapter__index_set_sites(tf_adapter__index *x, const char *key, const cha
  * pools' running host-network relays on @p sites' nodes, the relays of other existing pools on @p sites'
  * addresses with their pools' listener ports (@p sites NULL or unknown: every node, every address). *refused:
  * claims the engine refused (tf_error_last() says the last). *collisions: the pool's relays that share a CLI
- * port with another relay on their node (tf_adapter__cli_collisions(), @p why). 0, -1 on no memory. */
+ * port with another relay on their node (tf_adapter__cli_collisions(), @p why). @p digest: the SHA-256 of the
+ * claims @p engine holds from the last call (zeros: none known); when the claims are the same the engine's are
+ * left as they are (*refused 0), else they are replaced and @p digest updated. 0, -1 on no memory. */
 int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char *key, const char *uid,
-                             const tf_adapter__sites *sites, size_t *refused, char *why, size_t why_len,
-                             size_t *collisions);
+                             const tf_adapter__sites *sites, unsigned char digest[32], size_t *refused, char *why,
+                             size_t why_len, size_t *collisions);
 
 /* ---- adapter_secrets.c: the caches of the Secrets the pools reference ---- */
 

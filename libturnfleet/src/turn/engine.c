@@ -89,7 +89,7 @@ struct tf_engine {
   size_t view_count;
   int64_t next_ms;
   tf_eng__claim *claims; /* other pools' relays (tf_engine_add_claim()) */
-  size_t claim_count;
+  size_t claim_count, claim_cap;
 };
 
 /* ---- small helpers ---- */
@@ -658,7 +658,7 @@ tf_err tf_engine_clear_claims(tf_engine *e)
   }
   free(e->claims);
   e->claims = NULL;
-  e->claim_count = 0;
+  e->claim_count = e->claim_cap = 0;
   e->dirty = 1;
   return TF_OK;
 }
@@ -666,9 +666,13 @@ tf_err tf_engine_clear_claims(tf_engine *e)
 /* Store a claim checked already (@p identity NULL: a CLI claim, @p pool its node). */
 static tf_err tf_eng__keep_claim(tf_engine *e, const char *pool, const char *identity, const uint16_t *ports, size_t n)
 {
-  tf_eng__claim *grown = realloc(e->claims, (e->claim_count + 1) * sizeof(*grown));
-  if (!grown) return tf_error__nomem();
-  e->claims = grown;
+  if (e->claim_count == e->claim_cap) { /* doubled: a thousand claims on a busy node */
+    size_t cap = e->claim_cap ? 2 * e->claim_cap : 16;
+    tf_eng__claim *grown = realloc(e->claims, cap * sizeof(*grown));
+    if (!grown) return tf_error__nomem();
+    e->claims = grown;
+    e->claim_cap = cap;
+  }
   tf_eng__claim *c = &e->claims[e->claim_count];
   memset(c, 0, sizeof(*c));
   c->pool = tf_strdup__(pool);

@@ -78,7 +78,7 @@ struct tf_observed {
   tf_existing *claims;
   size_t claim_adds;
   tf_rec__cli_claim *cli_claims; /* other pools' CLI ports, per node (tf_observed_add_cli_claim()) */
-  size_t cli_claim_count;
+  size_t cli_claim_count, cli_claim_cap;
   tf_rec__prev *prev;
   size_t prev_count;
 };
@@ -305,11 +305,15 @@ tf_err tf_observed_add_cli_claim(tf_observed *obs, const char *node, uint16_t po
   size_t n = obs->cli_claim_count;
   if (!node || !*node) return tf_error__set(TF_EINVALID, "cli_claims[%zu].node: required", n);
   if (!port) return tf_error__set(TF_EINVALID, "cli_claims[%zu].port: must be 1-65535", n);
-  tf_rec__cli_claim *grown = realloc(obs->cli_claims, (n + 1) * sizeof(*grown));
-  if (!grown) return tf_error__nomem();
-  obs->cli_claims = grown;
-  if (!(grown[n].node = tf_strdup__(node))) return tf_error__nomem();
-  grown[n].port = port;
+  if (n == obs->cli_claim_cap) { /* doubled: a pool on a busy node has a thousand of them, every step */
+    size_t cap = n ? 2 * n : 16;
+    tf_rec__cli_claim *grown = realloc(obs->cli_claims, cap * sizeof(*grown));
+    if (!grown) return tf_error__nomem();
+    obs->cli_claims = grown;
+    obs->cli_claim_cap = cap;
+  }
+  if (!(obs->cli_claims[n].node = tf_strdup__(node))) return tf_error__nomem();
+  obs->cli_claims[n].port = port;
   obs->cli_claim_count++;
   return TF_OK;
 }
