@@ -104,6 +104,10 @@ class OperatorSecrets(unittest.TestCase):
     def test_3_no_unreferenced_secret_is_fetched_and_no_secret_list_is_unselected(self):
         # the operator stopped: its watches end, and the request log holds every one of them
         e2e.stop(e2e.OPERATORS.pop("a"))
+        # a watch is logged when the stand-in sees its connection end, which under load is after the stop
+        e2e.wait_for("the operator's Secret watches in the request log", lambda: any(
+            r["method"] == "GET" and r["path"].endswith("/secrets") and "watch" in r["query"]
+            for r in operator_log()), 30)
         log = [r for r in operator_log() if "/secrets" in r["path"]]
         self.assertTrue(log, "the operator read no Secret at all")
         self.assertEqual([r["path"] for r in log if BULK in r["path"] or BULK in r["query"]], [],
