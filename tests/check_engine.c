@@ -158,6 +158,38 @@ START_TEST(test_engine__starts_then_probes_then_counts_on_schedule)
 }
 END_TEST
 
+/* A pod the kubelet has not run (Pending: unscheduled, pulling its image) is neither probed nor counted, and
+ * wakes no one; its probe schedule begins when it starts. */
+START_TEST(test_engine__a_waiting_relay_is_probed_only_once_it_starts)
+{
+  tf_engine *e = mk_engine(1, "4.6.1");
+  step(e, T0);
+  ack_all(e, T0, 1, 0);
+  char name[64];
+  snprintf(name, sizeof(name), "%s", tf_engine_relay_at(e, 0)->name);
+  tf_engine_relay_facts f = TF_ENGINE_RELAY_FACTS_INIT;
+  f.name = name;
+  f.running = 1;
+  f.waiting = 1;
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, T0));
+  for (int64_t t = T0; t <= T0 + 5000; t += 100) {
+    step(e, t);
+    ck_assert_msg(tf_engine_action_count(e) == 0, "at +%lld: %s while waiting", (long long)(t - T0),
+                  tf_engine_action_name(tf_engine_action_at(e, 0)->kind));
+  }
+  ck_assert_int_eq(tf_engine_next_ms(e), 0); /* nothing to wake for */
+  ck_assert_uint_eq(tf_engine_relay_at(e, 0)->state, TF_ENGINE_RELAY_STARTING);
+  f.waiting = 0; /* it starts: the first probe after the first delay from now */
+  TF_OK_OR_FAIL(tf_engine_observe(e, &f, T0 + 5000));
+  step(e, T0 + 5000);
+  ck_assert_uint_eq(tf_engine_action_count(e), 0);
+  ck_assert_int_eq(tf_engine_next_ms(e), T0 + 5200);
+  step(e, T0 + 5200);
+  ck_assert_uint_eq(count_kind(e, TF_ENGINE_PROBE, NULL), 1);
+  tf_engine_free(e);
+}
+END_TEST
+
 START_TEST(test_engine__probe_and_count_intervals_run_from_each_result)
 {
   tf_engine *e = mk_engine(1, "4.6.1");
@@ -1245,6 +1277,7 @@ Suite *tf_test_engine_suite(void)
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_engine__starts_then_probes_then_counts_on_schedule);
   tcase_add_test(tc, test_engine__probe_and_count_intervals_run_from_each_result);
+  tcase_add_test(tc, test_engine__a_waiting_relay_is_probed_only_once_it_starts);
   tcase_add_test(tc, test_engine__a_secret_change_probes_every_relay_at_once);
   tcase_add_test(tc, test_engine__a_restart_waits_the_publication_delay_out_of_the_uris);
   tcase_add_test(tc, test_engine__relay_states_starting_ready_full_failing);

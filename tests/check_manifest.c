@@ -803,7 +803,20 @@ START_TEST(test_manifest__reads_a_relay_pod)
   ck_assert_int_eq(p.gate_index, 1);
   ck_assert_int_eq(p.deleting, 0);
   ck_assert_int_eq(p.finished, 0);
+  ck_assert_int_eq(p.started, 1);
+  tf_engine_relay_facts f;
+  tf_adapter__pod_facts(&f, &p, 0, 1);
+  ck_assert_int_eq(f.running, 1);
+  ck_assert_int_eq(f.waiting, 0);
   tf_adapter__pod_clear(&p);
+  /* Pending (or no phase yet): it exists, but nothing of it runs to be probed */
+  char *pending = replaced(pod_json, "\"phase\":\"Running\"", "\"phase\":\"Pending\"");
+  ck_assert_int_eq(tf_adapter__pod_parse(&p, pending), 0);
+  tf_adapter__pod_facts(&f, &p, 0, 1);
+  ck_assert_int_eq(f.running, 1);
+  ck_assert_int_eq(f.waiting, 1);
+  tf_adapter__pod_clear(&p);
+  free(pending);
   /* not a relay pod: no relay label, or no identity annotations, or not JSON */
   ck_assert_int_eq(tf_adapter__pod_parse(&p, "{\"metadata\":{\"name\":\"x\"}}"), -1);
   ck_assert_int_eq(tf_adapter__pod_parse(&p, "{\"metadata\":{\"name\":\"x\",\"labels\":{\"turnfleet.hzmi.dev/relay\":\"x\"}}}"),

@@ -222,11 +222,15 @@ typedef struct tf_engine_relay_facts {
   int held_back;            /**< 1: its runtime does not serve it yet (a pod whose Ready condition is not
                                  True): counted ready when its probe passed, but not published (see
                                  tf_relay_observation.held_back); 0: served. Given with every fact */
+  /* version 3 */
+  int waiting;              /**< with @p running 1: it exists but its runtime has not started it yet (a pod
+                                 the kubelet has not run, phase Pending): neither probed nor counted; its
+                                 probe schedule begins when it starts (waiting 0). Given with every fact */
 } tf_engine_relay_facts;
 
-#define TF_ENGINE_RELAY_FACTS_VERSION 2
+#define TF_ENGINE_RELAY_FACTS_VERSION 3
 #define TF_ENGINE_RELAY_FACTS_INIT \
-  {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1, 0, 0, -1, 0, NULL, 0}
+  {TF_ENGINE_RELAY_FACTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, -1, 0, 0, -1, 0, NULL, 0, 0}
 
 /**
  * Fill @p facts with the defaults of @p version.

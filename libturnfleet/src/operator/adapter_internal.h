@@ -31,6 +31,7 @@ typedef struct tf_adapter__pod {
   int64_t deleting_since_ms; /* when its deletion was asked (deletionTimestamp - deletionGracePeriodSeconds),
                                 Unix ms; 0: unknown */
   int finished;              /* status.phase Succeeded or Failed */
+  int started;               /* status.phase Running, Succeeded or Failed: the kubelet ran its containers */
   int gate;                  /* the allocate-ready condition: 1 True, 0 False, -1 absent */
   int ready;                 /* the pod's Ready condition is True (the kubelet saw the gate and every container) */
   int gate_index;            /* its index in status.conditions; -1 */
@@ -61,7 +62,7 @@ char *tf_adapter__gate_patch(const tf_adapter__pod *pod, int ready, const char *
 /* ---- adapter_objects.c ---- */
 
 /* The engine facts of a parsed relay pod (@p f borrows its strings): its identity, config hash and CLI port
- * from the annotations; running unless finished; a pod being deleted is draining since its deletion was
+ * from the annotations; running unless finished, waiting until started; a pod being deleted is draining since its deletion was
  * asked (@p wall_ms the Unix clock, @p now_ms the engine's); held back from the URIs until the pod is Ready
  * (the kubelet has seen its gate); its readiness gate as the last probe outcome (RelayFull: a 508). */
 void tf_adapter__pod_facts(tf_engine_relay_facts *f, const tf_adapter__pod *p, int64_t wall_ms, int64_t now_ms);

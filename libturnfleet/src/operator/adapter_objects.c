@@ -77,6 +77,7 @@ void tf_adapter__pod_facts(tf_engine_relay_facts *f, const tf_adapter__pod *p, i
   f->name = p->name;
   f->id = p->uid;
   f->running = !p->finished;
+  f->waiting = !p->started; /* not probed before the kubelet runs it (unscheduled, pulling its image) */
   f->identity = p->identity;
   f->config_hash = p->config_hash;
   f->cli_port = p->cli_port;

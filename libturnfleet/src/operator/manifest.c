@@ -937,6 +937,7 @@ int tf_adapter__pod_from_tree(tf_adapter__pod *out, const cJSON *root)
   const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
   const char *phase = tf_man__str_at(status, "phase");
   out->finished = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+  out->started = out->finished || (phase && strcmp(phase, "Running") == 0);
   const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
   out->has_conditions = cJSON_IsArray(conds);
   int i = 0;

@@ -34,6 +34,7 @@ typedef struct tf_eng__relay {
   int64_t probe_sent_ms, probe_duration_ms; /* when the probe out was handed out; the last one's length, -1: unknown */
   int probe_ok, probe_error_code, saw_508;
   int held_back; /* not served by its runtime yet (tf_engine_relay_facts.held_back) */
+  int waiting;   /* running, but not started by its runtime yet (tf_engine_relay_facts.waiting) */
   int64_t restart_due_ms; /* a restart begun: out of the URIs since, the RESTART goes at this time; 0 none */
   int restart_asked;      /* the last reconcile asked for its restart */
   int fail_codes[TF_ENG__MAX_CODES];
@@ -569,7 +570,10 @@ tf_err tf_engine_relay_facts_init(tf_engine_relay_facts *facts, unsigned int ver
     return tf_error__set(TF_EINVALID, "version: %u is not a tf_engine_relay_facts version (1-%d)", version,
                          TF_ENGINE_RELAY_FACTS_VERSION);
   tf_engine_relay_facts init = TF_ENGINE_RELAY_FACTS_INIT;
-  memcpy(facts, &init, version == 1 ? offsetof(tf_engine_relay_facts, draining) : sizeof(init)); /* the caller's */
+  size_t size = version == 1   ? offsetof(tf_engine_relay_facts, draining)
+                : version == 2 ? offsetof(tf_engine_relay_facts, waiting)
+                               : sizeof(init);
+  memcpy(facts, &init, size); /* the caller's */
   facts->version = version;
   return TF_OK;
 }
@@ -596,6 +600,7 @@ static void tf_eng__read_facts(tf_engine_relay_facts *f, const tf_engine_relay_f
     f->probe_message = src->probe_message;
     f->held_back = src->held_back;
   }
+  if (src->version >= 3) f->waiting = src->waiting;
 }
 
 tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64_t now_ms)
@@ -623,9 +628,12 @@ tf_err tf_engine_observe(tf_engine *e, const tf_engine_relay_facts *facts, int64
     return tf_error__nomem();
   if (f.cli_port) r->cli_port = f.cli_port;
   if (f.restarts >= 0) r->restarts = f.restarts;
-  if (f.running && !r->running) tf_eng__fresh_process(e, r, f.started_ms ? f.started_ms : now_ms);
+  /* a process began: a new one, or the one a waiting pod stood for */
+  if (f.running && (!r->running || (r->waiting && !f.waiting)))
+    tf_eng__fresh_process(e, r, f.started_ms ? f.started_ms : now_ms);
   else if (f.running && f.started_ms) r->started_ms = f.started_ms;
   else if (!f.running && (r->running || !r->observed)) tf_eng__gone(r, f.exited_ms ? f.exited_ms : now_ms);
+  r->waiting = f.running && f.waiting;
   r->observed = 1;
   r->held_back = f.held_back ? 1 : 0;
   if (f.draining && !r->draining) {
@@ -995,6 +1003,7 @@ static tf_err tf_eng__schedule(tf_engine *e)
         tf_eng__wake(e, r->drain_due_ms);
       }
     }
+    if (r->waiting) continue; /* nothing listens yet: its start (an observation) schedules its probes */
     if (!r->draining && r->uri_count && r->address_count && !r->probe_out && !r->count_out) {
       if (now >= r->next_probe_ms) {
         if (!(a = tf_eng__push(e, TF_ENGINE_PROBE, r, "Probe"))) return tf_error__nomem();
