@@ -182,7 +182,7 @@ static const scenario scenarios[] = {
      "restart r3 ConfigChanged", "r1 r2", 2, 3,
      "False/RelaysNotReady False/ProbeFailed False/NoPressure False/NoConflict", 0},
     {"rollout waits while another relay is down", 3, 4, 0,
-     {R(1, .hash = 0), R(2, .hash = 0), R(3, .running = 0, .exited = -0.5)}, NULL, "", "r1 r2", 2, 2,
+     {R(1, .hash = 0), R(2, .hash = 0), R(3, .running = 0, .started = -30, .exited = -0.5)}, NULL, "", "r1 r2", 2, 2,
      "False/RelaysNotReady True/ProbesSucceeded False/NoPressure False/NoConflict", 500},
     {"a relay failing its probe: not ready, not published", 3, 4, 0,
      {R(1), R(2), R(3, .probe_ok = 0, .code = 401)}, NULL, "", "r1 r2", 2, 3,
@@ -200,14 +200,17 @@ static const scenario scenarios[] = {
     {"more replicas than addresses: InsufficientAddresses", 5, 4, 0, {R(1), R(2), R(3), R(4)}, NULL, "",
      "r1 r2 r3 r4", 4, 4, "False/InsufficientAddresses True/ProbesSucceeded False/NoPressure False/NoConflict", 0},
     {"dead process: not before the backoff (1 s after the first exit)", 1, 4, 0,
-     {R(1, .running = 0, .exited = -0.5)}, NULL, "", "", 0, 0,
+     {R(1, .running = 0, .started = -30, .exited = -0.5)}, NULL, "", "", 0, 0,
      "False/RelaysNotReady Unknown/NotProbed False/NoPressure False/NoConflict", 500},
-    {"dead process: started again once the backoff passed", 1, 4, 0, {R(1, .running = 0, .exited = -1)}, NULL,
+    {"dead process: started again once the backoff passed", 1, 4, 0, {R(1, .running = 0, .started = -30, .exited = -1)}, NULL,
      "start r1 Exited", "", 0, 0, "False/RelaysNotReady Unknown/NotProbed False/NoPressure False/NoConflict", 0},
-    {"backoff doubles per restart: 3 restarts -> 8 s", 1, 4, 0, {R(1, .running = 0, .exited = -7, .restarts = 3)},
+    {"backoff doubles per restart: 3 restarts -> 8 s", 1, 4, 0, {R(1, .running = 0, .started = -10, .exited = -7, .restarts = 3)},
      NULL, "", "", 0, 0, "False/RelaysNotReady Unknown/NotProbed False/NoPressure False/NoConflict", S(1)},
     {"backoff is capped at 60 s", 1, 4, 0, {R(1, .running = 0, .exited = -60, .restarts = 30)}, NULL,
      "start r1 Exited", "", 0, 0, "False/RelaysNotReady Unknown/NotProbed False/NoPressure False/NoConflict", 0},
+    {"a relay that had run 60 s is lost, not crashing: started again at once", 1, 4, 0,
+     {R(1, .running = 0, .started = -61, .exited = -0.1, .restarts = 30)}, NULL, "start r1 Exited", "", 0, 0,
+     "False/RelaysNotReady Unknown/NotProbed False/NoPressure False/NoConflict", 0},
     {"a relay whose node left: replaced", 3, 3, 0, {R(1), R(2), R(4)}, NULL, "drain r4 Replaced; start r3 ScaleUp",
      "r1 r2", 2, 2, "False/RelaysNotReady True/ProbesSucceeded False/NoPressure False/NoConflict", 0},
     {"scaled up again while the relay drains: it waits for the drain", 3, 4, 0,
@@ -550,7 +553,7 @@ START_TEST(test_reconcile__deterministic)
   tf_pool *pool = mk_pool(3, 0, "4.18.0");
   tf_nodes *nodes = mk_nodes(4);
   const ob obs[] = {R(1, .allocs = 2, .hash = 0), R(2, .probe_ok = 0, .code = 508, .saw508 = 1),
-                    R(4, .allocs = 1, .draining = 1, .since = -3), R(3, .running = 0, .exited = -0.2, .restarts = 2)};
+                    R(4, .allocs = 1, .draining = 1, .since = -3), R(3, .running = 0, .started = -30, .exited = -0.2, .restarts = 2)};
   char *text[3];
   for (int round = 0; round < 3; round++) {
     tf_observed *o = observe(obs, 4, pool, round == 2);

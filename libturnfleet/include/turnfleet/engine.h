@@ -44,7 +44,8 @@
  *  - secret change: every relay is probed at once with the secret all of
  *    them take (the previous one while it is rendered);
  *  - restart backoff: a relay whose process died is started again after
- *    min(backoff_initial_ms x 2^restarts, backoff_max_ms) from its exit;
+ *    min(backoff_initial_ms x 2^restarts, backoff_max_ms) from its exit, at
+ *    once when it had run at least backoff_max_ms (a pod deleted, not a crash);
  *  - shutdown: tf_engine_shutdown() drains every relay as above and stops what
  *    is left drainTimeout + stop_grace_ms later (at once when asked again).
  *

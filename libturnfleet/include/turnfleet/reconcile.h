@@ -219,7 +219,8 @@ typedef struct tf_reconcile tf_reconcile;
  *    is ready (a relay that is not ready itself may go first);
  *  - START a planned relay that has no process: a new one at once, one whose
  *    process died after min(backoff_initial_ms x 2^restarts, backoff_max_ms)
- *    from exited_ms.
+ *    from exited_ms; at once when that process had run at least
+ *    backoff_max_ms (lost, as a pod deleted or evicted, not crashing).
  *
  * A relay is ready when its process runs, it is not draining and its last
  * probe, made after the process started, passed.

@@ -647,10 +647,13 @@ static int tf_rec__uncounted(const tf_rec__relay *r)
   return tf_rec__probe_good(r) && !r->obs.draining && r->obs.count_misses >= TF_RECONCILE_UNCOUNTED_ROUNDS;
 }
 
-static int64_t tf_rec__backoff(const tf_reconcile_options *o, int64_t restarts)
+/* The wait before a dead relay starts again: none when its process had run at least backoff_max_ms (it was
+ * lost, not crashing: a pod deleted or evicted), else doubling with its restarts up to backoff_max_ms. */
+static int64_t tf_rec__backoff(const tf_reconcile_options *o, const tf_rec__obs *obs)
 {
+  if (obs->started_ms > 0 && obs->exited_ms - obs->started_ms >= o->backoff_max_ms) return 0;
   int64_t d = o->backoff_initial_ms;
-  for (int64_t k = 0; k < restarts && d < o->backoff_max_ms; k++) d = d > INT64_MAX / 2 ? INT64_MAX : 2 * d;
+  for (int64_t k = 0; k < obs->restarts && d < o->backoff_max_ms; k++) d = d > INT64_MAX / 2 ? INT64_MAX : 2 * d;
   return d < o->backoff_max_ms ? d : o->backoff_max_ms;
 }
 
@@ -955,7 +958,7 @@ static tf_err tf_rec__actions(tf_reconcile *rec, const tf_pool *pool, int64_t no
     int counts = !tf_rec__ready(r) || (r->has_obs && r->obs.held_back);
     held[i] = (char)counts;
     if (r->member && !r->obs.running) {
-      int64_t at = r->obs.exited_ms ? r->obs.exited_ms + tf_rec__backoff(o, r->obs.restarts) : now;
+      int64_t at = r->obs.exited_ms ? r->obs.exited_ms + tf_rec__backoff(o, &r->obs) : now;
       if (now >= at) {
         start[i] = 2;
       } else {
