@@ -19,10 +19,12 @@ struct op_controller {
   tf_workqueue *queue;
   tf_recorder *recorder;
   tf_adapter *adapter;  /* made after the informers, which start only once it is there */
-  pthread_mutex_t mu;   /* metrics_text, read by the metrics thread */
-  char *metrics_text;   /* every pool's samples (made on the loop's thread), under mu */
-  int metrics_dirty;    /* a reconcile ran since metrics_text was made (loop's thread) */
-  int64_t metrics_at;   /* when it was made (monotonic ms) */
+  pthread_mutex_t mu;     /* the metrics_ fields: the loop's thread makes the text, the metrics thread reads it */
+  pthread_cond_t made;    /* signalled when metrics_text is made anew */
+  char *metrics_text;     /* every pool's samples, as of the last scrape that found them out of date */
+  int metrics_dirty;      /* a reconcile ran since metrics_text was made */
+  int metrics_wanted;     /* a scrape waits for it to be made anew */
+  unsigned long metrics_seq; /* how often it was made */
 };
 
 /* each informer's changes, forwarded: the adapter queues the pools they concern */
@@ -79,6 +81,7 @@ int op_controller_new(op_controller **out, tf_kube *kube, const op_config *cfg)
   c->cfg = *cfg;
   c->kube = kube;
   pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->made, NULL);
   tf_workqueue_options qo = TF_WORKQUEUE_OPTIONS_INIT;
   qo.base_delay_ms = 200;
   qo.max_delay_ms = 10000;
@@ -149,39 +152,41 @@ void op_controller_free(op_controller *c)
   tf_recorder_free(c->recorder);
   tf_workqueue_free(c->queue);
   free(c->metrics_text);
+  pthread_cond_destroy(&c->made);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
 
-/* Every pool's samples in one text, made on the loop's thread (the adapter is the loop's): at most
- * once per METRICS_EVERY_MS after a reconcile changed them, not after each one (at 100 pools the
- * text of all of them after every reconcile cost more than the reconciles). */
-#define METRICS_EVERY_MS 1000
+/* Every pool's samples in one text, made on the loop's thread (the adapter is the loop's) only when a scrape
+ * asks for it after a reconcile: at 100 pools the text of all of them cost more than the reconciles, and it is
+ * read once per scrape interval. */
 static void keep_metrics(op_controller *c)
 {
-  if (!c->metrics_dirty) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-  if (c->metrics_at && now - c->metrics_at < METRICS_EVERY_MS) return;
-  c->metrics_at = now;
-  c->metrics_dirty = 0;
+  pthread_mutex_lock(&c->mu);
+  int make = c->metrics_wanted && c->metrics_dirty;
+  c->metrics_dirty = make ? 0 : c->metrics_dirty;
+  pthread_mutex_unlock(&c->mu);
+  if (!make) return;
   tf_metrics *m = NULL;
   char *text = NULL;
   if (tf_metrics_new(&m) == 0 && tf_adapter_metrics(c->adapter, m) == 0) (void)tf_metrics_to_text(&text, m);
   tf_metrics_free(m);
+  char *copy = text ? strdup(text) : NULL; /* tf_free()'s text, free()'s field */
+  tf_free(text);
   pthread_mutex_lock(&c->mu);
   free(c->metrics_text);
-  c->metrics_text = text ? strdup(text) : NULL;
+  c->metrics_text = copy;
+  c->metrics_wanted = 0;
+  c->metrics_seq++;
+  pthread_cond_broadcast(&c->made);
   pthread_mutex_unlock(&c->mu);
-  tf_free(text);
 }
 
 void op_controller_run_once(op_controller *c, long timeout_ms)
 {
   char *key = NULL;
   (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
-  keep_metrics(c);                      /* the last reconciles' samples, once their time came */
+  keep_metrics(c);                      /* the pools' samples, when a scrape waits for them */
   if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
   long requeue = 0;
   if (tf_adapter_reconcile(c->adapter, key, &requeue) < 0) {
@@ -191,7 +196,9 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
     tf_workqueue_forget(c->queue, key);
     if (requeue > 0) (void)tf_workqueue_add_after(c->queue, key, requeue);
   }
+  pthread_mutex_lock(&c->mu);
   c->metrics_dirty = 1;
+  pthread_mutex_unlock(&c->mu);
   keep_metrics(c);
   tf_workqueue_done(c->queue, key);
   tf_free(key);
@@ -209,6 +216,15 @@ char *op_controller_metrics(op_controller *c, int leading)
     (void)tf_metrics_to_text(&live, m);
   tf_metrics_free(m);
   pthread_mutex_lock(&c->mu);
+  if (c->metrics_dirty) { /* the loop makes it anew between two reconciles; a loop that stopped: the last one */
+    unsigned long seq = c->metrics_seq;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    c->metrics_wanted = 1;
+    while (c->metrics_seq == seq && pthread_cond_timedwait(&c->made, &c->mu, &until) == 0) {
+    }
+  }
   if (live && asprintf(&out, "%s%s", c->metrics_text ? c->metrics_text : "", live) < 0) out = NULL;
   pthread_mutex_unlock(&c->mu);
   tf_free(live);

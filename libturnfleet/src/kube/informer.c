@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "kube_internal.h"
 #include "smap.h"
@@ -580,6 +583,9 @@ static void *tf_inf__run(void *arg)
       }
       tf_inf__replace(inf, doc);
       cJSON_Delete(doc);
+#ifdef __GLIBC__
+      (void)malloc_trim(0); /* the list's tree (several times its text) back to the system, not kept as free heap */
+#endif
       need_list = 0;
       pthread_mutex_lock(&inf->mu);
       free(synced_rv);
