@@ -1538,7 +1538,7 @@ START_TEST(test_adapter__probes_and_scrapes_run_at_once_on_one_loop)
   int silent = bound_socket(SOCK_DGRAM, "127.0.20.21", 40131);
   tf_workqueue *q = NULL;
   TF_OK_OR_FAIL(tf_workqueue_new(&q, NULL));
-  tf_adapter__work *w = tf_adapter__work_new(4, q);
+  tf_adapter__work *w = tf_adapter__work_new(q);
   ck_assert_ptr_nonnull(w);
   /* a probe of a relay that never answers (two URIs: both probed at once, the first failure decides) */
   tf_probe_options po[2] = {TF_PROBE_OPTIONS_INIT, TF_PROBE_OPTIONS_INIT};

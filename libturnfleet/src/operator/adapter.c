@@ -1640,7 +1640,7 @@ tf_err tf_adapter_new(tf_adapter **out, tf_kube *kube, const tf_adapter_options 
     free(c);
     return tf_error__set(TF_ENOMEM, "adapter: the referenced Secrets' caches");
   }
-  if (!(c->work = tf_adapter__work_new(opts->workers ? opts->workers : 4, opts->queue))) {
+  if (!(c->work = tf_adapter__work_new(opts->queue))) {
     tf_adapter__refs_free(c->refs);
     tf_budget_free(c->budget);
     tf_adapter__views_free(c->views);

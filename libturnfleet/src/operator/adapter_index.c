@@ -719,6 +719,7 @@ int tf_adapter__index_claims(tf_adapter__index *x, tf_engine *engine, const char
     }
   }
   n = kept;
+  digest_field(ctx, &n, sizeof(n)); /* where the CLI claims end: no address claim reads as one */
   /* other existing pools' relays on the addresses it may place relays on, with their pools' listener ports,
    * where their ports may meet the engine's pool's (the others the planner would pass over) */
   const tf_pool *mine = tf_engine_pool(engine);

@@ -275,9 +275,9 @@ typedef struct tf_adapter__result {
   int64_t allocations; /* scrape: turnfleet_agent_ports_in_use; -1: unreadable */
 } tf_adapter__result;
 
-/* One thread running one loop for every job at once (@p threads unused); a finished job adds its key to
- * @p queue. NULL on failure. */
-tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue);
+/* One thread running one loop for every job at once; a finished job adds its key to @p queue. NULL on
+ * failure. */
+tf_adapter__work *tf_adapter__work_new(tf_workqueue *queue);
 /* Stop the loop (jobs in flight are abandoned, a probe's allocations released best effort) and release
  * what is left. */
 void tf_adapter__work_free(tf_adapter__work *w);

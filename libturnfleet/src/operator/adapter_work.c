@@ -195,9 +195,8 @@ static void *loop(void *arg)
   return NULL;
 }
 
-tf_adapter__work *tf_adapter__work_new(size_t threads, tf_workqueue *queue)
+tf_adapter__work *tf_adapter__work_new(tf_workqueue *queue)
 {
-  (void)threads; /* one loop runs every job at once */
   tf_adapter__work *w = calloc(1, sizeof(*w));
   if (!w) return NULL;
   pthread_mutex_init(&w->mu, NULL);
