@@ -380,6 +380,7 @@ def fleet(timeout):
     time.sleep(1)
     seq0 = e2e.last_seq()
     cpu0 = cpu_seconds(pid)
+    rec0 = reconciles()
     t0 = time.time()
     for i in range(POOLS):
         api.call("POST", GROUP + "/namespaces/%s/turnpools" % e2e.NS, bench_pool(i), "application/json")
@@ -392,6 +393,7 @@ def fleet(timeout):
             seq = new[-1]["seq"]
             made += [r for r in new if r["code"] == 201]
         cpu1 = cpu_seconds(pid)   # sampled at most 0.5 s after the last create: a little after it, never before
+    rec1 = reconciles()
     n = len(made)
     last = made[POOLS * RELAYS - 1]["time"] if n >= POOLS * RELAYS else time.time()
     op_s = last - t0
@@ -433,6 +435,9 @@ def fleet(timeout):
     print("ratio: operator / floor = %.2f (goal <= 1.5)" % (op_s / max(floor_s, 1e-9)))
     print("operator CPU (utime+stime) from the first pool POST to its %d-th pod: %.2f s = %.3f ms per pod (goal <= 0.5)"
           % (POOLS * RELAYS, cpu1 - cpu0, (cpu1 - cpu0) * 1e3 / max(n, 1)))
+    recs = sum(v - rec0.get(p, 0) for p, v in rec1.items() if is_bench(p))
+    print("  its reconciles of the bench pools then: %d, %.1f per pool, %.2f ms of CPU each (all its CPU over them)" %
+          (recs, recs / POOLS, (cpu1 - cpu0) * 1e3 / max(recs, 1)))
 
     time.sleep(10)     # the operator's steady state with 1000 unstarted relays (probes failing)
     seq, c0 = e2e.last_seq(), cpu_seconds(pid)
