@@ -491,9 +491,14 @@ def one_pool(events, ref, big_before):
     api = Api("tf-bench-client")
     pid = e2e.OPERATORS["a"].pid
     q = urllib.parse.urlencode({"labelSelector": POOL_LABEL})
-    pods = {}
+    pods, where = {}, {}
     for p in json.loads(api.call("GET", "/api/v1/namespaces/%s/pods?%s" % (e2e.NS, q)))["items"]:
         pods.setdefault(p["metadata"]["labels"][POOL_LABEL], []).append(p["metadata"]["name"])
+        # (node, CLI port): two host-network relays there collide, so one's going concerns the other's pool
+        where[p["metadata"]["name"]] = (p["spec"].get("nodeName"),
+                                        p["metadata"].get("annotations", {}).get("turnfleet.hzmi.dev/cli-port"))
+    sharing = lambda victim: sorted({pl for pl, names in pods.items() for n in names
+                                     if n != victim and where.get(n) == where.get(victim)})
     # the background: pools reconciled with no event (the engine's own wake-ups), over 10 s
     b0, tb, seq, c0 = reconciles(), time.monotonic(), e2e.last_seq(), cpu_seconds(pid)
     time.sleep(10)
@@ -503,7 +508,7 @@ def one_pool(events, ref, big_before):
     live = sorted(p for p in b1 if not is_bench(p))
     quiet = [r for r in e2e.requests_since(seq) if "turnfleet-operator" in r["userAgent"] and r["method"] in WRITES
              and "/leases/" not in r["path"]]
-    op, rf, windows, counts, bench_counts, only = [], [], [], [], [], 0
+    op, rf, windows, counts, bench_counts, only, extra = [], [], [], [], [], 0, []
     for k in range(events):
         pool = "p%03d" % (k * 7 % POOLS)
         victim = sorted(pods[pool])[k % RELAYS]
@@ -521,12 +526,16 @@ def one_pool(events, ref, big_before):
         bench_rose = [p for p in r if is_bench(p)]  # the bench pools: nothing of theirs runs, only events reconcile them
         bench_counts.append(len(bench_rose))
         only += bench_rose == [pool]
+        extra += [(p, p in sharing(victim)) for p in bench_rose if p != pool]
         rf.append(ref.ping())
         time.sleep(0.2)
     print("== 4. one relay-pod event at %d pools (%d deletes, grace 0, each pod of another pool) ==" % (POOLS, events))
     print("of the %d bench pools (relays never started: only events reconcile them), those whose reconciles_total "
           "rose between the delete and its pool's reconcile: median %d, max %d; exactly the deleted pod's pool in %d "
           "of %d" % (POOLS, pct(bench_counts, 50), max(bench_counts), only, events))
+    print("  the other bench pools reconciled: %d, of them %d with a relay on the deleted pod's node and CLI port (the "
+          "pools' concurrent creation gave both the same one: its going ends their collision)" %
+          (len(extra), len([1 for _, shared in extra if shared])))
     print("of every pool (also %s, whose running relays' probes and counts reconcile them every probe interval): "
           "median %d, max %d" % (", ".join(live) or "none", pct(counts, 50), max(counts)))
     print("background, same run, no event: %.1f pool reconciles/s (the engine's own wake-ups; %.1f/s of the bench "

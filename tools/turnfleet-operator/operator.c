@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <time.h>
 
 #include <turnfleet.h>
@@ -25,6 +28,8 @@ struct op_controller {
   int metrics_dirty;      /* a reconcile ran since metrics_text was made */
   int metrics_wanted;     /* a scrape waits for it to be made anew */
   unsigned long metrics_seq; /* how often it was made */
+  int64_t trimmed_at;     /* when the heap was last trimmed (monotonic ms; the loop's thread) */
+  int busy;               /* a reconcile ran since */
 };
 
 /* each informer's changes, forwarded: the adapter queues the pools they concern */
@@ -182,12 +187,35 @@ static void keep_metrics(op_controller *c)
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Once the loop is idle after reconciles, at most every TRIM_EVERY_MS: the free pages the reconciles' parsed
+ * and rendered bodies left between long-lived objects (in every thread's malloc arena) go back to the system
+ * instead of staying resident. */
+#define TRIM_EVERY_MS 10000
+static void trim_heap(op_controller *c)
+{
+#ifdef __GLIBC__
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  if (!c->busy || now - c->trimmed_at < TRIM_EVERY_MS) return;
+  c->busy = 0;
+  c->trimmed_at = now;
+  (void)malloc_trim(0);
+#else
+  (void)c;
+#endif
+}
+
 void op_controller_run_once(op_controller *c, long timeout_ms)
 {
   char *key = NULL;
   (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
   keep_metrics(c);                      /* the pools' samples, when a scrape waits for them */
-  if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
+  if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) {
+    trim_heap(c);
+    return;
+  }
+  c->busy = 1;
   long requeue = 0;
   if (tf_adapter_reconcile(c->adapter, key, &requeue) < 0) {
     if (c->cfg.adapter.log) c->cfg.adapter.log(TF_LOG_DEBUG, tf_error_last()->message, c->cfg.adapter.log_payload);
