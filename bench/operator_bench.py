@@ -596,7 +596,8 @@ def main():
     fleet_events = int(sys.argv[4]) if len(sys.argv) > 4 else 10
     fleet_timeout = float(sys.argv[5]) if len(sys.argv) > 5 else FLEET_TIMEOUT
     e2e.VERSION = "4.6.1"
-    e2e.OPERATOR = os.path.join(e2e.BUILD, "tools", "turnfleet-operator", "turnfleet-operator")
+    e2e.OPERATOR = os.environ.get("TF_E2E_OPERATOR") or os.path.join(e2e.BUILD, "tools", "turnfleet-operator",
+                                                                  "turnfleet-operator")
     e2e.PROBE = os.path.join(e2e.BUILD, "tools", "turnfleet-probe", "turnfleet-probe")
     e2e.setUpModule()
     try:

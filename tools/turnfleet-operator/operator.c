@@ -187,7 +187,7 @@ static void keep_metrics(op_controller *c)
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Once the loop is idle after reconciles, at most every TRIM_EVERY_MS: the free pages the reconciles' parsed
+/* After reconciles, at most every TRIM_EVERY_MS: the free pages the reconciles' parsed
  * and rendered bodies left between long-lived objects (in every thread's malloc arena) go back to the system
  * instead of staying resident. */
 #define TRIM_EVERY_MS 10000
@@ -211,10 +211,8 @@ void op_controller_run_once(op_controller *c, long timeout_ms)
   char *key = NULL;
   (void)tf_recorder_flush(c->recorder); /* Events the server could not take before, when due */
   keep_metrics(c);                      /* the pools' samples, when a scrape waits for them */
-  if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) {
-    trim_heap(c);
-    return;
-  }
+  trim_heap(c);
+  if (tf_workqueue_get(c->queue, &key, timeout_ms) != 0) return;
   c->busy = 1;
   long requeue = 0;
   if (tf_adapter_reconcile(c->adapter, key, &requeue) < 0) {
