@@ -724,32 +724,37 @@ START_TEST(test_adapter__a_lagging_cache_is_read_through_what_the_writes_learnt)
   /* nothing learnt: the cache */
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
   /* written from r1, answered r2: while the cache shows r1, r2 is the view */
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2, 1000), 0);
   ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r2);
   /* written again from that view (a copy of it), answered r3: still against the cache's r1 */
   char *copy = strdup(tf_adapter__views_pick(v, "media/demo|cm", r1));
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", copy, r3), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", copy, r3, 1000), 0);
   free(copy);
   ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r3);
   /* the cache caught up (r3), or moved past (someone else's r4): the cache, and the view is gone */
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r4), r4);
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
   /* created while the cache lacked it: the view until the cache holds any copy */
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|new", NULL, r2), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|new", NULL, r2, 1000), 0);
   ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo|new", NULL), r2);
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|new", r2), r2);
   ck_assert_ptr_null(tf_adapter__views_pick(v, "media/demo|new", NULL));
   /* a view found wrong (a conflict) is forgotten; a pool gone forgets its views, not another pool's */
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2), 0);
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, NULL), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, r2, 1000), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|cm", r1, NULL, 1000), 0);
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|cm", r1), r1);
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|a", r1, r2), 0);
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|b", r1, r2), 0);
-  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo2|a", r1, r3), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|a", r1, r2, 1000), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo|b", r1, r2, 1000), 0);
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo2|a", r1, r3, 1000), 0);
   tf_adapter__views_forget(v, "media/demo|");
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|a", r1), r1);
   ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo|b", r1), r1);
   ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo2|a", r1), r3);
+  /* a view older than the caller's limit is forgotten (the cache believed), a younger one kept */
+  ck_assert_int_eq(tf_adapter__views_keep(v, "media/demo3|a", r1, r2, 5000), 0);
+  tf_adapter__views_expire(v, 2000);
+  ck_assert_ptr_eq(tf_adapter__views_pick(v, "media/demo2|a", r1), r1);
+  ck_assert_str_eq(tf_adapter__views_pick(v, "media/demo3|a", r1), r2);
   tf_adapter__views_free(v);
   ck_assert_ptr_eq(tf_adapter__views_pick(NULL, "x", r1), r1);
 }

@@ -210,7 +210,7 @@ static char *view_key(const char *pool, const char *what) { return join3(pool, "
 static void view_keep(tf_adapter *c, const char *pool, const char *what, const char *seen, const char *answer)
 {
   char *key = view_key(pool, what);
-  if (key && tf_adapter__views_keep(c->views, key, seen, answer) < 0) say(c, TF_LOG_DEBUG, "%s: not kept", key);
+  if (key && tf_adapter__views_keep(c->views, key, seen, answer, tf_kube__now_ms()) < 0) say(c, TF_LOG_DEBUG, "%s: not kept", key);
   free(key);
 }
 
@@ -266,7 +266,7 @@ static int write_object(tf_adapter *c, const pool_state *s, const char *pool_jso
    * cache would not show its going) */
   const int foreign = rc == TF_ECONFLICT && learnt && tf_adapter__same_owners(desired, learnt) != 1;
   if (foreign) (void)not_owned(c, pool_json, coll, name, learnt);
-  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, foreign ? NULL : learnt);
+  if (learnt || rc == TF_ECONFLICT) (void)tf_adapter__views_keep(c->views, key, seen, foreign ? NULL : learnt, tf_kube__now_ms());
   if (learnt) OPENSSL_cleanse(learnt, strlen(learnt));
   free(learnt);
   free(what);
@@ -1475,6 +1475,7 @@ tf_err tf_adapter_reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     count = NULL;
   }
   if (count) (*count)++;
+  tf_adapter__views_expire(c->views, tf_kube__now_ms() - EXPECT_TTL_MS); /* what a cache lagging that long missed */
   c->charging = key;
   c->over_budget_ms = 0;
   tf_err rc = reconcile(c, key, requeue_ms);

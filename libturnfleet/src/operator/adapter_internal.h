@@ -117,7 +117,9 @@ tf_err tf_adapter__apply(tf_kube *kube, const char *coll, const char *name, cons
  * cache still shows that resourceVersion (or still lacks the object, when it lacked it), the kept object is
  * the better view: a write from the stale cache would only repeat what was done (a status patch again, a
  * gate again, a PUT answered 409), so a watch that lags never drives a write loop. Once the cache shows
- * anything else, the kept object is dropped and the cache believed. Keys are the caller's ("ns/pool|what").
+ * anything else, the kept object is dropped and the cache believed; so is one older than the caller's limit
+ * (tf_adapter__views_expire(): a cache that lags that long is believed, as an expectation lapses, and an
+ * object written once is not kept twice, beside its cached copy, for good). Keys are the caller's ("ns/pool|what").
  * Kept objects may be secret material: wiped when dropped. Not thread-safe (the adapter's loop). */
 typedef struct tf_adapter__views tf_adapter__views;
 tf_adapter__views *tf_adapter__views_new(void);
@@ -127,8 +129,10 @@ void tf_adapter__views_free(tf_adapter__views *v);
 const char *tf_adapter__views_pick(tf_adapter__views *v, const char *key, const char *cached);
 /* Keep @p fresh (the server's object) for @p key; @p seen is what tf_adapter__views_pick() answered for it
  * (the cache's copy when nothing was kept). @p fresh NULL forgets @p key (the view turned out wrong). 0, -1
- * on no memory (then nothing is kept). */
-int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh);
+ * on no memory (then nothing is kept). @p now_ms: when (monotonic), for tf_adapter__views_expire(). */
+int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh, int64_t now_ms);
+/* Forget every object kept before @p before_ms. */
+void tf_adapter__views_expire(tf_adapter__views *v, int64_t before_ms);
 /* Forget every key that starts with @p prefix (a pool gone). */
 void tf_adapter__views_forget(tf_adapter__views *v, const char *prefix);
 

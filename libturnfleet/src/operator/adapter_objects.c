@@ -616,6 +616,7 @@ int64_t tf_adapter__expect_next_ms(const tf_adapter__expect *e, int64_t now_ms)
 typedef struct view {
   char *stale_rv; /* the resourceVersion the cache showed when this was learnt; "" when it lacked the object */
   char *json;     /* the object as the server had it then */
+  int64_t kept_ms; /* when (the caller's clock) */
 } view;
 
 struct tf_adapter__views {
@@ -661,7 +662,7 @@ const char *tf_adapter__views_pick(tf_adapter__views *v, const char *key, const 
   return cached;
 }
 
-int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh)
+int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *seen, const char *fresh, int64_t now_ms)
 {
   if (!v) return 0;
   if (!fresh) {
@@ -677,6 +678,7 @@ int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *se
   if (nv) {
     nv->stale_rv = kept && kept_rv && strcmp(seen_rv, kept_rv) == 0 ? strdup(kept->stale_rv) : strdup(seen_rv);
     nv->json = strdup(fresh);
+    nv->kept_ms = now_ms;
   }
   free(seen_rv);
   free(kept_rv);
@@ -686,6 +688,22 @@ int tf_adapter__views_keep(tf_adapter__views *v, const char *key, const char *se
     return -1;
   }
   return 0;
+}
+
+void tf_adapter__views_expire(tf_adapter__views *v, int64_t before_ms)
+{
+  if (!v) return;
+  size_t pos = 0, n = 0;
+  const char *key;
+  void *val;
+  char **old = calloc(tf_smap__count(v->map) + 1, sizeof(char *));
+  while (old && tf_smap__next(v->map, &pos, &key, &val))
+    if (((view *)val)->kept_ms < before_ms && !(old[n++] = strdup(key))) break;
+  for (size_t i = 0; i < n; i++) {
+    if (old[i]) tf_smap__del(v->map, old[i]);
+    free(old[i]);
+  }
+  free(old);
 }
 
 void tf_adapter__views_forget(tf_adapter__views *v, const char *prefix)

@@ -10,7 +10,8 @@
 
 /* ---- arena ---- */
 
-#define TF__ARENA_CHUNK 65536u
+#define TF__ARENA_CHUNK 65536u /* the largest chunk: the first is TF__ARENA_FIRST, each next one twice its size */
+#define TF__ARENA_FIRST 2048u
 #define TF__ARENA_ALIGN alignof(max_align_t)
 
 struct tf_nodes__chunk {
@@ -26,12 +27,15 @@ static void *tf_arena__alloc(struct tf_nodes__chunk **head, size_t size)
   if (size == 0) size = TF__ARENA_ALIGN;
   struct tf_nodes__chunk *c = *head;
   if (!c || c->cap - c->used < size) {
-    size_t cap = size > TF__ARENA_CHUNK / 4 ? size : TF__ARENA_CHUNK;
+    /* a few nodes take a few KiB, not a whole chunk: chunks grow with what the inventory holds */
+    size_t step = !c ? TF__ARENA_FIRST : c->cap < TF__ARENA_CHUNK / 2 ? 2 * c->cap : TF__ARENA_CHUNK;
+    int big = size > step / 4;
+    size_t cap = big ? size : step;
     struct tf_nodes__chunk *n = malloc(sizeof(*n) + cap);
     if (!n) return NULL;
     n->used = 0;
     n->cap = cap;
-    if (cap == TF__ARENA_CHUNK || !c) {
+    if (!big || !c) {
       n->next = c;
       *head = n;
     } else {
