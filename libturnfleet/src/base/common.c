@@ -250,6 +250,15 @@ tf_err tf_buf__detach(tf_buf *b, char **out)
     *out = NULL;
     return tf_error__nomem();
   }
+  /* kept texts (rendered configs, bodies) hold what they say, not up to twice that: a copy of the exact
+   * size (the block wiped, not realloc'd: it may hold secrets) when more than a little is spare */
+  char *exact = b->cap - b->len - 1 > 64 ? malloc(b->len + 1) : NULL;
+  if (exact) {
+    memcpy(exact, b->ptr, b->len + 1);
+    tf_crypto__wipe(b->ptr, b->cap);
+    free(b->ptr);
+    b->ptr = exact;
+  }
   *out = b->ptr;
   b->ptr = NULL;
   b->len = b->cap = 0;
