@@ -378,6 +378,10 @@ def fleet(timeout):
     e2e.kubectl("create", "secret", "generic", "-n", e2e.NS, "bench-secret", "--from-literal=secret=" + e2e.SECRET2)
     bench_nodes(api)
     time.sleep(1)
+    # the operator's CPU before the bench pools: its live pools' own probes and counts (their relays run)
+    b0, bt = cpu_seconds(pid), time.monotonic()
+    time.sleep(10)
+    base_rate = (cpu_seconds(pid) - b0) / (time.monotonic() - bt)
     seq0 = e2e.last_seq()
     cpu0 = cpu_seconds(pid)
     rec0 = reconciles()
@@ -435,6 +439,10 @@ def fleet(timeout):
     print("ratio: operator / floor = %.2f (goal <= 1.5)" % (op_s / max(floor_s, 1e-9)))
     print("operator CPU (utime+stime) from the first pool POST to its %d-th pod: %.2f s = %.3f ms per pod (goal <= 0.5)"
           % (POOLS * RELAYS, cpu1 - cpu0, (cpu1 - cpu0) * 1e3 / max(n, 1)))
+    net = (cpu1 - cpu0) - base_rate * op_s
+    print("  of it the live pools' own (%.1f ms/s over the 10 s before the pools, times %.1f s): %.2f s; the rest, "
+          "the bench pools': %.2f s = %.3f ms per pod" % (base_rate * 1e3, op_s, base_rate * op_s, net,
+                                                          net * 1e3 / max(n, 1)))
     recs = sum(v - rec0.get(p, 0) for p, v in rec1.items() if is_bench(p))
     print("  its reconciles of the bench pools then: %d, %.1f per pool, %.2f ms of CPU each (all its CPU over them)" %
           (recs, recs / POOLS, (cpu1 - cpu0) * 1e3 / max(recs, 1)))

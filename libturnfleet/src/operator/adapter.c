@@ -774,16 +774,23 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
   if (!ok) return -1;
   char *pool_text = NULL;
   if (tf_pool_to_json(&pool_text, in->pool) < 0) return -1;
+  const int pool_moved = !s->pool_text || strcmp(s->pool_text, pool_text) != 0;
+  const int nodes_moved = !s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0 ||
+                          !same_text(s->endpoints_text, in->endpoints_text);
+  /* the nodes parsed only when the engine, its sites or its nodes need them (at 100 pools every reconcile
+   * parsed every node again for nothing) */
   tf_nodes *nodes = NULL;
-  if (tf_nodes_parse(&nodes, in->nodes_text, strlen(in->nodes_text)) < 0) {
-    say(c, TF_LOG_ERROR, "nodes: %s", tf_error_last()->message);
-    tf_free(pool_text);
-    return -1;
+  if (!s->engine || pool_moved || nodes_moved || !s->sites.known) {
+    if (tf_nodes_parse(&nodes, in->nodes_text, strlen(in->nodes_text)) < 0) {
+      say(c, TF_LOG_ERROR, "nodes: %s", tf_error_last()->message);
+      tf_free(pool_text);
+      return -1;
+    }
+    if (c->api_port) (void)tf_nodes_reserve_endpoint(nodes, &c->api_addr, c->api_port, "the Kubernetes API server");
+    if (in->endpoints_text &&
+        tf_nodes_reserve_endpoints(nodes, in->endpoints_text, strlen(in->endpoints_text), "the Kubernetes API server") < 0)
+      say(c, TF_LOG_WARN, "endpoints default/kubernetes: %s", tf_error_last()->message);
   }
-  if (c->api_port) (void)tf_nodes_reserve_endpoint(nodes, &c->api_addr, c->api_port, "the Kubernetes API server");
-  if (in->endpoints_text &&
-      tf_nodes_reserve_endpoints(nodes, in->endpoints_text, strlen(in->endpoints_text), "the Kubernetes API server") < 0)
-    say(c, TF_LOG_WARN, "endpoints default/kubernetes: %s", tf_error_last()->message);
   int rc = 0, sites_moved = 0;
   if (!s->engine) {
     tf_engine_options eo = TF_ENGINE_OPTIONS_INIT;
@@ -809,7 +816,7 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
     }
     nodes = NULL;
   } else {
-    if (!s->pool_text || strcmp(s->pool_text, pool_text) != 0) {
+    if (pool_moved) {
       tf_pool *pool = in->pool;
       in->pool = NULL;
       if (tf_engine_set_pool(s->engine, pool) < 0) {
@@ -821,8 +828,6 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
         sites_moved = 1;
       }
     }
-    const int nodes_moved = !s->nodes_text || strcmp(s->nodes_text, in->nodes_text) != 0 ||
-                            !same_text(s->endpoints_text, in->endpoints_text);
     /* where the engine's pool may go on these nodes: before the engine takes them */
     if (sites_moved || nodes_moved || !s->sites.known) {
       sites_moved = 1;
@@ -854,10 +859,12 @@ static int feed_engine(tf_adapter *c, pool_state *s, pool_inputs *in, const char
       free(s->pool_text);
       s->pool_text = strdup(pool_text);
     }
-    free(s->nodes_text);
-    s->nodes_text = strdup(in->nodes_text);
-    free(s->endpoints_text);
-    s->endpoints_text = in->endpoints_text ? strdup(in->endpoints_text) : NULL;
+    if (nodes_moved) {
+      free(s->nodes_text);
+      s->nodes_text = strdup(in->nodes_text);
+      free(s->endpoints_text);
+      s->endpoints_text = in->endpoints_text ? strdup(in->endpoints_text) : NULL;
+    }
     memcpy(s->secret_digest, digest, sizeof(digest));
     memcpy(s->tls_digest, in->tls_digest, sizeof(s->tls_digest));
     if (sites_moved && tf_adapter__index_set_sites(c->index, s->key, s->uid, &s->sites) < 0)
