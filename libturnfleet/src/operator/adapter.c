@@ -1401,7 +1401,13 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
   }
   act(c, s, &pv, pool_json, ns, &starts, &start_ids, &start_count, now);
   rc = write_config(c, s, pool_json, ns, name, uid, config_secret);
-  /* the pods the engine asked for, and the restarts whose old pod is gone */
+  /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff); the URIs
+   * are written before any pod is made, so that a relay lost and made again at once at its address is out
+   * of them before its new pod (not Ready yet) is there */
+  if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
+  else if (write_uris(c, s, pool_json, ns, name, uid) < 0) rc = -1;
+  else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
+  /* the pods the engine asked for (its config and the URIs written), and the restarts whose old pod is gone */
   for (size_t i = 0; i < start_count; i++) {
     char *pod_uid = rc == 0 && !s->shutting ? create_pod(c, s, pool_json, ns, uid, starts[i]) : NULL;
     (void)tf_engine_done(s->engine, start_ids[i], pod_uid != NULL, pod_uid, now);
@@ -1423,10 +1429,6 @@ static tf_err reconcile(tf_adapter *c, const char *key, long *requeue_ms)
     }
     i++;
   }
-  /* a gate that did not go True keeps the URIs as they are until it did (retried with backoff) */
-  if (write_gates(c, s, &pv, ns, 1) < 0) rc = -1;
-  else if (write_uris(c, s, pool_json, ns, name, uid) < 0) rc = -1;
-  else if (write_gates(c, s, &pv, ns, 0) < 0) rc = -1;
   if (s->shutting && pv.n == 0 && rc == 0) {
     /* every relay pod is gone: the pool goes, and what it owned with it (no last status for it) */
     int fin = put_finalizer(c, pool_json, ns, name, 0);
